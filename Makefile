@@ -1,0 +1,40 @@
+# One-command setup: `make app` runs the lab on the embedded default, `make test` runs the tests.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: venv app test test-all lint bench clean
+
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# torch first and pinned: an unpinned torch (or one pulled in by trl) downloads a multi-GB CUDA build.
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -r requirements.txt -r requirements-dev.txt
+	# bfcl-eval without its dependencies: it pins a heavy stack (model SDKs, old numpy) that the
+	# multi-turn API classes never import; they need only the standard library plus mpmath (above).
+	$(BIN)/pip install -q --no-deps bfcl-eval==2026.3.23
+	$(BIN)/pip install -q --no-deps -e .
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+app: $(STAMP)
+	$(BIN)/streamlit run app.py --server.address 127.0.0.1 --server.headless true
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow and not browser"
+
+test-all: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+bench: $(STAMP)
+	$(BIN)/rods bench env
+
+clean:
+	rm -rf $(VENV) .pytest_cache
