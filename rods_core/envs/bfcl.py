@@ -99,7 +99,8 @@ def api_class(name: str) -> type:
 
 @cache
 def _signature(cls: str, fn: str) -> inspect.Signature:
-    return inspect.signature(getattr(api_class(cls), fn))
+    sig = inspect.signature(getattr(api_class(cls), fn))
+    return sig.replace(parameters=list(sig.parameters.values())[1:])  # drop `self`
 
 
 def format_result(value: Any) -> str:

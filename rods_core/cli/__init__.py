@@ -1,0 +1,19 @@
+"""The `rods` command: thin typer shells over the library, one module per command group.
+
+Heavy imports (torch, TRL, transformers) happen inside the commands that train, never at import time,
+so `rods --help`, `rods env ...`, `rods seeds ...` and `rods export` start in well under a second.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from rods_core.cli import env_cmd, seeds_cmd
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help="RODS Lab: online data synthesis for GRPO tool-use agents.")
+app.add_typer(seeds_cmd.app, name="seeds")
+app.add_typer(env_cmd.app, name="env")
+
+
+def main() -> None:
+    app()
