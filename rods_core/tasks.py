@@ -149,8 +149,9 @@ class Task(BaseModel):
         q = self.to_record()
         for k in ("ground_truth", "provenance", "category"):
             q.pop(k)
-        if not self.missed_function:
-            q.pop("missed_function")
+        for optional in ("missed_function", "excluded_function"):  # BFCL omits them when empty
+            if not q[optional]:
+                q.pop(optional)
         return q, {"id": self.id, "ground_truth": self.ground_truth}
 
     def to_record(self) -> dict:

@@ -192,6 +192,8 @@ class BfclEnvironment:
             return [Observation(None, self._err(f"could not parse tool call: {e}"), False)]
         except Exception as e:  # noqa: BLE001 - hostile input must never escape the environment
             return [Observation(None, self._err(f"could not parse tool call: {type(e).__name__}"), False)]
+        if not calls:
+            return [Observation(None, self._err("no function call found"), False)]
         return [self.execute_call(c) for c in calls]
 
     def execute_call(self, call: Call) -> Observation:

@@ -1,0 +1,244 @@
+"""Zero-cost boundary detector: per-task reward statistics and regions from the GRPO reward matrix.
+
+It reads only the task × G reward matrix the trainer already computed for its advantages: no
+generation, no environment call. Regions follow the paper (mastered / boundary / hard from the mean
+progress reward of a task's rollouts). Departures from the paper, both documented on BoundaryConfig:
+a task is classified on exponentially smoothed statistics (alpha=1 gives the paper's last-group
+reading), and a task whose rewards are all equal in the middle band is "hard", not "boundary" —
+its group has no variance, so it gives GRPO no gradient however moderate its mean.
+
+Variance is the population variance of a group (ddof=0), so for rewards in [0, 1] it is at most 0.25
+(Popoviciu's bound) and `share = var / 0.25` lies in [0, 1].
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Region = Literal["mastered", "boundary", "hard"]
+REGIONS: tuple[Region, ...] = ("mastered", "boundary", "hard")
+POPOVICIU_BOUND = 0.25  # max variance of a variable in [0, 1]
+EVENT_NAME = "boundary/region_change"
+_EPS = 1e-9  # float slack when checking rewards lie in [0, 1]
+
+
+class BoundaryConfig(BaseModel):
+    """Thresholds of the regions and the smoothing of per-task statistics (`boundary:` in a run config)."""
+
+    model_config = ConfigDict(extra="forbid")
+    mastered_mean: float = Field(
+        0.8, gt=0.0, le=1.0, description="a task whose smoothed mean reward is >= this is mastered"
+    )
+    hard_mean: float = Field(0.2, ge=0.0, lt=1.0, description="a task whose smoothed mean reward is <= this is hard")
+    min_variance_share: float = Field(
+        0.01,
+        ge=0.0,
+        le=1.0,
+        description="smoothed variance / 0.25 below this counts as flat (no gradient): a flat task between "
+        "the thresholds is hard (it fails the same part every time); also the floor for an 'informative' group",
+    )
+    ema_alpha: float = Field(
+        0.5, gt=0.0, le=1.0, description="weight of the newest group in the smoothed mean/variance; 1 = last group only"
+    )
+
+    @model_validator(mode="after")
+    def _ordered(self) -> BoundaryConfig:
+        if self.hard_mean >= self.mastered_mean:
+            raise ValueError(
+                f"boundary.hard_mean ({self.hard_mean}) must be below boundary.mastered_mean "
+                f"({self.mastered_mean}); otherwise no task can be in the boundary zone"
+            )
+        return self
+
+
+# ----- pure math (fits on a screen) -----------------------------------------------------------------
+def group_stats(rewards: Sequence[float]) -> tuple[float, float]:
+    """Mean and population variance of one task's group of rewards."""
+    n = len(rewards)
+    mean = sum(rewards) / n
+    return mean, sum((r - mean) ** 2 for r in rewards) / n
+
+
+def variance_share(var: float) -> float:
+    """Variance as a share of the Popoviciu bound for [0, 1] rewards (0 = flat, 1 = half 0 / half 1)."""
+    return var / POPOVICIU_BOUND
+
+
+def ema(old: float, new: float, alpha: float) -> float:
+    return alpha * new + (1.0 - alpha) * old
+
+
+def is_informative(var: float, cfg: BoundaryConfig) -> bool:
+    """A group gives GRPO a usable gradient when its variance is not flat."""
+    return var > 0.0 and variance_share(var) >= cfg.min_variance_share
+
+
+def classify(mean: float, var: float, cfg: BoundaryConfig) -> Region:
+    """mastered if mean >= hi; hard if mean <= lo or flat in between; boundary otherwise."""
+    if mean >= cfg.mastered_mean:
+        return "mastered"
+    if mean <= cfg.hard_mean or not is_informative(var, cfg):
+        return "hard"
+    return "boundary"
+
+
+def check_matrix(matrix: Mapping[str, Sequence[float]]) -> None:
+    """Raise ValueError naming the task and rollout of the first reward that is not a number in [0, 1]."""
+    for tid, rewards in matrix.items():
+        if not isinstance(tid, str) or not tid:
+            raise ValueError(f"reward matrix: task id must be a non-empty string, got {tid!r}")
+        if len(rewards) == 0:
+            raise ValueError(f"reward matrix: task {tid!r} has no rewards")
+        for i, r in enumerate(rewards):
+            if isinstance(r, bool) or not isinstance(r, (int, float)) or not math.isfinite(r):
+                raise ValueError(f"reward matrix: task {tid!r} rollout {i}: reward {r!r} is not a finite number")
+            if not -_EPS <= r <= 1.0 + _EPS:
+                raise ValueError(f"reward matrix: task {tid!r} rollout {i}: reward {r} outside [0, 1]")
+
+
+# ----- per-task state ---------------------------------------------------------------------------------
+@dataclass
+class TaskStats:
+    """What the detector knows about one task (JSON-serialisable through asdict)."""
+
+    observations: int  # groups observed (= steps at which the task was in the matrix)
+    rollouts: int  # rewards observed over all groups
+    first_step: int
+    last_step: int
+    last_mean: float
+    last_var: float
+    mean: float  # smoothed (EMA) mean
+    var: float  # smoothed (EMA) within-group variance
+    region: Region
+    streak: int  # consecutive observations in the current region
+    last_informative_step: int | None  # last step whose group was not flat
+
+    @property
+    def var_share(self) -> float:
+        return variance_share(self.var)
+
+    @property
+    def last_var_share(self) -> float:
+        return variance_share(self.last_var)
+
+
+@dataclass(frozen=True)
+class RegionChange:
+    """A task entered a region (old is None at its first observation)."""
+
+    step: int
+    task_id: str
+    old: Region | None
+    new: Region
+    mean: float
+    var: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"event": EVENT_NAME, **asdict(self)}
+
+
+class BoundaryDetector:
+    """Keeps TaskStats per task from successive reward matrices and reports region changes."""
+
+    def __init__(self, config: BoundaryConfig | None = None):
+        self.config = config or BoundaryConfig()
+        self._stats: dict[str, TaskStats] = {}
+
+    def update(
+        self, step: int, matrix: Mapping[str, Sequence[float]], fresh: Collection[str] = ()
+    ) -> list[RegionChange]:
+        """Fold one generation step's reward matrix in; return the tasks whose region changed.
+
+        Tasks in `fresh` restart their smoothing from this group (counts are kept): the buffer passes
+        dormant seeds it re-probes after many steps, whose old average no longer describes the policy.
+        """
+        check_matrix(matrix)
+        cfg, changes = self.config, []
+        for tid, rewards in matrix.items():
+            rewards = [min(1.0, max(0.0, float(r))) for r in rewards]
+            m, v = group_stats(rewards)
+            st = self._stats.get(tid)
+            old = st.region if st else None
+            if st is None:
+                st = self._stats[tid] = TaskStats(0, 0, step, step, m, v, m, v, "hard", 0, None)
+            elif tid in fresh:
+                st.mean, st.var = m, v
+            else:
+                st.mean, st.var = ema(st.mean, m, cfg.ema_alpha), ema(st.var, v, cfg.ema_alpha)
+            st.region = classify(st.mean, st.var, cfg)
+            st.observations += 1
+            st.rollouts += len(rewards)
+            st.last_step, st.last_mean, st.last_var = step, m, v
+            if is_informative(v, cfg):
+                st.last_informative_step = step
+            st.streak = st.streak + 1 if st.region == old else 1
+            if st.region != old:
+                changes.append(RegionChange(step, tid, old, st.region, st.mean, st.var))
+        return changes
+
+    # ----- queries ----------------------------------------------------------------------------
+    def stats(self, task_id: str) -> TaskStats | None:
+        """The task's statistics, or None if it was never observed."""
+        return self._stats.get(task_id)
+
+    def region(self, task_id: str) -> Region | None:
+        st = self._stats.get(task_id)
+        return st.region if st else None
+
+    def __contains__(self, task_id: str) -> bool:
+        return task_id in self._stats
+
+    def __len__(self) -> int:
+        return len(self._stats)
+
+    def region_counts(self, task_ids: Sequence[str] | None = None) -> dict[Region, int]:
+        """Tasks per region (all observed tasks, or only `task_ids` — e.g. the live pool)."""
+        counts: dict[Region, int] = dict.fromkeys(REGIONS, 0)
+        for st in self._select(task_ids):
+            counts[st.region] += 1
+        return counts
+
+    def variance_by_region(self, step: int | None = None) -> dict[Region, float]:
+        """Mean within-group variance of each region's tasks (their last group).
+
+        With `step`, only tasks observed at that step: the paper's figure (boundary-zone variance was
+        2.0-2.2x that of the other regions). Regions without tasks are left out.
+        """
+        sums: dict[Region, list[float]] = {}
+        for st in self._stats.values():
+            if step is None or st.last_step == step:
+                sums.setdefault(st.region, []).append(st.last_var)
+        return {r: sum(v) / len(v) for r in REGIONS if (v := sums.get(r))}
+
+    def _select(self, task_ids: Sequence[str] | None):
+        if task_ids is None:
+            return self._stats.values()
+        return (st for t in task_ids if (st := self._stats.get(t)) is not None)
+
+    # ----- checkpoint -------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-serialisable state; the config is recorded for reference, not restored."""
+        return {
+            "version": 1,
+            "config": self.config.model_dump(),
+            "tasks": {tid: asdict(st) for tid, st in self._stats.items()},
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if state.get("version") != 1:
+            raise ValueError(f"detector state: unsupported version {state.get('version')!r} (expected 1)")
+        stats = {}
+        for tid, rec in state["tasks"].items():
+            try:
+                st = TaskStats(**rec)
+            except TypeError as e:
+                raise ValueError(f"detector state: task {tid!r}: {e}") from e
+            if st.region not in REGIONS:
+                raise ValueError(f"detector state: task {tid!r}: unknown region {st.region!r}")
+            stats[tid] = st
+        self._stats = stats

@@ -1,0 +1,498 @@
+"""The trainer's task source: its interface (TaskSource) and the RODS dynamic replay buffer.
+
+Pools: active (sampled for training), staged (new variants: awaiting review or being probed), dormant
+(mastered seeds, re-probed every `reprobe_every` steps) and retired (variants that left; kept with their
+records for export). Seeds are never retired. Departures from the paper: hard seeds stay active (at a
+low sampling weight) rather than resting, and a variant is promoted at its first probe that reads as
+boundary (retired after `probe_obs` probes that do not). The static baselines are in rods_core.sources.
+
+Sampling: staged probes (<= probe_slots) and due dormant re-probes (<= reprobe_slots) first, then active
+tasks without replacement, weighted by region (boundary 4 > unseen 2 > hard 1 > mastered 0.5 by default).
+Every pool change is a BufferEvent with a reason code from REASONS; events from decisions are queued and
+returned by the next `observe()`. The RNG is `random.Random(config.seed)`, saved in state_dict, and every
+iteration that feeds it runs over insertion-ordered dicts, so a restored buffer samples the same future."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from rods_core.boundary import BoundaryConfig, BoundaryDetector, TaskStats
+from rods_core.tasks import Task
+
+Pool = Literal["active", "staged", "dormant", "retired"]
+POOLS: tuple[Pool, ...] = ("active", "staged", "dormant", "retired")
+EVENT_NAME = "buffer/transition"
+REASONS: tuple[str, ...] = (
+    "offer/staged", "offer/awaiting_review", "offer/duplicate", "offer/budget",
+    "promote/boundary", "probe/mastered", "probe/hard", "probe/stale",
+    "retire/mastered", "retire/hard", "retire/stale", "retire/capacity",
+    "dormant/mastered", "reprobe/mastered", "wake/boundary", "wake/hard",
+    "decision/approve", "decision/reject", "decision/edit", "decision/reseed", "offer/static",
+)  # fmt: skip
+
+
+class BufferConfig(BaseModel):
+    """Staged injection, retirement, budget and sampling of the replay buffer (`buffer:` in a run config)."""
+
+    model_config = ConfigDict(extra="forbid")
+    seed: int = Field(0, description="seed of the buffer's sampling RNG")
+    target_active: int | None = Field(
+        None,
+        ge=1,
+        description="active pool size above which variants are evicted by lowest information; "
+        "None = twice the number of seeds (the paper: ~800 active from 400 seeds)",
+    )
+    p_max: int = Field(50, ge=0, description="expansion budget: most variants alive in active + staged (paper: 50)")
+    probe_slots: int = Field(4, ge=0, description="batch slots per step given to staged variants being probed")
+    probe_obs: int = Field(
+        2, ge=1, description="probes after which a staged variant that never read as boundary is retired"
+    )
+    mastered_streak: int = Field(
+        2, ge=1, description="k: consecutive mastered observations that retire a variant / put a seed to rest"
+    )
+    hard_streak: int = Field(3, ge=1, description="n: consecutive hard observations that retire an active variant")
+    stale_steps: int = Field(
+        50, ge=1, description="S: steps without an informative group after which a variant is retired as stale"
+    )
+    reprobe_every: int = Field(20, ge=1, description="R: steps between re-probes of a dormant (mastered) seed")
+    reprobe_slots: int = Field(2, ge=0, description="batch slots per step given to dormant seeds due a re-probe")
+    review: Literal["auto", "gated"] = Field(
+        "auto", description="auto: new variants are probed at once; gated: they wait in staged for an approve"
+    )
+    synth_parents: Literal["boundary", "uniform"] = Field(
+        "boundary", description="boundary_tasks() returns boundary tasks (rods) or random seeds (uniform_synth)"
+    )
+    weight_boundary: float = Field(4.0, ge=0, description="sampling weight of an active task in the boundary zone")
+    weight_unseen: float = Field(2.0, ge=0, description="sampling weight of an active task never observed yet")
+    weight_hard: float = Field(1.0, ge=0, description="sampling weight of an active hard task")
+    weight_mastered: float = Field(0.5, ge=0, description="sampling weight of an active mastered task")
+
+    @model_validator(mode="after")
+    def _probes_possible(self) -> BufferConfig:
+        if self.p_max > 0 and self.review == "auto" and self.probe_slots == 0:
+            raise ValueError(
+                "buffer.probe_slots is 0 but buffer.p_max > 0: staged variants could never be probed; "
+                "set probe_slots >= 1, or p_max: 0 to admit no variants"
+            )
+        return self
+
+
+# ----- events, decisions, the interface --------------------------------------------------------------
+@dataclass(frozen=True)
+class BufferEvent:
+    """One pool transition; a pool of None means outside the buffer (an offer that was not admitted)."""
+
+    step: int
+    task_id: str
+    from_pool: Pool | None
+    to_pool: Pool | None
+    reason: str
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"event": EVENT_NAME, **asdict(self)}
+
+
+class Decision(BaseModel):
+    """A researcher's decision, applied at a step boundary."""
+
+    model_config = ConfigDict(extra="forbid")
+    action: Literal["approve", "reject", "edit", "reseed"]
+    task_id: str = Field(min_length=1, description="the task decided on")
+    task: Task | None = Field(None, description="edit only: the edited task, already re-verified by the caller")
+    reseed: Literal["promote", "synthesize"] = Field(
+        "promote", description="reseed only: promote the task to a seed, or request more variants of it"
+    )
+
+    @model_validator(mode="after")
+    def _task_iff_edit(self) -> Decision:
+        if (self.action == "edit") != (self.task is not None):
+            raise ValueError("decision.task is required for action 'edit' and not allowed otherwise")
+        return self
+
+
+@runtime_checkable
+class TaskSource(Protocol):
+    """What the trainer draws tasks from, and feeds reward matrices and decisions to."""
+
+    detector: BoundaryDetector | None
+
+    def sample(self, n: int) -> list[str]: ...
+    def task(self, task_id: str) -> Task: ...
+    def observe(self, step: int, matrix: Mapping[str, Sequence[float]]) -> list[BufferEvent]: ...
+    def offer(self, variants: list[Task], step: int) -> list[BufferEvent]: ...
+    def apply_decision(self, decision: Decision) -> tuple[bool, str]: ...
+    def pools(self) -> dict[str, list[str]]: ...
+    def boundary_tasks(self, k: int) -> list[str]: ...
+    def state_dict(self) -> dict[str, Any]: ...
+    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
+
+
+# ----- retirement (the math of the paper's multi-layer retirement) ----------------------------------
+def retirement(st: TaskStats | None, since: int, step: int, cfg: BufferConfig) -> str | None:
+    """Why an active variant leaves now, layer by layer, or None (capacity eviction runs after)."""
+    if st is not None and st.region == "mastered" and st.streak >= cfg.mastered_streak:
+        return "mastered"
+    if st is not None and st.region == "hard" and st.streak >= cfg.hard_streak:
+        return "hard"
+    if step - last_useful(st, since) >= cfg.stale_steps:
+        return "stale"
+    return None
+
+
+def last_useful(st: TaskStats | None, since: int) -> int:
+    """The last step that gave a gradient, counted from when the task entered its pool."""
+    informative = st.last_informative_step if st is not None else None
+    return since if informative is None else max(since, informative)
+
+
+def weighted_pick(ids: list[str], weights: list[float], n: int, rng: random.Random) -> list[str]:
+    """n distinct ids, drawn with probability proportional to weight (Efraimidis-Spirakis keys)."""
+    keyed = [(math.log(1.0 - rng.random()) / w, tid) for tid, w in zip(ids, weights, strict=True) if w > 0]
+    keyed.sort(reverse=True)
+    return [tid for _, tid in keyed[:n]]
+
+
+def rng_state(rng: random.Random) -> list:
+    version, internal, gauss = rng.getstate()
+    return [version, list(internal), gauss]
+
+
+def set_rng_state(rng: random.Random, state: Sequence) -> None:
+    rng.setstate((state[0], tuple(state[1]), state[2]))
+
+
+# ----- the replay buffer ------------------------------------------------------------------------------
+@dataclass
+class Entry:
+    """The buffer's bookkeeping of one task (its statistics live in the detector)."""
+
+    pool: Pool
+    seed: bool
+    since: int  # step it entered its current pool
+    status: str = ""  # staged only: "probing" | "awaiting_review"
+    probes: int = 0  # observations since it entered its current pool
+    pending: int = 0  # draws not yet observed (keeps a probe from being drawn twice before its result)
+    draws: int = 0
+    reason: str = ""  # the reason of its last transition
+
+
+class ReplayBuffer:
+    """RODS' dynamic replay buffer: staged injection, multi-layer retirement, dormant seeds, P_max."""
+
+    def __init__(
+        self, seeds: Sequence[Task], detector: BoundaryDetector | None = None, config: BufferConfig | None = None
+    ):
+        if not seeds:
+            raise ValueError("a replay buffer needs at least one seed task")
+        self.config = config or BufferConfig()
+        self.detector = detector or BoundaryDetector(BoundaryConfig())
+        self.step = 0
+        self.rng = random.Random(self.config.seed)
+        self._ctor_ids = tuple(t.id for t in seeds)
+        self._seed_ids = list(self._ctor_ids)  # grows when a decision promotes a variant to seed
+        self._tasks: dict[str, Task] = {}
+        self._entries: dict[str, Entry] = {}
+        self._pools: dict[Pool, dict[str, None]] = {p: {} for p in POOLS}  # insertion-ordered sets
+        self._content: dict[str, str] = {}  # content key -> task id, for duplicate offers
+        self._children: dict[str, int] = {}  # parent id -> variants offered from it
+        self.synthesis_requests: list[str] = []  # reseed/synthesize decisions the loop has not served yet
+        self._outbox: list[BufferEvent] = []
+        for t in seeds:
+            if t.id in self._tasks:
+                raise ValueError(f"seed id {t.id!r} appears twice")
+            self._add(t, Entry("active", True, 0))
+
+    @property
+    def target_active(self) -> int:
+        return self.config.target_active or 2 * len(self._seed_ids)
+
+    # ----- sampling (draws counted at generation time) -------------------------------------------
+    def sample(self, n: int) -> list[str]:
+        """Task ids for the next generation batch: staged probes and due re-probes first, then active
+        tasks drawn without replacement by region weight; repeats only when the pool is smaller than n."""
+        if n < 1:
+            raise ValueError(f"sample size must be >= 1, got {n}")
+        cfg = self.config
+        fixed = (self._due("staged", cfg.probe_slots) + self._due("dormant", cfg.reprobe_slots))[:n]
+        active = list(self._pools["active"])
+        if not active and not fixed:  # every seed is resting and none is due: re-probe them early
+            fixed = list(self._pools["dormant"])[:n]
+        picked = fixed + self._draw(active, n - len(fixed))
+        # Tiny pools: repeat the batch so far; the caller merges a repeated id's rewards into one group.
+        picked += [picked[i % len(picked)] for i in range(n - len(picked))]
+        for tid in picked:
+            e = self._entries[tid]
+            e.draws += 1
+            if e.pool != "active":
+                e.pending += 1
+        return picked
+
+    def _due(self, pool: Pool, slots: int) -> list[str]:
+        """Staged variants waiting for a probe, or dormant seeds whose rest is over, oldest first."""
+        due = []
+        for tid in self._pools[pool]:
+            e = self._entries[tid]
+            if e.pending or (pool == "staged" and e.status != "probing"):
+                continue
+            if pool == "dormant" and self.step - e.since < self.config.reprobe_every:
+                continue
+            due.append((e.since, e.probes, tid))
+        return [tid for *_, tid in sorted(due)[:slots]]
+
+    def _draw(self, ids: list[str], n: int) -> list[str]:
+        if n <= 0 or not ids:
+            return []
+        weights = [self._weight(tid) for tid in ids]
+        if not any(weights):
+            weights = [1.0] * len(ids)
+        return weighted_pick(ids, weights, n, self.rng)
+
+    def _weight(self, tid: str) -> float:
+        cfg, region = self.config, self.detector.region(tid)
+        if region is None:
+            return cfg.weight_unseen
+        return {"boundary": cfg.weight_boundary, "hard": cfg.weight_hard, "mastered": cfg.weight_mastered}[region]
+
+    # ----- observation ----------------------------------------------------------------------------
+    def observe(self, step: int, matrix: Mapping[str, Sequence[float]]) -> list[BufferEvent]:
+        """Feed one generation step's reward matrix; return the pool transitions it caused (plus any
+        queued by decisions since the last call)."""
+        unknown = [t for t in matrix if t not in self._entries]
+        if unknown:
+            raise ValueError(f"reward matrix names task(s) the buffer never held: {unknown[:5]}")
+        reprobes = [t for t in matrix if self._entries[t].pool == "dormant"]
+        self.detector.update(step, matrix, fresh=reprobes)
+        self.step = max(self.step, step)
+        events, self._outbox = self._outbox, []
+        for tid in matrix:
+            e = self._entries[tid]
+            e.pending, e.probes = 0, e.probes + 1
+            st = self.detector.stats(tid)
+            if e.pool == "staged" and e.status == "probing":
+                events += self._judge_probe(tid, e, st)
+            elif e.pool == "dormant":
+                events += self._judge_reprobe(tid, e, st)
+        return events + self._retire_active() + self._retire_stale_probes() + self._evict_over_capacity()
+
+    def _judge_probe(self, tid: str, e: Entry, st: TaskStats) -> list[BufferEvent]:
+        detail = f"mean {st.mean:.2f}, var share {st.var_share:.2f} after {e.probes} probe(s)"
+        if st.region == "boundary":
+            return [self._move(tid, "active", "promote/boundary", detail)]
+        if e.probes >= self.config.probe_obs:
+            return [self._move(tid, "retired", f"probe/{st.region}", detail)]
+        return []
+
+    def _judge_reprobe(self, tid: str, e: Entry, st: TaskStats) -> list[BufferEvent]:
+        detail = f"re-probe mean {st.last_mean:.2f}, var share {st.last_var_share:.2f}"
+        if st.region == "mastered":
+            return [self._move(tid, "dormant", "reprobe/mastered", detail)]  # rests another R steps
+        return [self._move(tid, "active", f"wake/{st.region}", "forgetting caught: " + detail)]
+
+    def _retire_active(self) -> list[BufferEvent]:
+        """Apply the retirement layers to every active task: seeds only ever go dormant (mastered)."""
+        events = []
+        for tid in list(self._pools["active"]):
+            e, st = self._entries[tid], self.detector.stats(tid)
+            why = retirement(st, e.since, self.step, self.config)
+            if why is None or (e.seed and why != "mastered"):
+                continue
+            if why == "stale":
+                detail = f"no informative group for {self.config.stale_steps} steps"
+            else:
+                detail = f"{st.region} for {st.streak} observation(s), mean {st.mean:.2f}"
+            to, verb = ("dormant", "dormant") if e.seed else ("retired", "retire")
+            events.append(self._move(tid, to, f"{verb}/{why}", detail))
+        return events
+
+    def _retire_stale_probes(self) -> list[BufferEvent]:
+        """Probing variants never drawn (too few probe slots, lost draws) leave after S steps."""
+        S = self.config.stale_steps
+        stale = [
+            t for t in self._pools["staged"]
+            if self._entries[t].status == "probing" and self.step - last_useful(self.detector.stats(t), self._entries[t].since) >= S
+        ]  # fmt: skip
+        return [self._move(t, "retired", "probe/stale", f"not probed to a verdict in {S} steps") for t in stale]
+
+    def _evict_over_capacity(self) -> list[BufferEvent]:
+        over = len(self._pools["active"]) - self.target_active
+        if over <= 0:
+            return []
+        variants = [t for t in self._pools["active"] if not self._entries[t].seed]
+        info = {t: (st.var if (st := self.detector.stats(t)) else math.inf) for t in variants}
+        lowest = sorted(variants, key=lambda t: info[t])[:over]  # stable sort: ties evict the oldest first
+        return [
+            self._move(t, "retired", "retire/capacity", f"smoothed var {info[t]:.4f}; active over {self.target_active}")
+            for t in lowest
+        ]
+
+    # ----- synthesis side -------------------------------------------------------------------------
+    def room(self) -> int:
+        """How many more variants the expansion budget P_max admits now."""
+        alive = sum(not self._entries[t].seed for p in ("active", "staged") for t in self._pools[p])
+        return max(0, self.config.p_max - alive)
+
+    def offer(self, variants: list[Task], step: int) -> list[BufferEvent]:
+        """Verified variants enter staged (probing, or awaiting review when gated) while P_max allows."""
+        self.step = max(self.step, step)
+        cfg, events, room = self.config, [], self.room()
+        for t in variants:
+            dup = t.id if t.id in self._entries else self._content.get(t.content_key())
+            if dup is not None:
+                events.append(BufferEvent(self.step, t.id, None, None, "offer/duplicate", f"same as {dup}"))
+            elif room <= 0:
+                events.append(BufferEvent(self.step, t.id, None, None, "offer/budget", f"p_max {cfg.p_max} reached"))
+            else:
+                room -= 1
+                gated = cfg.review == "gated"
+                status, reason = ("awaiting_review", "offer/awaiting_review") if gated else ("probing", "offer/staged")
+                self._add(t, Entry("staged", False, self.step, status=status, reason=reason))
+                events.append(BufferEvent(self.step, t.id, None, "staged", reason))
+        return events
+
+    def boundary_tasks(self, k: int) -> list[str]:
+        """Parents for the next synthesis round: requested ones first, then boundary tasks with the fewest
+        variants so far (most informative first) — or random seeds under `synth_parents: uniform`."""
+        requested, self.synthesis_requests = self.synthesis_requests[:k], self.synthesis_requests[k:]
+        n = k - len(requested)
+        if n <= 0:
+            return requested
+        if self.config.synth_parents == "uniform":
+            return requested + self.rng.sample(self._seed_ids, min(n, len(self._seed_ids)))
+        boundary = [t for t in self._pools["active"] if self.detector.region(t) == "boundary" and t not in requested]
+        boundary.sort(key=lambda t: (self._children.get(t, 0), -self.detector.stats(t).var))
+        return requested + boundary[:n]
+
+    # ----- decisions ------------------------------------------------------------------------------
+    def apply_decision(self, decision: Decision) -> tuple[bool, str]:
+        """Apply a researcher's decision now; its transitions come out of the next observe()."""
+        tid, e = decision.task_id, self._entries.get(decision.task_id)
+        if e is None:
+            return False, f"unknown task {tid!r}"
+        act = decision.action
+        if act == "approve":
+            if e.pool != "staged" or e.status != "awaiting_review":
+                return False, f"{tid} is not awaiting review (pool {e.pool})"
+            e.status = "probing"
+            self._outbox.append(BufferEvent(self.step, tid, "staged", "staged", "decision/approve", "now probed"))
+            return True, "approved: it will be probed"
+        if act == "reject":
+            if e.seed or e.pool == "retired":
+                return False, f"{tid} is a seed or already retired; seeds are never deleted"
+            self._outbox.append(self._move(tid, "retired", "decision/reject"))
+            return True, "rejected: retired"
+        if act == "edit":
+            return self._apply_edit(tid, e, decision.task)
+        if decision.reseed == "synthesize":
+            self.synthesis_requests.append(tid)
+            return True, "more variants requested: boundary_tasks() returns it next"
+        if e.seed:
+            return False, f"{tid} is already a seed"
+        e.seed = True
+        self._seed_ids.append(tid)
+        self._outbox.append(self._move(tid, "active", "decision/reseed", "promoted to seed"))
+        return True, "promoted to seed: never retired from now on"
+
+    def _apply_edit(self, tid: str, e: Entry, edited: Task) -> tuple[bool, str]:
+        if edited.id == tid or edited.id in self._entries:  # records are immutable per id: give it a fresh one
+            n = 1 + sum(t.startswith(f"{tid}.e") for t in self._entries)
+            edited = edited.model_copy(update={"id": f"{tid}.e{n}"})
+        prov = edited.provenance.model_copy(update={"source": "edit", "parent_id": tid, "created_step": self.step})
+        edited = edited.model_copy(update={"provenance": prov})
+        replaces = not e.seed and e.pool in ("active", "staged")
+        if not replaces and self.room() <= 0:
+            return False, f"p_max {self.config.p_max} reached; the edit of {tid} was not admitted"
+        if replaces:
+            self._outbox.append(self._move(tid, "retired", "decision/edit", f"replaced by {edited.id}"))
+        self._add(edited, Entry("staged", False, self.step, status="probing", reason="decision/edit"))
+        self._outbox.append(BufferEvent(self.step, edited.id, None, "staged", "decision/edit", f"edit of {tid}"))
+        return True, f"edited as {edited.id}: probed next"
+
+    # ----- views ----------------------------------------------------------------------------------
+    def task(self, task_id: str) -> Task:
+        try:
+            return self._tasks[task_id]
+        except KeyError:
+            raise KeyError(f"the buffer holds no task {task_id!r}") from None
+
+    def entry(self, task_id: str) -> Entry:
+        return self._entries[task_id]
+
+    def is_seed(self, task_id: str) -> bool:
+        return self._entries[task_id].seed
+
+    def pools(self) -> dict[str, list[str]]:
+        """Disjoint pools; seeds are in active or dormant, never retired."""
+        return {p: list(ids) for p, ids in self._pools.items()}
+
+    def awaiting_review(self) -> list[str]:
+        return [t for t in self._pools["staged"] if self._entries[t].status == "awaiting_review"]
+
+    # ----- internals ------------------------------------------------------------------------------
+    def _add(self, task: Task, entry: Entry) -> None:
+        self._tasks[task.id] = task
+        self._entries[task.id] = entry
+        self._pools[entry.pool][task.id] = None
+        self._content.setdefault(task.content_key(), task.id)
+        if (parent := task.provenance.parent_id) is not None and not entry.seed:
+            self._children[parent] = self._children.get(parent, 0) + 1
+
+    def _move(self, tid: str, to: Pool, reason: str, detail: str = "") -> BufferEvent:
+        e = self._entries[tid]
+        src = e.pool
+        del self._pools[src][tid]
+        self._pools[to][tid] = None
+        e.pool, e.since, e.probes, e.reason = to, self.step, 0, reason
+        if to != "staged":
+            e.status = ""
+        return BufferEvent(self.step, tid, src, to, reason, detail)
+
+    # ----- checkpoint -----------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-serialisable; holds the Task records of every task that was not a constructor seed."""
+        ctor = set(self._ctor_ids)
+        return {
+            "version": 1,
+            "kind": "replay",
+            "config": self.config.model_dump(),
+            "step": self.step,
+            "rng": rng_state(self.rng),
+            "ctor_ids": list(self._ctor_ids),
+            "seed_ids": list(self._seed_ids),
+            "entries": {tid: asdict(e) for tid, e in self._entries.items()},
+            "pools": {p: list(ids) for p, ids in self._pools.items()},
+            "tasks": {tid: t.to_record() for tid, t in self._tasks.items() if tid not in ctor},
+            "children": dict(self._children),
+            "synthesis_requests": list(self.synthesis_requests),
+            "outbox": [asdict(ev) for ev in self._outbox],
+            "detector": self.detector.state_dict(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore a saved buffer over the same seeds; draws in flight at save time are forgotten."""
+        if state.get("version") != 1 or state.get("kind") != "replay":
+            raise ValueError(f"buffer state: expected a version-1 replay state, got {state.get('kind')!r}")
+        if list(state["ctor_ids"]) != list(self._ctor_ids):
+            missing = sorted(set(state["ctor_ids"]) ^ set(self._ctor_ids))[:5]
+            raise ValueError(f"buffer state: saved over different seeds (differing ids: {missing})")
+        seeds = {t: self._tasks[t] for t in self._ctor_ids}
+        tasks = {**seeds, **{tid: Task.model_validate(rec) for tid, rec in state["tasks"].items()}}
+        self.step = int(state["step"])
+        set_rng_state(self.rng, state["rng"])
+        self._seed_ids = list(state["seed_ids"])
+        self._entries = {tid: Entry(**{**rec, "pending": 0}) for tid, rec in state["entries"].items()}
+        self._tasks = {tid: tasks[tid] for tid in self._entries}
+        self._pools = {p: dict.fromkeys(state["pools"][p]) for p in POOLS}
+        self._content = {}
+        for tid, t in self._tasks.items():
+            self._content.setdefault(t.content_key(), tid)
+        self._children = dict(state["children"])
+        self.synthesis_requests = list(state["synthesis_requests"])
+        self._outbox = [BufferEvent(**ev) for ev in state["outbox"]]
+        self.detector.load_state_dict(state["detector"])

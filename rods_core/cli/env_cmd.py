@@ -1,0 +1,66 @@
+"""`rods env ...`: replay and score through the project's own BFCL environment and checker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from rods_core.cli._common import emit_json, fail
+
+app = typer.Typer(no_args_is_help=True, help="The BFCL multi-turn environment: replay ground truth, score answers.")
+
+
+@app.command("replay")
+def replay(
+    split: str = typer.Option("all", help="train | test | all"),
+    json_out: bool = typer.Option(False, "--json", help="print JSON"),
+) -> None:
+    """Replay every task's ground truth through the environment and checker.
+
+    Example: rods env replay --split all --json
+    """
+    from rods_core.envs.scoring import replay_report
+    from rods_core.seeds import load_seeds
+
+    if split not in ("train", "test", "all"):
+        raise typer.BadParameter("must be train, test or all", param_hint="--split")
+    report = replay_report(load_seeds(split))  # type: ignore[arg-type]
+    if json_out:
+        emit_json(report)
+    else:
+        typer.echo(
+            f"{report['tasks']} tasks, {report['passed']} passed, {report['calls']} calls, "
+            f"{report['calls_per_s']:.0f} calls/s, {report['ms_per_task']:.2f} ms per task"
+        )
+        for tid in report["failed"]:
+            typer.echo(f"FAILED {tid}")
+    if report["passed"] != report["tasks"]:
+        raise typer.Exit(1)
+
+
+@app.command("score")
+def score(
+    answers: Path = typer.Option(..., exists=True, dir_okay=False, help='JSONL: {"id": ..., "turns": [[call, ...], ...]}'),
+    tasks_file: Path = typer.Option(None, "--tasks", exists=True, dir_okay=False, help="task JSONL (default: BFCL seeds)"),
+    json_out: bool = typer.Option(False, "--json", help="print JSON"),
+) -> None:
+    """Score an answers file: per-task accuracy and progress reward, and the totals.
+
+    Example: rods env score --answers answers.jsonl --json
+    """
+    from rods_core.envs.scoring import AnswerFileError, read_answers, score_answers
+    from rods_core.seeds import load_seeds
+    from rods_core.tasks import TaskFileError, read_tasks
+
+    try:
+        pool = read_tasks(tasks_file) if tasks_file else load_seeds("all")
+        report = score_answers(read_answers(answers), {t.id: t for t in pool})
+    except (AnswerFileError, TaskFileError) as e:
+        fail(str(e))
+    if json_out:
+        emit_json(report)
+        return
+    for r in report["tasks"]:
+        typer.echo(f"{r['id']}\taccuracy={r['accuracy']:.0f}\tprogress={r['progress']:.3f}")
+    typer.echo(f"{report['n']} tasks: accuracy {report['accuracy']:.4f}, progress {report['progress']:.4f}")

@@ -1,0 +1,39 @@
+"""`rods seeds ...`: the BFCL seed set and its split."""
+
+from __future__ import annotations
+
+import typer
+
+from rods_core.cli._common import emit_json
+
+app = typer.Typer(no_args_is_help=True, help="The BFCL multi-turn seed set: statistics, import.")
+
+
+@app.command("stats")
+def stats(
+    split: str = typer.Option("all", help="train | test | all"),
+    json_out: bool = typer.Option(False, "--json", help="print JSON instead of tables"),
+) -> None:
+    """Counts per category, class combination and dependency depth.
+
+    Example: rods seeds stats --split train --json
+    """
+    from rods_core.seeds import load_seeds
+    from rods_core.stats import seed_stats
+
+    if split not in ("train", "test", "all"):
+        raise typer.BadParameter("must be train, test or all", param_hint="--split")
+    report = seed_stats(load_seeds(split))  # type: ignore[arg-type]
+    if json_out:
+        emit_json({"split": split, **report})
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    console.print(f"[bold]{report['tasks']}[/] tasks ({split})")
+    for key in ("by_category", "by_class_combo", "by_depth"):
+        table = Table(key.removeprefix("by_").replace("_", " "), "tasks")
+        for name, n in report[key].items():
+            table.add_row(str(name), str(n))
+        console.print(table)

@@ -1,0 +1,84 @@
+"""Batch scoring: ground-truth replay over a task set, and answers files (`rods env replay|score`)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from rods_core.envs.checker import score_calls
+from rods_core.tasks import Task
+
+
+class AnswerFileError(ValueError):
+    """An answers file is malformed or names unknown tasks; the message lists file:line problems."""
+
+
+def replay_report(tasks: list[Task]) -> dict:
+    """Replay each task's ground truth and check it; returns counts, failures and throughput."""
+    t0 = time.perf_counter()
+    failed, calls = [], 0
+    for t in tasks:
+        calls += t.n_calls
+        if score_calls(t, t.ground_truth).accuracy < 1:
+            failed.append(t.id)
+    dt = time.perf_counter() - t0
+    n = len(tasks)
+    return {
+        "tasks": n,
+        "passed": n - len(failed),
+        "failed": failed,
+        "calls": calls,
+        # each call runs twice (model side and ground-truth side of the checker)
+        "calls_per_s": 2 * calls / dt if dt else 0.0,
+        "ms_per_task": 1000 * dt / n if n else 0.0,
+    }
+
+
+def read_answers(path: str | Path) -> list[dict]:
+    """Read and validate an answers JSONL: one {"id": str, "turns": [[str, ...], ...]} per line."""
+    out, problems = [], []
+    with open(path, encoding="utf-8") as f:
+        for ln, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                problems.append(f"{path}:{ln}: not valid JSON ({e.msg})")
+                continue
+            if not isinstance(rec, dict) or not isinstance(rec.get("id"), str):
+                problems.append(f"{path}:{ln}: id: a record needs a string 'id'")
+                continue
+            turns = rec.get("turns")
+            if not isinstance(turns, list) or not all(
+                isinstance(t, list) and all(isinstance(c, str) for c in t) for t in turns
+            ):
+                problems.append(f"{path}:{ln}: turns: must be a list of lists of call strings")
+                continue
+            out.append({"id": rec["id"], "turns": turns, "line": ln})
+    if problems:
+        raise AnswerFileError(f"{len(problems)} malformed record(s):\n" + "\n".join(problems[:20]))
+    return out
+
+
+def score_answers(answers: list[dict], tasks: dict[str, Task]) -> dict:
+    unknown = [f"line {a['line']}: unknown task id {a['id']!r}" for a in answers if a["id"] not in tasks]
+    wrong = [
+        f"line {a['line']}: {a['id']} has {len(a['turns'])} turns, the task has {tasks[a['id']].n_turns}"
+        for a in answers
+        if a["id"] in tasks and len(a["turns"]) != tasks[a["id"]].n_turns
+    ]
+    if unknown or wrong:
+        raise AnswerFileError("answers do not match the tasks:\n" + "\n".join((unknown + wrong)[:20]))
+    rows = []
+    for a in answers:
+        s = score_calls(tasks[a["id"]], a["turns"])
+        rows.append({"id": a["id"], "accuracy": s.accuracy, "progress": s.progress})
+    n = len(rows)
+    return {
+        "n": n,
+        "accuracy": sum(r["accuracy"] for r in rows) / n if n else 0.0,
+        "progress": sum(r["progress"] for r in rows) / n if n else 0.0,
+        "tasks": rows,
+    }

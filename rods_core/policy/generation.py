@@ -1,0 +1,206 @@
+"""Generation backends behind one small interface: token contexts in, one assistant message each out.
+
+Episodes (rollout.py) ask for the next assistant message of every active episode at once, so a backend
+sees one batch per step of the conversation. HFGenerator runs `model.generate` (CPU, tests, small GPU
+runs); VLLMGenerator talks to TRL's vLLM server client or a colocated `vllm.LLM` on GPU hosts.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class SamplingConfig(BaseModel):
+    """How one assistant message is sampled."""
+
+    model_config = ConfigDict(extra="forbid")
+    temperature: float = Field(1.0, ge=0.0, description="0 = greedy")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling mass")
+    max_new_tokens: int = Field(192, ge=1, description="tokens per assistant message")
+
+
+@dataclass
+class Completion:
+    """One generated message: its tokens (ending with the stop token when `finished`) and their logprobs."""
+
+    ids: list[int]
+    logprobs: list[float] | None
+    finished: bool
+
+
+@dataclass
+class GenerationStats:
+    """Counters every backend keeps, for tokens/s figures."""
+
+    tokens: int = 0
+    seconds: float = 0.0
+    calls: int = 0
+    sequences: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.seconds if self.seconds else 0.0
+
+
+class Generator(Protocol):
+    """Generates one assistant message for each token context; `stop_id` ends a message."""
+
+    tokenizer: object
+    stop_id: int
+    stats: GenerationStats
+
+    def generate(self, contexts: list[list[int]], sampling: SamplingConfig) -> list[Completion]: ...
+
+
+def _cut_at_stop(ids: list[int], stop_id: int, pad_id: int | None) -> tuple[int, bool]:
+    """Length of the message up to and including the stop token; whether it was reached."""
+    for i, t in enumerate(ids):
+        if t == stop_id:
+            return i + 1, True
+    n = len(ids)
+    while n and pad_id is not None and ids[n - 1] == pad_id and pad_id != stop_id:
+        n -= 1
+    return n, False
+
+
+class HFGenerator:
+    """`model.generate` over left-padded batches; logprobs of the sampled tokens at the sampling temperature."""
+
+    def __init__(self, model, tokenizer, *, max_batch: int = 64):
+        self.model, self.tokenizer = model, tokenizer
+        self.stop_id = tokenizer.eos_token_id
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.stop_id
+        self.max_batch = max_batch
+        self.stats = GenerationStats()
+
+    def generate(self, contexts: list[list[int]], sampling: SamplingConfig) -> list[Completion]:
+        out: list[Completion] = []
+        for i in range(0, len(contexts), self.max_batch):
+            out.extend(self._batch(contexts[i : i + self.max_batch], sampling))
+        return out
+
+    def _batch(self, contexts: list[list[int]], sampling: SamplingConfig) -> list[Completion]:
+        import torch
+
+        t0 = time.perf_counter()
+        width = max(len(c) for c in contexts)
+        dev = self.model.device
+        input_ids = torch.tensor([[self.pad_id] * (width - len(c)) + c for c in contexts], device=dev)
+        attn = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in contexts], device=dev)
+        greedy = sampling.temperature == 0
+        kwargs = {} if greedy else {"temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": 0}
+        was_training = self.model.training
+        self.model.eval()
+        with torch.no_grad():
+            gen = self.model.generate(
+                input_ids=input_ids,
+                attention_mask=attn,
+                do_sample=not greedy,
+                max_new_tokens=sampling.max_new_tokens,
+                eos_token_id=self.stop_id,
+                pad_token_id=self.pad_id,
+                return_dict_in_generate=True,
+                output_logits=True,
+                **kwargs,
+            )
+        if was_training:
+            self.model.train()
+        new = gen.sequences[:, width:]
+        temp = 1.0 if greedy else sampling.temperature
+        logits = torch.stack(gen.logits, dim=1).float() / temp  # (batch, steps, vocab), raw model logits
+        token_lp = torch.log_softmax(logits, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
+        out = []
+        for row, lp in zip(new.tolist(), token_lp.tolist(), strict=True):
+            n, finished = _cut_at_stop(row, self.stop_id, self.pad_id)
+            out.append(Completion(row[:n], lp[:n], finished))
+        self.stats.tokens += sum(len(c.ids) for c in out)
+        self.stats.seconds += time.perf_counter() - t0
+        self.stats.calls += 1
+        self.stats.sequences += len(out)
+        return out
+
+
+class VLLMGenerator:
+    """vLLM through TRL 1.16: `trl.generation.vllm_client.VLLMClient` (server mode) or a `vllm.LLM` (colocate).
+
+    UNVERIFIED: written against TRL 1.16's source (VLLMClient.generate, VLLMGeneration's colocate path),
+    never run here (no GPU, vLLM not installed). Weight sync stays the trainer's job
+    (`trainer.vllm_generation.sync_weights()` before a step's rollouts).
+    """
+
+    def __init__(self, backend, tokenizer, *, logprobs: bool = True):
+        self.backend, self.tokenizer, self.want_logprobs = backend, tokenizer, logprobs
+        self.stop_id = tokenizer.eos_token_id
+        self.stats = GenerationStats()
+
+    @classmethod
+    def from_trainer(cls, trainer) -> VLLMGenerator:
+        """Reuse the GRPOTrainer's vLLM (server client on the main process, or the colocated LLM)."""
+        vg = trainer.vllm_generation
+        return cls(vg.vllm_client if vg.mode == "server" else vg.llm, trainer.processing_class)
+
+    def generate(self, contexts: list[list[int]], sampling: SamplingConfig) -> list[Completion]:
+        t0 = time.perf_counter()
+        if hasattr(self.backend, "base_url"):  # TRL's VLLMClient
+            res = self.backend.generate(
+                prompts=contexts,
+                n=1,
+                temperature=sampling.temperature,  # 0 = greedy in vLLM
+                top_p=sampling.top_p,
+                max_tokens=sampling.max_new_tokens,
+                logprobs=0 if self.want_logprobs else None,
+                generation_kwargs={"stop_token_ids": [self.stop_id], "skip_special_tokens": False},
+            )
+            rows = res["completion_ids"]
+            lps = [[t[0] for t in seq] for seq in res["logprobs"]] if res.get("logprobs") else [None] * len(rows)
+        else:  # vllm.LLM, colocated
+            from vllm import SamplingParams
+
+            params = SamplingParams(
+                n=1,
+                temperature=sampling.temperature,
+                top_p=sampling.top_p,
+                max_tokens=sampling.max_new_tokens,
+                logprobs=0 if self.want_logprobs else None,
+                stop_token_ids=[self.stop_id],
+            )
+            outs = self.backend.generate([{"prompt_token_ids": c} for c in contexts], params, use_tqdm=False)
+            rows = [list(o.outputs[0].token_ids) for o in outs]
+            lps = [
+                [next(iter(d.values())).logprob for d in o.outputs[0].logprobs] if o.outputs[0].logprobs else None
+                for o in outs
+            ]
+        out = []
+        for row, lp in zip(rows, lps, strict=True):
+            n, finished = _cut_at_stop(list(row), self.stop_id, None)
+            out.append(Completion(list(row)[:n], lp[:n] if lp else None, finished))
+        self.stats.tokens += sum(len(c.ids) for c in out)
+        self.stats.seconds += time.perf_counter() - t0
+        self.stats.calls += 1
+        self.stats.sequences += len(out)
+        return out
+
+
+class ScriptedGenerator:
+    """A scripted policy (tests and the do-nothing baseline), not a model: `script(context_ids)` returns
+    the text of the next assistant message; it is tokenized and ended with the stop token."""
+
+    def __init__(self, tokenizer, script):
+        self.tokenizer, self.script = tokenizer, script
+        self.stop_id = tokenizer.eos_token_id
+        self.stats = GenerationStats()
+
+    def generate(self, contexts: list[list[int]], sampling: SamplingConfig) -> list[Completion]:
+        out = []
+        for ctx in contexts:
+            ids = self.tokenizer(self.script(ctx), add_special_tokens=False).input_ids + [self.stop_id]
+            out.append(Completion(ids, None, True))
+        self.stats.tokens += sum(len(c.ids) for c in out)
+        self.stats.calls += 1
+        self.stats.sequences += len(out)
+        return out

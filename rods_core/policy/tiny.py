@@ -1,0 +1,182 @@
+"""A tiny local policy: a byte-level BPE tokenizer trained on the tool docs and train-seed
+demonstrations, a Qwen-architecture causal LM built from a config, saved to a folder with rods_model.json.
+
+It exists so that GRPO runs on a laptop or in CI, where no model hub can be reached; it is useless
+before an SFT warm start (see policy/sft.py). Departure from the paper: the paper fine-tunes
+Qwen3-4B-Instruct; this model only shares the architecture family.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rods_core.policy.prompting import (
+    CHAT_TEMPLATE,
+    IM_END,
+    IM_START,
+    TOOL_CALL_CLOSE,
+    TOOL_CALL_OPEN,
+    PromptConfig,
+    compact_docs,
+    demonstration,
+    format_tool_calls,
+    json_docs,
+)
+
+MODEL_CARD = "rods_model.json"
+PAD, EOS = "<|endoftext|>", IM_END
+SPECIAL_TOKENS = [PAD, IM_START, IM_END, TOOL_CALL_OPEN, TOOL_CALL_CLOSE]
+
+
+class TinyModelConfig(BaseModel):
+    """Size of the tiny model and its tokenizer; the defaults are the 3.9M-parameter model measured in DESIGN.md."""
+
+    model_config = ConfigDict(extra="forbid")
+    arch: Literal["qwen2", "qwen3"] = Field("qwen3", description="architecture family (config class)")
+    hidden: int = Field(256, ge=16, description="hidden size")
+    layers: int = Field(4, ge=1, description="decoder layers")
+    heads: int = Field(4, ge=1, description="attention heads")
+    kv_heads: int = Field(2, ge=1, description="key/value heads (grouped-query attention)")
+    ffn: int = Field(768, ge=16, description="MLP intermediate size")
+    vocab: int = Field(3000, ge=300, description="BPE vocabulary size, special tokens included")
+    max_positions: int = Field(4096, ge=256, description="maximum sequence length")
+    seed: int = Field(0, description="seed for weight initialisation")
+    prompt: PromptConfig = Field(default_factory=PromptConfig, description="chat format the model is trained on")
+
+
+def tokenizer_corpus(prompt: PromptConfig) -> list[str]:
+    """Texts the tokenizer learns from: all tool docs (both modes) and the train seeds' demonstrations.
+
+    Train split only: the tokenizer must not learn merges from held-out test conversations.
+    """
+    from rods_core.envs.bfcl import function_docs
+    from rods_core.seeds import load_seeds
+
+    names = list(function_docs())
+    texts = [compact_docs(names), json_docs(names)]
+    for task in load_seeds("train"):
+        for m in demonstration(task, prompt):
+            texts.append(m.get("content") or "")
+            if m.get("tool_calls"):
+                texts.append(format_tool_calls(m["tool_calls"]))
+    return [t for t in texts if t]
+
+
+def train_tokenizer(cfg: TinyModelConfig):
+    """Byte-level BPE over the corpus, wrapped as a PreTrainedTokenizerFast with the chat template."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=cfg.vocab,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(tokenizer_corpus(cfg.prompt), trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token=EOS,
+        pad_token=PAD,
+        bos_token=None,
+        additional_special_tokens=[IM_START, TOOL_CALL_OPEN, TOOL_CALL_CLOSE],
+        model_max_length=cfg.max_positions,
+        padding_side="left",
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def build_model(cfg: TinyModelConfig, tokenizer):
+    """A freshly initialised causal LM of the configured size (tied embeddings)."""
+    import torch
+    from transformers import AutoModelForCausalLM, Qwen2Config, Qwen3Config
+
+    torch.manual_seed(cfg.seed)
+    config_cls = Qwen3Config if cfg.arch == "qwen3" else Qwen2Config
+    config = config_cls(
+        vocab_size=len(tokenizer),
+        hidden_size=cfg.hidden,
+        num_hidden_layers=cfg.layers,
+        num_attention_heads=cfg.heads,
+        num_key_value_heads=cfg.kv_heads,
+        intermediate_size=cfg.ffn,
+        max_position_embeddings=cfg.max_positions,
+        tie_word_embeddings=True,
+        head_dim=cfg.hidden // cfg.heads,
+        bos_token_id=None,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    model = AutoModelForCausalLM.from_config(config)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model
+
+
+def write_card(out: Path, card: dict[str, Any]) -> None:
+    (out / MODEL_CARD).write_text(json.dumps(card, indent=2, default=str) + "\n")
+
+
+def read_card(model_dir: str | Path) -> dict[str, Any]:
+    path = Path(model_dir) / MODEL_CARD
+    if not path.exists():
+        return {}
+    return json.loads(path.read_text())
+
+
+def init_tiny(cfg: TinyModelConfig, out: str | Path, progress=None) -> dict[str, Any]:
+    """Train the tokenizer, build the model, save both and the card to `out`; returns the card.
+
+    `progress(step_name)` is called before each stage (model build progress for the CLI).
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    step = progress or (lambda _name: None)
+    step("tokenizer")
+    tokenizer = train_tokenizer(cfg)
+    step("model")
+    model = build_model(cfg, tokenizer)
+    step("save")
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    n_params = sum(p.numel() for p in model.parameters())
+    card = {
+        "kind": "rods-tiny",
+        "arch": cfg.arch,
+        "params": n_params,
+        "size": cfg.model_dump(exclude={"prompt"}),
+        "prompt": cfg.prompt.model_dump(),
+        "tokenizer": {"type": "byte-level BPE", "vocab": len(tokenizer), "trained_on": "tool docs + train seeds"},
+        "stages": [{"stage": "init", "seconds": round(time.perf_counter() - t0, 1)}],
+    }
+    write_card(out, card)
+    return card
+
+
+def load_policy(model_dir: str | Path):
+    """(model, tokenizer, PromptConfig) from a folder; the tokenizer loads as PreTrainedTokenizerFast.
+
+    AutoTokenizer may rebuild a `tokenizers`-trained tokenizer differently (DESIGN.md), so it is only
+    used for folders without a rods_model.json (hub checkpoints).
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
+
+    card = read_card(model_dir)
+    if card.get("kind") == "rods-tiny":
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(str(model_dir))
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    tokenizer.padding_side = "left"
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir))
+    prompt = PromptConfig.model_validate(card["prompt"]) if "prompt" in card else PromptConfig(docs_mode="json")
+    return model, tokenizer, prompt

@@ -1,0 +1,98 @@
+"""The one list of event kinds a run logs, their columns, and the namespaced step metrics.
+
+Every kind also carries `step` (the training step the event belongs to), `seq` (a per-run write
+sequence number: the order events were appended) and `time` (UTC, filled in when absent).
+A test compares what the trainer logs against this list (STYLE habit 6): add a metric here first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import pyarrow as pa
+
+ColType = Literal["int", "float", "str", "json", "bool", "time"]
+
+ARROW_TYPES: dict[str, pa.DataType] = {
+    "int": pa.int64(),
+    "float": pa.float64(),
+    "str": pa.string(),
+    "json": pa.string(),  # serialised with json.dumps on append; read back with json.loads
+    "bool": pa.bool_(),
+    "time": pa.timestamp("us", tz="UTC"),
+}
+
+COMMON_COLUMNS: dict[str, ColType] = {"step": "int", "seq": "int", "time": "time"}
+
+# Step metrics: name -> meaning. All are floats (counts included) so a step row has one schema.
+STEP_METRICS: dict[str, str] = {
+    "reward/mean": "mean progress reward over the step's rollouts",
+    "reward/std": "standard deviation of the progress reward over the step's rollouts",
+    "reward/accuracy": "share of the step's rollouts that passed every turn",
+    "train/loss": "GRPO loss",
+    "train/kl": "KL divergence to the reference policy (0 when beta = 0)",
+    "train/grad_norm": "gradient norm before clipping",
+    "train/learning_rate": "learning rate used at this step",
+    "train/tokens": "completion tokens generated in the step (model tokens only)",
+    "train/trajectories": "rollouts (episodes) in the step",
+    "boundary/informative_share": "share of the step's tasks whose rewards were not all equal",
+    "boundary/mastered": "tasks of the step classified mastered",
+    "boundary/boundary": "tasks of the step classified boundary",
+    "boundary/hard": "tasks of the step classified hard",
+    "buffer/seeds": "size of the seeds pool after the step",
+    "buffer/staged": "size of the staged pool after the step",
+    "buffer/active": "size of the active pool after the step",
+    "buffer/retired": "size of the retired pool after the step",
+    "synth/queued": "boundary tasks waiting for synthesis",
+    "synth/accepted": "variants accepted during the step",
+    "synth/rejected": "variants rejected during the step",
+    "time/gen_s": "seconds spent generating rollouts",
+    "time/env_s": "seconds spent executing tool calls in environments",
+    "time/reward_s": "seconds spent computing rewards",
+    "time/opt_s": "seconds spent in the optimizer step",
+    "time/store_s": "seconds spent writing the event log",
+    "time/step_s": "seconds the whole step took",
+}
+
+
+@dataclass(frozen=True)
+class EventKind:
+    name: str
+    doc: str
+    columns: dict[str, ColType]
+
+    def all_columns(self) -> dict[str, ColType]:
+        return {**COMMON_COLUMNS, **self.columns}
+
+    def arrow_schema(self) -> pa.Schema:
+        return pa.schema([pa.field(c, ARROW_TYPES[t]) for c, t in self.all_columns().items()])
+
+
+_KINDS = [
+    EventKind("step", "one row per training step: the metrics above",
+              {"wall_s": "float", **dict.fromkeys(STEP_METRICS, "float")}),
+    EventKind("task_stats", "per task per generation step: reward statistics and region",
+              {"task_id": "str", "n": "int", "mean": "float", "var": "float",
+               "smoothed_mean": "float", "smoothed_var": "float", "region": "str"}),
+    EventKind("rollouts", "optional: one row per rollout",
+              {"task_id": "str", "sample": "int", "reward": "float", "accuracy": "float", "n_calls": "int"}),
+    EventKind("region_change", "a task moved between regions", {"task_id": "str", "old": "str", "new": "str"}),
+    EventKind("boundary_sample", "a boundary task queued for synthesis",
+              {"task_id": "str", "mean": "float", "var": "float"}),
+    EventKind("variant", "a synthesized variant with lineage and every stage's outcome",
+              {"variant_id": "str", "parent_id": "str", "accepted": "bool", "stages": "json",
+               "reason": "str", "task": "json"}),
+    EventKind("buffer", "a task moved between pools (from_pool null: entered the buffer)",
+              {"task_id": "str", "from_pool": "str", "to_pool": "str", "reason": "str"}),
+    EventKind("eval", "an evaluation on a split",
+              {"split": "str", "accuracy": "float", "progress": "float", "per_category": "json",
+               "trajectories": "int"}),
+    EventKind("checkpoint", "a checkpoint was saved", {"path": "str"}),
+    EventKind("decision_applied", "a curation decision reached the trainer",
+              {"decision_id": "int", "outcome": "str", "reason": "str"}),
+]
+
+EVENT_KINDS: dict[str, EventKind] = {k.name: k for k in _KINDS}
+POOLS: tuple[str, ...] = ("seeds", "staged", "active", "retired")
+REGIONS: tuple[str, ...] = ("mastered", "boundary", "hard")

@@ -1,0 +1,178 @@
+"""Hostile tool calls: every one gets an error observation; no file, process or other instance is touched."""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import threading
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rods_core.envs.bfcl import BfclEnvironment
+from rods_core.seeds import load_seeds
+
+SENTINEL = "/tmp/rods_hostile_sentinel"
+HAND_WRITTEN = [
+    f"__import__('os').system('touch {SENTINEL}')",
+    f"open('{SENTINEL}', 'w')",
+    "eval('1+1')",
+    "exec('x=1')",
+    "globals()",
+    "cd.__globals__",
+    "cd(folder=__import__('os').getcwd())",
+    "ls.__self__.root",
+    "GorillaFileSystem().rm(file_name='x')",
+    "rods_agree_gt_GorillaFileSystem_instance.rm(file_name='x')",
+    "cd(folder=ls())",
+    "cd(folder=x)",
+    "cd(folder=lambda: 1)",
+    "cd(folder=[i for i in range(3)])",
+    "cd(folder=f'{1}')",
+    "cd(**{'folder': 'x'})",
+    "cd(*['x'])",
+    "cd(folder='a' * 10)",
+    "power(base=10, exponent=10**100)",
+    "power(base=10, exponent=" + "9" * 50 + ")",
+    "mkdir(dir_name='" + "a" * 30_000 + "')",
+    "cd(folder=" + "[" * 1000 + "]" * 1000 + ")",
+    "(" * 5000,
+    "[" * 200 + "ls()" + "]" * 200,
+    "__class__()",
+    "_load_scenario({})",
+    "cd(folder='x', folder='y')",
+    "cd(folder=b'bytes')",
+    "cd(folder=1j)",
+    "cd(folder=...)",
+    "import os",
+    "os.system('id')",
+    "subprocess.run(['id'])",
+    "cd(folder='x'); rm(file_name='y')",
+    "ls(a=True) if True else rm()",
+    "no_such_function()",
+    "cd(unknown_arg='x')",
+    "cd(folder=123)",
+    "mkdir()",
+    '{"name": "__import__", "arguments": {"name": "os"}}',
+    '{"name": "rm", "arguments": "not json"}',
+    '{"name": "cd", "arguments": {"folder": {"__class__": 1}}}',
+    '[{"name": "exec", "arguments": {}}]',
+    '{"name": "cd.__globals__", "arguments": {}}',
+    "",
+    "\x00",
+    "🙂(x=1)",
+]
+TEMPLATES = [
+    "__import__({s!r})", "open({s!r})", "cd(folder={s})", "{s}()", "cd.{s}", "cd(folder=cd.{s})",
+    "eval({s!r})", "rm(file_name=__import__({s!r}))", "getattr(cd, {s!r})", "cd(folder={s!r}.join([]))",
+    "exec({s!r})", "[cd(folder={s!r}), __import__('os')]",
+]
+
+
+def _task():
+    # a file-system + messaging task: both classes carry state another episode could corrupt
+    return next(t for t in load_seeds("train") if {"GorillaFileSystem", "MessageAPI"} <= set(t.involved_classes))
+
+
+@pytest.fixture
+def guarded(monkeypatch, tmp_path):
+    """Any attempt to start a process is recorded; the cwd is an empty folder that must stay empty."""
+    started = []
+
+    def deny(*a, **k):
+        started.append(a)
+        raise PermissionError("process creation is forbidden in this test")
+
+    for target, name in [(subprocess, "Popen"), (os, "system"), (os, "popen"), (os, "fork"), (os, "execv")]:
+        monkeypatch.setattr(target, name, deny)
+    monkeypatch.chdir(tmp_path)
+    if os.path.exists(SENTINEL):
+        os.remove(SENTINEL)
+    env, other = BfclEnvironment(_task()), BfclEnvironment(_task())
+    before_env, before_other = copy.deepcopy(env.public_state()), copy.deepcopy(other.public_state())
+    yield env
+    assert started == []
+    assert list(tmp_path.iterdir()) == []
+    assert not os.path.exists(SENTINEL)
+    assert env.public_state() == before_env
+    assert other.public_state() == before_other
+
+
+def _assert_all_errors(env, payload):
+    obs = env.execute(payload)
+    assert obs, payload
+    for o in obs:
+        assert not o.ok and o.result.startswith("Error during execution"), (payload[:80], o.result[:200])
+
+
+def test_hand_written_hostile_calls(guarded):
+    for payload in HAND_WRITTEN:
+        _assert_all_errors(guarded, payload)
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.sampled_from(TEMPLATES), st.text(min_size=0, max_size=40))
+def test_property_based_hostile_calls(template, s):
+    env = BfclEnvironment(_task())
+    before = copy.deepcopy(env.public_state())
+    _assert_all_errors(env, template.format(s=s))
+    assert env.public_state() == before
+    assert not os.path.exists(SENTINEL)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=300))
+def test_arbitrary_text_never_raises(text):
+    env = BfclEnvironment(_task())
+    for o in env.execute(text):
+        assert isinstance(o.result, str)
+
+
+def test_two_environments_in_threads_never_share_state():
+    task = next(t for t in load_seeds("train") if "GorillaFileSystem" in t.involved_classes)
+    errors = []
+
+    def worker(k: int):
+        try:
+            for i in range(50):
+                env = BfclEnvironment(task)
+                start = copy.deepcopy(env.public_state()["GorillaFileSystem"]["root"])
+                env.execute(f"mkdir(dir_name='t{k}_{i}')")
+                if not any(o.ok for o in env.execute("ls()")):
+                    errors.append("ls failed")
+                fresh = BfclEnvironment(task).public_state()["GorillaFileSystem"]["root"]
+                if fresh != start:
+                    errors.append(f"thread {k}: a fresh environment saw another's change")
+        except Exception as e:  # noqa: BLE001
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def test_hundredth_episode_starts_from_the_same_state(all_seeds):
+    for cat in ("base", "long_context"):
+        for task in [t for t in all_seeds if t.category == cat][:3]:
+            first = copy.deepcopy(BfclEnvironment(task).public_state())
+            for _ in range(99):
+                env = BfclEnvironment(task)
+                for turn, calls in enumerate(task.ground_truth):
+                    env.start_turn(turn)
+                    for c in calls:
+                        env.execute(c)
+            assert BfclEnvironment(task).public_state() == first
+
+
+def test_held_back_functions_arrive_at_their_turn(all_seeds):
+    task = next(t for t in all_seeds if t.category == "miss_func")
+    (turn, fns), = task.missed_function.items()
+    env = BfclEnvironment(task)
+    assert not set(fns) & set(env.available_functions(0))
+    assert set(fns) <= set(env.available_functions(turn))
+    assert "not available" in env.execute(f"{fns[0]}()")[0].result
