@@ -1,0 +1,57 @@
+"""`rods model ...`: build local policies (the tiny model for CPU runs and CI)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from rods_core.cli._common import emit_json, fail
+from rods_core.policy.tiny import TinyModelConfig
+
+app = typer.Typer(no_args_is_help=True, help="Build local policy models.")
+_D = TinyModelConfig()
+
+
+@app.command("init-tiny")
+def init_tiny_cmd(
+    out: Path = typer.Option(..., help="folder to write the model, tokenizer and rods_model.json to"),
+    arch: str = typer.Option(_D.arch, help="qwen2 | qwen3"),
+    hidden: int = typer.Option(_D.hidden, help="hidden size"),
+    layers: int = typer.Option(_D.layers, help="decoder layers"),
+    heads: int = typer.Option(_D.heads, help="attention heads"),
+    kv_heads: int = typer.Option(_D.kv_heads, help="key/value heads"),
+    ffn: int = typer.Option(_D.ffn, help="MLP intermediate size"),
+    vocab: int = typer.Option(_D.vocab, help="BPE vocabulary size"),
+    max_positions: int = typer.Option(_D.max_positions, help="maximum sequence length"),
+    seed: int = typer.Option(_D.seed, help="initialisation seed"),
+    json_out: bool = typer.Option(False, "--json", help="print the model card as JSON"),
+) -> None:
+    """Train a tokenizer on tool docs + train seeds and build a tiny Qwen-architecture model.
+
+    Example: rods model init-tiny --out models/tiny
+    """
+    from pydantic import ValidationError
+    from rich.progress import Progress
+
+    from rods_core.policy.tiny import init_tiny
+
+    try:
+        cfg = TinyModelConfig(arch=arch, hidden=hidden, layers=layers, heads=heads, kv_heads=kv_heads, ffn=ffn,
+                              vocab=vocab, max_positions=max_positions, seed=seed)
+    except ValidationError as e:
+        fail("; ".join(f"--{'-'.join(map(str, x['loc'])).replace('_', '-')}: {x['msg']}" for x in e.errors()))
+    if cfg.hidden % cfg.heads or cfg.heads % cfg.kv_heads:
+        fail("--hidden must be a multiple of --heads, and --heads a multiple of --kv-heads")
+    with Progress(transient=True) as bar:
+        job = bar.add_task("building", total=3)
+
+        def step(name: str) -> None:
+            bar.update(job, description=f"init-tiny: {name}", advance=0 if name == "tokenizer" else 1)
+
+        card = init_tiny(cfg, out, progress=step)
+        bar.update(job, completed=3)
+    if json_out:
+        emit_json(card)
+    else:
+        typer.echo(f"{out}: {card['arch']} {card['params'] / 1e6:.2f}M parameters, vocab {card['tokenizer']['vocab']}")
