@@ -1,0 +1,52 @@
+"""Every `rods` command answers --help; env and seeds commands work and reject bad input clearly."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+from typer.testing import CliRunner
+
+from rods_core.cli import app
+
+runner = CliRunner()
+
+
+def _command_paths(group, prefix=()):
+    for name, cmd in group.commands.items():
+        yield (*prefix, name)
+        if hasattr(cmd, "commands"):  # a sub-group (typer vendors its own click)
+            yield from _command_paths(cmd, (*prefix, name))
+
+
+def test_every_command_has_help():
+    root = typer.main.get_command(app)
+    paths = list(_command_paths(root))
+    assert ("env", "replay") in paths and ("seeds", "stats") in paths
+    for path in paths:
+        result = runner.invoke(app, [*path, "--help"])
+        assert result.exit_code == 0, (path, result.output)
+        assert "Usage" in result.output
+
+
+def test_seeds_stats_json():
+    result = runner.invoke(app, ["seeds", "stats", "--split", "test", "--json"])
+    report = json.loads(result.output)
+    assert report["tasks"] == 400 and report["by_category"]["miss_func"] == 100
+
+
+def test_env_score_reports_and_rejects(tmp_path, all_seeds):
+    task = all_seeds[0]
+    good = tmp_path / "a.jsonl"
+    half = [calls if i == 0 else [] for i, calls in enumerate(task.ground_truth)]
+    good.write_text(json.dumps({"id": task.id, "turns": task.ground_truth}) + "\n" + json.dumps({"id": all_seeds[1].id, "turns": [[]] * all_seeds[1].n_turns}) + "\n")
+    report = json.loads(runner.invoke(app, ["env", "score", "--answers", str(good), "--json"]).output)
+    assert report["n"] == 2 and report["tasks"][0]["accuracy"] == 1.0 and report["tasks"][1]["progress"] == 0.0
+    partial = tmp_path / "p.jsonl"
+    partial.write_text(json.dumps({"id": task.id, "turns": half}) + "\n")
+    r = json.loads(runner.invoke(app, ["env", "score", "--answers", str(partial), "--json"]).output)
+    assert 0 < r["progress"] < 1 and r["accuracy"] == 0
+    bad = tmp_path / "b.jsonl"
+    bad.write_text('{"id": "nope", "turns": []}\n{"id": 3}\n')
+    result = runner.invoke(app, ["env", "score", "--answers", str(bad)])
+    assert result.exit_code == 2 and "b.jsonl:2: id" in result.output
