@@ -57,9 +57,8 @@ class BufferConfig(BaseModel):
         2, ge=1, description="k: consecutive mastered observations that retire a variant / put a seed to rest"
     )
     hard_streak: int = Field(3, ge=1, description="n: consecutive hard observations that retire an active variant")
-    stale_steps: int = Field(
-        50, ge=1, description="S: steps without an informative group after which a variant is retired as stale"
-    )
+    # At paper scale (800 active, batch 32) an active task is drawn about every 25 steps.
+    stale_steps: int = Field(100, ge=1, description="S: steps without an informative group that retire a variant")
     reprobe_every: int = Field(20, ge=1, description="R: steps between re-probes of a dormant (mastered) seed")
     reprobe_slots: int = Field(2, ge=0, description="batch slots per step given to dormant seeds due a re-probe")
     review: Literal["auto", "gated"] = Field(
