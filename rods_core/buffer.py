@@ -23,6 +23,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rods_core.boundary import BoundaryConfig, BoundaryDetector, TaskStats
+from rods_core.sampling import rng_state, set_rng_state, weighted_pick
 from rods_core.tasks import Task
 
 Pool = Literal["active", "staged", "dormant", "retired"]
@@ -151,22 +152,6 @@ def last_useful(st: TaskStats | None, since: int) -> int:
     return since if informative is None else max(since, informative)
 
 
-def weighted_pick(ids: list[str], weights: list[float], n: int, rng: random.Random) -> list[str]:
-    """n distinct ids, drawn with probability proportional to weight (Efraimidis-Spirakis keys)."""
-    keyed = [(math.log(1.0 - rng.random()) / w, tid) for tid, w in zip(ids, weights, strict=True) if w > 0]
-    keyed.sort(reverse=True)
-    return [tid for _, tid in keyed[:n]]
-
-
-def rng_state(rng: random.Random) -> list:
-    version, internal, gauss = rng.getstate()
-    return [version, list(internal), gauss]
-
-
-def set_rng_state(rng: random.Random, state: Sequence) -> None:
-    rng.setstate((state[0], tuple(state[1]), state[2]))
-
-
 # ----- the replay buffer ------------------------------------------------------------------------------
 @dataclass
 class Entry:
@@ -183,7 +168,11 @@ class Entry:
 
 
 class ReplayBuffer:
-    """RODS' dynamic replay buffer: staged injection, multi-layer retirement, dormant seeds, P_max."""
+    """RODS' dynamic replay buffer: staged injection, multi-layer retirement, dormant seeds, P_max.
+
+    Not thread-safe: call it from the training loop at step boundaries and hand the ids from
+    boundary_tasks() to the synthesis worker; offer() its results back from the loop.
+    """
 
     def __init__(
         self, seeds: Sequence[Task], detector: BoundaryDetector | None = None, config: BufferConfig | None = None
@@ -194,6 +183,9 @@ class ReplayBuffer:
         self.detector = detector or BoundaryDetector(BoundaryConfig())
         self.step = 0
         self.rng = random.Random(self.config.seed)
+        # Parent picks (uniform_synth) get their own stream, so sampling does not depend on how often
+        # the loop asks for parents.
+        self.parent_rng = random.Random(self.config.seed + 1)
         self._ctor_ids = tuple(t.id for t in seeds)
         self._seed_ids = list(self._ctor_ids)  # grows when a decision promotes a variant to seed
         self._tasks: dict[str, Task] = {}
@@ -363,7 +355,7 @@ class ReplayBuffer:
         if n <= 0:
             return requested
         if self.config.synth_parents == "uniform":
-            return requested + self.rng.sample(self._seed_ids, min(n, len(self._seed_ids)))
+            return requested + self.parent_rng.sample(self._seed_ids, min(n, len(self._seed_ids)))
         boundary = [t for t in self._pools["active"] if self.detector.region(t) == "boundary" and t not in requested]
         boundary.sort(key=lambda t: (self._children.get(t, 0), -self.detector.stats(t).var))
         return requested + boundary[:n]
@@ -462,6 +454,7 @@ class ReplayBuffer:
             "config": self.config.model_dump(),
             "step": self.step,
             "rng": rng_state(self.rng),
+            "parent_rng": rng_state(self.parent_rng),
             "ctor_ids": list(self._ctor_ids),
             "seed_ids": list(self._seed_ids),
             "entries": {tid: asdict(e) for tid, e in self._entries.items()},
@@ -484,6 +477,7 @@ class ReplayBuffer:
         tasks = {**seeds, **{tid: Task.model_validate(rec) for tid, rec in state["tasks"].items()}}
         self.step = int(state["step"])
         set_rng_state(self.rng, state["rng"])
+        set_rng_state(self.parent_rng, state["parent_rng"])
         self._seed_ids = list(state["seed_ids"])
         self._entries = {tid: Entry(**{**rec, "pending": 0}) for tid, rec in state["entries"].items()}
         self._tasks = {tid: tasks[tid] for tid in self._entries}

@@ -15,7 +15,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from rods_core.boundary import BoundaryConfig, BoundaryDetector, group_stats
-from rods_core.buffer import BufferConfig, BufferEvent, Decision, ReplayBuffer, TaskSource, rng_state, set_rng_state
+from rods_core.buffer import BufferConfig, BufferEvent, Decision, ReplayBuffer, TaskSource
+from rods_core.sampling import rng_state, set_rng_state
 from rods_core.tasks import Task
 
 Method = Literal["static", "dapo_filter", "uniform_synth", "env_augment", "rods"]

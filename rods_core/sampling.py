@@ -1,0 +1,24 @@
+"""Seeded sampling helpers shared by the task sources: weighted draws without replacement and an RNG
+state that survives JSON (checkpoints are JSON, `random.Random.getstate()` is a tuple)."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+
+
+def weighted_pick(ids: list[str], weights: list[float], n: int, rng: random.Random) -> list[str]:
+    """n distinct ids, drawn with probability proportional to weight (Efraimidis-Spirakis keys)."""
+    keyed = [(math.log(1.0 - rng.random()) / w, tid) for tid, w in zip(ids, weights, strict=True) if w > 0]
+    keyed.sort(reverse=True)
+    return [tid for _, tid in keyed[:n]]
+
+
+def rng_state(rng: random.Random) -> list:
+    version, internal, gauss = rng.getstate()
+    return [version, list(internal), gauss]
+
+
+def set_rng_state(rng: random.Random, state: Sequence) -> None:
+    rng.setstate((state[0], tuple(state[1]), state[2]))
