@@ -36,6 +36,7 @@ class RunReader:
     def __init__(self, run_dir: str | Path, retries: int = 3):
         self.run_dir = Path(run_dir)
         self.retries = retries
+        self.retried = 0  # queries that met a vanished file and ran again (for tests and benchmarks)
 
     def exists(self) -> bool:
         return events_dir(self.run_dir).is_dir()
@@ -60,6 +61,7 @@ class RunReader:
                 # A listed file vanished or was replaced under us: list again.
                 if attempt == self.retries:
                     raise
+                self.retried += 1
                 time.sleep(0.01 * (attempt + 1))
             finally:
                 con.close()
