@@ -75,7 +75,7 @@ class BufferConfig(BaseModel):
 
     @model_validator(mode="after")
     def _probes_possible(self) -> BufferConfig:
-        if self.p_max > 0 and self.review == "auto" and self.probe_slots == 0:
+        if self.p_max > 0 and self.probe_slots == 0:
             raise ValueError(
                 "buffer.probe_slots is 0 but buffer.p_max > 0: staged variants could never be probed; "
                 "set probe_slots >= 1, or p_max: 0 to admit no variants"
@@ -106,14 +106,16 @@ class Decision(BaseModel):
     action: Literal["approve", "reject", "edit", "reseed"]
     task_id: str = Field(min_length=1, description="the task decided on")
     task: Task | None = Field(None, description="edit only: the edited task, already re-verified by the caller")
-    reseed: Literal["promote", "synthesize"] = Field(
-        "promote", description="reseed only: promote the task to a seed, or request more variants of it"
+    mode: Literal["promote", "synthesize"] | None = Field(
+        None, description="reseed only: promote the task to a seed (default), or request more variants of it"
     )
 
     @model_validator(mode="after")
-    def _task_iff_edit(self) -> Decision:
+    def _fields_fit_action(self) -> Decision:
         if (self.action == "edit") != (self.task is not None):
             raise ValueError("decision.task is required for action 'edit' and not allowed otherwise")
+        if self.mode is not None and self.action != "reseed":
+            raise ValueError(f"decision.mode applies to action 'reseed' only, not {self.action!r}")
         return self
 
 
@@ -380,7 +382,7 @@ class ReplayBuffer:
             return True, "rejected: retired"
         if act == "edit":
             return self._apply_edit(tid, e, decision.task)
-        if decision.reseed == "synthesize":
+        if decision.mode == "synthesize":
             self.synthesis_requests.append(tid)
             return True, "more variants requested: boundary_tasks() returns it next"
         if e.seed:

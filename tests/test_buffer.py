@@ -52,6 +52,8 @@ def test_config_is_strict_and_documented():
         BufferConfig(pmax=3)
     with pytest.raises(ValidationError, match="probe_slots is 0 but buffer.p_max > 0"):
         BufferConfig(probe_slots=0)
+    with pytest.raises(ValidationError, match="probe_slots is 0"):
+        BufferConfig(probe_slots=0, review="gated")  # approved variants could never be probed either
     BufferConfig(probe_slots=0, p_max=0)  # no variants: fine
     with pytest.raises(ValidationError, match="p_max"):
         BufferConfig(p_max=-1)
@@ -256,6 +258,8 @@ def test_edit_replaces_the_variant_with_a_fresh_id_probed_at_once():
     ]
     with pytest.raises(ValidationError, match="required for action 'edit'"):
         Decision(action="edit", task_id="v0")
+    with pytest.raises(ValidationError, match="applies to action 'reseed' only"):
+        Decision(action="approve", task_id="v0", mode="promote")
 
 
 def test_edit_of_a_seed_adds_a_variant_within_the_budget():
@@ -286,7 +290,7 @@ def test_reseed_promote_makes_a_variant_a_seed_that_rests_instead_of_retiring():
 def test_reseed_synthesize_raises_the_flag_and_puts_the_task_first_for_synthesis():
     buf = buffer()
     buf.observe(0, {"s0": BOUNDARY, "s1": BOUNDARY, "s2": HARD})
-    ok, _ = buf.apply_decision(Decision(action="reseed", task_id="s2", reseed="synthesize"))
+    ok, _ = buf.apply_decision(Decision(action="reseed", task_id="s2", mode="synthesize"))
     assert ok and buf.synthesis_requests == ["s2"]
     assert buf.boundary_tasks(2) == ["s2", "s0"]
     assert buf.synthesis_requests == []
