@@ -14,6 +14,7 @@ Variance is the population variance of a group (ddof=0), so for rewards in [0, 1
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
@@ -95,7 +96,7 @@ def check_matrix(matrix: Mapping[str, Sequence[float]]) -> None:
         if len(rewards) == 0:
             raise ValueError(f"reward matrix: task {tid!r} has no rewards")
         for i, r in enumerate(rewards):
-            if isinstance(r, bool) or not isinstance(r, (int, float)) or not math.isfinite(r):
+            if isinstance(r, bool) or not isinstance(r, numbers.Real) or not math.isfinite(r):
                 raise ValueError(f"reward matrix: task {tid!r} rollout {i}: reward {r!r} is not a finite number")
             if not -_EPS <= r <= 1.0 + _EPS:
                 raise ValueError(f"reward matrix: task {tid!r} rollout {i}: reward {r} outside [0, 1]")

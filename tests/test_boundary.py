@@ -94,6 +94,13 @@ def test_bad_matrices_name_the_task_and_rollout(matrix, message):
 
 
 # ----- the stateful detector ---------------------------------------------------------------------------
+def test_numpy_scalars_are_accepted():
+    np = pytest.importorskip("numpy")
+    det = BoundaryDetector()
+    det.update(0, {"t": [np.float32(1.0), np.float64(0.0), 1]})
+    assert det.stats("t").last_mean == pytest.approx(2 / 3)
+
+
 def test_first_observation_reports_entry_into_each_region():
     det = BoundaryDetector()
     changes = det.update(3, {"m": flips(16), "b": flips(8), "h": flips(0)})
