@@ -140,7 +140,7 @@ class ControlDB:
                 if not _is_transient(e) or time.monotonic() > deadline:
                     raise
             time.sleep(delay * (0.5 + random.random()))
-            delay = min(delay * 2, 0.2)
+            delay = min(delay * 2, 0.05)
 
     def _tx(self, fn: Callable[[Session], T]) -> T:
         """Run fn in one transaction on a fresh connection; retried whole on a lock conflict."""

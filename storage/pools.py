@@ -98,6 +98,9 @@ def read_pools_snapshot(run_dir: str | Path) -> PoolsSnapshot:
         for i, rec in enumerate(recs):
             try:
                 pools[p].append(parse_record(rec))
-            except (ValidationError, ValueError) as e:
+            except ValidationError as e:
+                why = "; ".join(f"{'.'.join(map(str, x['loc'])) or '(record)'}: {x['msg']}" for x in e.errors())
+                raise PoolsFileError(f"{path}: pools.{p}[{i}]: {why}") from e
+            except ValueError as e:
                 raise PoolsFileError(f"{path}: pools.{p}[{i}]: {e}") from e
     return PoolsSnapshot(step=doc.get("step"), written_at=doc.get("written_at"), pools=pools)

@@ -3,12 +3,14 @@
 Each query lists the live part files of the kinds it names, binds one view per kind
 (`read_parquet([...], union_by_name=true)`, so files written by older schemas still union) and runs.
 A file may vanish between listing and reading (compaction, truncation): the query is then retried on
-a fresh listing. Kinds with no file yet read as empty tables with their declared columns.
+a fresh listing. Kinds with no file yet read as empty tables with their declared columns. Opening a
+DuckDB connection costs ~30 ms here, so each thread keeps one in-memory connection and rebinds views.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -17,13 +19,20 @@ import duckdb
 import pandas as pd
 
 from storage.events import events_dir, live_files
-from storage.schema import EVENT_KINDS
+from storage.schema import EVENT_KINDS, EventKind
 
 _WORD = re.compile(r"[A-Za-z_]+")
+_SQL_TYPES = {"int": "BIGINT", "float": "DOUBLE", "str": "VARCHAR", "json": "VARCHAR", "bool": "BOOLEAN",
+              "time": "TIMESTAMPTZ"}
 
 
 def _sql_list(paths: list[Path]) -> str:
     return "[" + ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths) + "]"
+
+
+def _empty_select(kind: EventKind) -> str:
+    cols = ", ".join(f'CAST(NULL AS {_SQL_TYPES[t]}) AS "{c}"' for c, t in kind.all_columns().items())
+    return f"SELECT {cols} LIMIT 0"
 
 
 class RunReader:
@@ -37,6 +46,13 @@ class RunReader:
         self.run_dir = Path(run_dir)
         self.retries = retries
         self.retried = 0  # queries that met a vanished file and ran again (for tests and benchmarks)
+        self._local = threading.local()
+
+    def _con(self) -> duckdb.DuckDBPyConnection:
+        con = getattr(self._local, "con", None)
+        if con is None:
+            con = self._local.con = duckdb.connect()
+        return con
 
     def exists(self) -> bool:
         return events_dir(self.run_dir).is_dir()
@@ -45,15 +61,14 @@ class RunReader:
         named = set(_WORD.findall(sql)) & EVENT_KINDS.keys()
         for kind in named:
             files = live_files(self.run_dir, kind)
-            if files:
-                con.execute(f'CREATE VIEW "{kind}" AS SELECT * FROM read_parquet({_sql_list(files)}, union_by_name=true)')
-            else:
-                con.register(kind, EVENT_KINDS[kind].arrow_schema().empty_table())
+            src = (f"SELECT * FROM read_parquet({_sql_list(files)}, union_by_name=true)" if files
+                   else _empty_select(EVENT_KINDS[kind]))
+            con.execute(f'CREATE OR REPLACE VIEW "{kind}" AS {src}')
 
     def query(self, sql: str, params: list[Any] | None = None) -> pd.DataFrame:
         """Run SQL naming event kinds as tables (step, task_stats, variant, buffer, ...)."""
+        con = self._con()
         for attempt in range(self.retries + 1):
-            con = duckdb.connect()
             try:
                 self._bind(con, sql)
                 return con.execute(sql, params or []).df()
@@ -63,8 +78,6 @@ class RunReader:
                     raise
                 self.retried += 1
                 time.sleep(0.01 * (attempt + 1))
-            finally:
-                con.close()
         raise AssertionError("unreachable")
 
     def scalar(self, sql: str, params: list[Any] | None = None) -> Any:

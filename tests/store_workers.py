@@ -2,7 +2,8 @@
 
 writer RUN_DIR SECONDS ROWS COMPACT_AT  - log steps until SECONDS pass; print the steps written
 killable RUN_DIR ROWS                   - log steps forever (flushing each), to be SIGKILLed
-consumer DB RUN_ID OUT SECONDS          - claim decisions, append each claimed id to OUT, mark applied
+consumer DB RUN_ID OUT                  - claim decisions, append each claimed id to OUT, mark
+                                          applied; stop after OUT.stop appears
 control DB RUN_ID N                     - N rounds of heartbeat + add_decision + list_runs
 """
 
@@ -55,19 +56,22 @@ def killable(run_dir: str, rows: str) -> None:
             print("ready", flush=True)
 
 
-def consumer(db_path: str, run_id: str, out: str, seconds: str) -> None:
+def consumer(db_path: str, run_id: str, out: str) -> None:
     from storage.control import ControlDB
 
     db = ControlDB(db_path)
-    end = time.monotonic() + float(seconds)
+    stop = Path(out + ".stop")
     with open(out, "a") as f:
-        while time.monotonic() < end:
+        while True:
+            last_round = stop.exists()  # one more round after the producer is done
             for d in db.claim_decisions(run_id):
                 f.write(f"{d.id}\n")
                 f.flush()
                 if not db.mark_decision(d.id, "applied", f"applied by {os.getpid()}", step=1):
                     f.write(f"double-mark {d.id}\n")
-            time.sleep(0.02)
+            if last_round:
+                return
+            time.sleep(0.05)
 
 
 def control(db_path: str, run_id: str, n: str) -> None:

@@ -1,0 +1,139 @@
+"""The control database: runs and their derived status, decisions delivered exactly once across
+processes, and several processes using the one DuckDB file at the same time."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from storage.control import ControlDB, process_alive, process_start
+
+WORKERS = Path(__file__).with_name("store_workers.py")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def db(tmp_path):
+    return ControlDB(tmp_path / "control.duckdb")
+
+
+def _sleeper() -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+
+
+def test_runs_round_trip_with_tz_aware_times(db):
+    db.create_run("r1", "runs/r1", config={"method": "rods", "lr": 1e-5}, name="first")
+    run = db.get_run("r1")
+    assert run.config_dict() == {"method": "rods", "lr": 1e-5} and run.status == "queued"
+    assert run.created_at.tzinfo is not None and run.created_at.utcoffset() == timedelta(0)
+    db.update_run("r1", status="finished")
+    assert [r.id for r in db.list_runs()] == ["r1"] and db.run_status("r1") == "finished"
+    with pytest.raises(ValueError, match="status must be one of"):
+        db.update_run("r1", status="done")
+    with pytest.raises(KeyError):
+        db.update_run("nope", status="failed")
+
+
+def test_status_is_checked_against_the_process(db):
+    proc = _sleeper()
+    try:
+        db.create_run("r", "runs/r")
+        db.register_process("r", proc.pid)
+        assert db.run_status("r") == "running"
+        db.update_run("r", heartbeat_at=datetime.now(UTC) - timedelta(minutes=10))
+        assert db.run_status("r") == "stale"
+        db.heartbeat("r", step=7)
+        assert db.get_run("r").step == 7 and db.run_status("r") == "running"
+        # A recorded start time that does not match: the pid was reused by another process.
+        db.update_run("r", proc_start=process_start(proc.pid) + 1)
+        assert db.run_status("r") == "lost"
+        db.update_run("r", proc_start=process_start(proc.pid))
+        proc.kill()
+        time.sleep(0.1)  # not waited for: a zombie child, which run_status reaps
+        assert db.run_status("r") == "lost" and not process_alive(proc.pid, None)
+    finally:
+        proc.kill()
+
+
+def test_stop_run_signals_the_process_group(db):
+    proc = _sleeper()
+    db.create_run("r", "runs/r")
+    db.register_process("r", proc.pid)
+    assert db.stop_run("r") is True
+    assert proc.wait(timeout=10) == -signal.SIGTERM
+    assert db.get_run("r").status == "stopped" and db.run_status("r") == "stopped"
+    assert db.stop_run("r") is False  # nothing left to signal
+
+
+def test_decisions_validate_and_mark_once(db):
+    with pytest.raises(ValueError, match="action must be one of"):
+        db.add_decision("r", "t", "promote")
+    with pytest.raises(ValueError, match="edit decision needs payload"):
+        db.add_decision("r", "t", "edit", {"note": "x"})
+    with pytest.raises(ValueError):
+        db.add_decision("r", "t", "edit", {"task": {"id": "t", "category": "base"}})
+    a = db.add_decision("r", "t1", "approve")
+    b = db.add_decision("r", "t2", "reject")
+    assert [d.id for d in db.pending_decisions("r")] == [a.id, b.id]
+    claimed = db.claim_decisions("r")
+    assert [d.status for d in claimed] == ["claimed", "claimed"] and db.claim_decisions("r") == []
+    assert db.mark_decision(a.id, "applied", "promoted", step=3) is True
+    assert db.mark_decision(a.id, "applied", "again", step=4) is False
+    assert db.mark_decision(b.id, "refused", "task already retired", step=3) is True
+    got = {d.id: (d.status, d.reason, d.applied_step) for d in db.decisions("r")}
+    assert got == {a.id: ("applied", "promoted", 3), b.id: ("refused", "task already retired", 3)}
+    # Resume from a checkpoint at step 2: the step-3 outcomes were lost with the process.
+    assert db.reopen_decisions_after("r", 2) == 2 and len(db.pending_decisions("r")) == 2
+
+
+def test_decisions_reach_two_consumer_processes_exactly_once(db, tmp_path):
+    out = tmp_path / "claimed.txt"
+    consumers = [subprocess.Popen([sys.executable, str(WORKERS), "consumer", str(db.path), "r", str(out)],
+                                  cwd=ROOT, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    ids, t0 = [], time.monotonic()
+    for i in range(80):  # the app adds decisions while both trainers poll
+        ids.append(db.add_decision("r", f"task_{i}", "approve").id)
+        time.sleep(0.02)
+    print(f"add_decision under contention: {(time.monotonic() - t0) / 80 * 1000:.0f} ms each incl. 20 ms pause")
+    Path(str(out) + ".stop").touch()
+    for c in consumers:
+        _, err = c.communicate(timeout=60)
+        assert c.returncode == 0, err
+    lines = out.read_text().split()
+    assert "double-mark" not in lines
+    assert Counter(lines) == Counter(str(i) for i in ids)  # each id claimed once, none lost
+    assert {d.status for d in db.decisions("r")} == {"applied"}
+
+
+def test_control_db_used_by_several_processes_at_once(db):
+    db.create_run("r", "runs/r")
+    n = 40
+    procs = [subprocess.Popen([sys.executable, str(WORKERS), "control", str(db.path), "r", str(n)],
+                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    reads = 0
+    while any(p.poll() is None for p in procs):
+        db.list_runs()  # the app polling meanwhile
+        db.pending_decisions("r")
+        reads += 1
+    for p in procs:
+        out, err = p.communicate()
+        assert p.returncode == 0, err
+        assert json.loads(out) == {"rounds": n}
+    authors = Counter(d.author for d in db.decisions("r"))
+    assert sorted(authors.values()) == [n, n] and reads > 0
+    assert db.get_run("r").step == n - 1
+
+
+def test_process_start_reads_our_own_process():
+    assert process_start(os.getpid()) is not None
+    assert process_alive(os.getpid(), process_start(os.getpid()))
+    assert not process_alive(None, None)
