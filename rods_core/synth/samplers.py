@@ -126,7 +126,8 @@ def existing_file(ctx: SampleContext) -> Any:
     files = _cwd_entries(ctx, "File")
     if ctx.old not in files:
         return _fresh_name(ctx)  # the call creates it (echo/touch into a new file)
-    return ctx.pick(files)
+    hidden = str(ctx.old).startswith(".")
+    return ctx.pick([f for f in files if f.startswith(".") == hidden])
 
 
 def existing_dir(ctx: SampleContext) -> Any:

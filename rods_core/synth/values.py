@@ -72,6 +72,8 @@ def substitute(text: str, mapping: list[tuple[Any, Any]]) -> tuple[str, int]:
     """
     spans: list[tuple[int, int, str]] = []
     for old, new in mapping:
+        if old == new:
+            continue
         pat = mention_pattern(old)
         if pat is None:
             continue
@@ -173,6 +175,31 @@ def follow(old: Any, new: Any, path: Path) -> tuple[bool, Any]:
         else:
             return False, None
     return True, new
+
+
+def resolve_dep(old_result: str, new_result: str, value: Any, path: Path | None) -> tuple[bool, Any]:
+    """The counterpart in `new_result` of `value`, which sat at `path` in `old_result`.
+
+    Unchanged result: the value stands. No path (the value was a line of text or a key, not a leaf):
+    it stands if the new result still contains it. Otherwise follow the path (see `follow`).
+    """
+    if old_result == new_result:
+        return True, value
+    if path is None:
+        return (True, value) if str(value) in new_result else (False, None)
+    return follow(parse_result(old_result), parse_result(new_result), path)
+
+
+def leaf_changes(old: Any, new: Any) -> list[tuple[Any, Any]]:
+    """(old, new) for each leaf that changed between two results of the same shape (values of 2+ chars)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [c for k in old if k in new for c in leaf_changes(old[k], new[k])]
+    if isinstance(old, (list, tuple)) and isinstance(new, (list, tuple)) and len(old) == len(new):
+        return [c for a, b in zip(old, new, strict=True) for c in leaf_changes(a, b)]
+    if isinstance(old, (str, int, float)) and not isinstance(old, bool) and type(old) is type(new):
+        if old != new and len(str(old)) >= 2:
+            return [(old, new)]
+    return []
 
 
 # ----- argument provenance ---------------------------------------------------------------------------

@@ -1,0 +1,19 @@
+"""Skill-aligned task synthesis (RODS stage 2): Plan -> Execute -> Rewrite -> Critique -> Augment.
+
+Public API: `SynthConfig`, `synthesize(parent, n, pool_keys, cfg) -> SynthResult`, `SynthWorker`
+(background synthesis with a non-blocking `drain()`), `merge_counts`. One module per stage.
+"""
+
+from rods_core.synth.pipeline import SynthConfig, SynthResult, SynthWorker, merge_counts, synthesize
+from rods_core.synth.stages import STAGES, StageError, StageOutcome
+
+__all__ = [
+    "STAGES",
+    "StageError",
+    "StageOutcome",
+    "SynthConfig",
+    "SynthResult",
+    "SynthWorker",
+    "merge_counts",
+    "synthesize",
+]

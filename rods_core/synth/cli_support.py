@@ -1,0 +1,78 @@
+"""The library side of `rods synth`: find the parent, build the config, run, write, report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from rods_core.seeds import leak_guard, load_seeds
+from rods_core.synth.pipeline import SynthConfig, synthesize
+from rods_core.tasks import Task, read_tasks, write_tasks
+
+
+def find_parent(task_id: str, tasks_file: Path | None) -> Task:
+    """A train-split seed or a task of `tasks_file`; test-split tasks are refused by id and by content."""
+    guard = leak_guard()
+    if task_id in guard.ids:
+        raise ValueError(
+            f"{task_id} is in the held-out test split; synthesizing from it would leak the test set into training"
+        )
+    pool = read_tasks(tasks_file) if tasks_file else load_seeds("train")
+    found = [t for t in pool if t.id == task_id]
+    if not found:
+        where = str(tasks_file) if tasks_file else "the train-split seeds"
+        raise ValueError(f"no task {task_id!r} in {where}")
+    reason = guard.reason(found[0])
+    if reason:
+        raise ValueError(f"{task_id}: {reason}; refusing to synthesize from a test-split task")
+    return found[0]
+
+
+def load_config(path: Path | None, *, seed: int, backend: str, n: int) -> SynthConfig:
+    data: dict = {}
+    if path:
+        text = Path(path).read_text(encoding="utf-8")
+        if path.suffix in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text) or {}
+        else:
+            data = json.loads(text)
+        data = data.get("synth", data)
+    data = {**data, "seed": seed, "backend": backend, "n_per_parent": n}
+    try:
+        return SynthConfig.model_validate(data)
+    except ValidationError as e:
+        where = f"{path}: " if path else ""
+        raise ValueError(where + "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())) from None
+
+
+def run(parent: Task, cfg: SynthConfig, out: Path) -> dict:
+    pool_keys = {t.content_key() for t in load_seeds("train")}
+    result = synthesize(parent, cfg.n_per_parent, pool_keys, cfg)
+    write_tasks(out, result.accepted)
+    return {
+        "parent": parent.id,
+        "accepted": len(result.accepted),
+        "attempts": result.attempts,
+        "out": str(out),
+        "stages": result.counts(),
+        "variants": [{"id": t.id, "note": t.provenance.note} for t in result.accepted],
+    }
+
+
+def render_counts(report: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    console.print(
+        f"[bold]{report['accepted']}[/] variant(s) of {report['parent']} in {report['attempts']} attempt(s) -> {report['out']}"
+    )
+    table = Table("stage", "accepted", "rejected", "top reasons")
+    for stage, c in report["stages"].items():
+        reasons = "; ".join(f"{r} ({k})" for r, k in list(c["reasons"].items())[:3])
+        table.add_row(stage, str(c["accepted"]), str(c["rejected"]), reasons)
+    console.print(table)

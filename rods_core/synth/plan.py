@@ -1,0 +1,368 @@
+"""Stage 1, Plan: a new task with the parent's structure and new argument values drawn from the state.
+
+The parent is first brought to its *base form* (BFCL builds miss_param / miss_func tasks from a base task
+by inserting one empty turn; the base form undoes that and remembers where, so Augment can redo it).
+Then the parent's ground truth is walked call by call in a scratch environment: each value the user
+states is resampled once (samplers.py) and replaced consistently wherever it recurs; each value that
+came from an earlier result is re-read at the same place in the new result; the rest is kept. With
+`compose` (the rewrite will write the turns from the tool docs) a call that feeds no later call may
+swap to a function of the same class, skill and required arguments (cat -> tail).
+Departure from the paper: planning is a seeded, execution-guided resampling of a real task, not an
+LLM proposal; Execute still re-runs the plan from scratch as the independent check.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from rods_core.envs.bfcl import BfclEnvironment, function_docs
+from rods_core.envs.parsing import Call
+from rods_core.signature import skill_of
+from rods_core.synth.samplers import WORDS, SampleContext, sample_value
+from rods_core.synth.stages import StageError
+from rods_core.synth.values import (
+    CallInfo,
+    Piece,
+    classify,
+    is_mentioned,
+    leaf_changes,
+    looks_failed,
+    parse_result,
+    pieces_of,
+    resolve_dep,
+    substitute,
+)
+from rods_core.tasks import Message, Task
+
+
+# ----- base form --------------------------------------------------------------------------------------
+@dataclass
+class AugmentSpec:
+    """How the parent's category departs from its base form (redone by Augment)."""
+
+    category: str
+    turn: int | None = None  # base-form turn whose request gets split
+    functions: list[str] = field(default_factory=list)  # miss_func: held back until the inserted turn
+    withheld: list[Any] = field(default_factory=list)  # miss_param: values given only in the supply turn
+
+
+@dataclass
+class BaseForm:
+    """A task without its inserted empty turn; a turn's text kept in segments (ask, supply)."""
+
+    task: Task
+    segments: list[list[str]]
+    spec: AugmentSpec
+
+
+def base_form(parent: Task) -> BaseForm:
+    """Undo BFCL's miss_param / miss_func construction (one empty turn inserted at t)."""
+    texts, gt = parent.user_texts, parent.ground_truth
+    empty = [t for t, calls in enumerate(gt) if not calls]
+    spec = AugmentSpec(parent.category)
+    segments = [[x] for x in texts]
+    if parent.category in ("miss_param", "miss_func"):
+        if len(empty) != 1 or empty[0] + 1 >= len(gt):
+            raise StageError("plan", f"{parent.category} parent with {len(empty)} empty turns is not supported")
+        t = empty[0]
+        if parent.category == "miss_param":
+            segments = segments[:t] + [[texts[t], texts[t + 1]]] + segments[t + 2 :]
+        else:
+            held = parent.missed_function.get(t + 1)
+            if not held or texts[t + 1]:
+                raise StageError("plan", "miss_func parent without a held function at the turn after its empty turn")
+            segments = segments[:t] + [[texts[t]]] + segments[t + 2 :]
+            spec.functions = list(held)
+        spec.turn = t
+        gt = gt[:t] + gt[t + 1 :]
+    elif empty:
+        raise StageError("plan", f"{parent.category} parent has empty turns {empty}; cannot plan it")
+    category = "long_context" if parent.category == "long_context" else "base"
+    task = parent.model_copy(
+        update={
+            "category": category,
+            "question": [[Message(content=" ".join(s))] for s in segments],
+            "ground_truth": [list(x) for x in gt],
+            "missed_function": {},
+        },
+        deep=True,
+    )
+    return BaseForm(task, segments, spec)
+
+
+def replay(task: Task) -> list[CallInfo]:
+    """Run a task's ground truth and record each argument value's provenance (said / dep / fixed)."""
+    env, infos, results, said = BfclEnvironment(task), [], [], ""
+    for turn, calls in enumerate(task.ground_truth):
+        env.start_turn(turn)
+        said += " " + task.user_texts[turn].lower()
+        for text in calls:
+            for obs in env.execute(text):
+                if obs.call is None:
+                    raise StageError("plan", f"parent ground truth does not parse: {text[:80]}")
+                info = CallInfo(len(infos), turn, obs.call.name, dict(_bound(obs.call)), obs.result)
+                for param, value in info.kwargs.items():
+                    for idx, v in pieces_of(param, value):
+                        kind, prod, path = classify(v, said, results)
+                        info.pieces.append(Piece(param, idx, v, kind, prod, path))
+                infos.append(info)
+                results.append(obs.result)
+    return infos
+
+
+def _bound(call: Call) -> dict[str, Any]:
+    """Keyword form of a call (BFCL ground truth is keyword-only, but be safe with positionals)."""
+    if not call.args:
+        return call.kwargs
+    params = list(function_docs()[call.name].params)
+    return {**dict(zip(params, call.args, strict=False)), **call.kwargs}
+
+
+# ----- swaps ------------------------------------------------------------------------------------------
+@cache
+def swap_group(function: str) -> tuple[str, ...]:
+    """Functions of the same class and skill taking the same required arguments (cat, tail, wc, sort)."""
+    docs = function_docs()
+    me = docs[function]
+    return tuple(
+        n for n, d in docs.items()
+        if d.cls == me.cls and skill_of(n) == skill_of(function) and sorted(d.required) == sorted(me.required)
+    )
+
+
+# ----- the plan ---------------------------------------------------------------------------------------
+@dataclass
+class PlannedCall:
+    """One call of the new task; `deps` maps (param, element) -> (producer, path) for Execute to re-check."""
+
+    index: int
+    turn: int
+    call: Call
+    parent: CallInfo
+    deps: dict[tuple[str, int | None], tuple[int, Any]] = field(default_factory=dict)
+
+
+@dataclass
+class Plan:
+    parent: Task
+    base: BaseForm
+    initial_config: dict
+    calls: list[PlannedCall]
+    value_map: list[tuple[Any, Any]]  # (old, new) for every value the user states
+    compose: bool
+    swaps: list[tuple[str, str]] = field(default_factory=list)
+    changes: list[tuple[Any, Any]] = field(default_factory=list)  # stated values and result leaves that changed
+
+    @property
+    def n_turns(self) -> int:
+        return len(self.base.segments)
+
+    def summary(self) -> str:
+        changed = [f"{o!r}->{n!r}" for o, n in self.value_map if o != n]
+        sw = f"; swaps {self.swaps}" if self.swaps else ""
+        return f"values {', '.join(changed) or 'none'}{sw}; rewrite={'compose' if self.compose else 'substitute'}"
+
+
+def _set(kwargs: dict, piece: Piece, value: Any) -> None:
+    if piece.index is None:
+        kwargs[piece.param] = value
+    else:
+        kwargs[piece.param][piece.index] = value
+
+
+def _key(v: Any) -> tuple[str, str]:
+    return (type(v).__name__, repr(v))
+
+
+MAX_LOCAL_RETRIES = 2  # redraws of one call's new values before falling back to the parent's
+
+
+class _Walk:
+    """The value map of one planning walk: each stated value is resampled once, where first used."""
+
+    def __init__(self, rng: random.Random, keep_prob: float, compose: bool, taken: set):
+        self.rng, self.keep_prob, self.compose = rng, keep_prob, compose
+        self.mapping: dict[tuple[str, str], tuple[Any, Any]] = {}
+        self.taken = set(taken)
+        self.result_changes: list[tuple[Any, Any]] = []
+
+    def changes(self) -> list[tuple[Any, Any]]:
+        return [(o, n) for o, n in self.mapping.values() if o != n] + self.result_changes
+
+    def _resamplable(self, function: str, piece: Piece, said_so_far: str) -> bool:
+        if piece.kind == "said":
+            return is_mentioned(said_so_far, piece.value)
+        # Composed turns state every value, so a value the parent only implied may change too.
+        return self.compose and piece.kind == "fixed" and not _is_default(function, piece)
+
+    def introduce(self, info: CallInfo, env: BfclEnvironment, said_so_far: str) -> list[Piece]:
+        """Map the values this call uses first; returns those that got a newly drawn value."""
+        fresh = []
+        for piece in info.pieces:
+            k = _key(piece.value)
+            if piece.kind == "dep" or k in self.mapping:
+                continue
+            new = None
+            if self._resamplable(info.name, piece, said_so_far) and self.rng.random() >= self.keep_prob:
+                new = sample_value(SampleContext(env, info.name, piece.param, piece.value, self.rng, self.taken))
+            self.mapping[k] = (piece.value, piece.value if new is None else new)
+            if new is not None:
+                self.taken.add(new)
+                fresh.append(piece)
+        return fresh
+
+    def redraw(self, fresh: list[Piece], info: CallInfo, env: BfclEnvironment, said: str, revert: bool) -> None:
+        for piece in fresh:
+            new = None
+            if not revert:
+                new = sample_value(SampleContext(env, info.name, piece.param, piece.value, self.rng, self.taken))
+            self.mapping[_key(piece.value)] = (piece.value, piece.value if new is None else new)
+            if new is not None:
+                self.taken.add(new)
+
+
+def _is_default(function: str, piece: Piece) -> bool:
+    spec = function_docs()[function].params.get(piece.param, {})
+    return "default" in spec and str(spec["default"]) == str(piece.value)
+
+
+class Planner:
+    """Plans variants of one parent; the parent's replay is computed once and reused per attempt."""
+
+    def __init__(self, parent: Task, *, keep_prob: float = 0.2, swap_prob: float = 0.3, perturb: bool = True):
+        self.parent = parent
+        self.base = base_form(parent)
+        self.infos = replay(self.base.task)
+        self.keep_prob, self.swap_prob, self.perturb = keep_prob, swap_prob, perturb
+        self.producers = {p.producer for i in self.infos for p in i.pieces if p.kind == "dep"}
+        self.held = set(self.base.spec.functions)
+        self.full_text = " ".join(self.base.task.user_texts)
+        self._used: set[str] | None = None
+        spec = self.base.spec
+        if spec.category == "miss_param":
+            ask, supply = self.base.segments[spec.turn]
+            said = [p.value for i in self.infos if i.turn == spec.turn for p in i.pieces if p.kind == "said"]
+            spec.withheld = [v for v in dict.fromkeys(said) if is_mentioned(supply, v) and not is_mentioned(ask, v)]
+        # Composed turns must be able to withhold the miss_param value; otherwise keep the parent's words.
+        self.can_compose = spec.category != "miss_param" or bool(spec.withheld)
+
+    def plan(self, rng: random.Random, *, compose: bool = False, keep_prob: float | None = None) -> Plan:
+        """One candidate; raises StageError('plan', why) when no valid call sequence was found."""
+        keep = self.keep_prob if keep_prob is None else keep_prob
+        compose = compose and self.can_compose
+        cfg = copy.deepcopy(self.parent.initial_config)
+        if self.perturb:
+            cfg = perturb_config(cfg, rng, self._protected)
+        env = BfclEnvironment(self.base.task.model_copy(update={"initial_config": cfg}))
+        walk = _Walk(rng, keep, compose, {p.value for i in self.infos for p in i.pieces})
+        texts = self.base.task.user_texts
+        calls, results, swaps = [], [], []
+        for info in self.infos:
+            env.start_turn(info.turn)
+            said_so_far = " ".join(texts[: info.turn + 1])
+            name = self._maybe_swap(info, rng) if compose else info.name
+            planned = PlannedCall(info.index, info.turn, Call(name), info)
+            fresh = walk.introduce(info, env, said_so_far)
+            for attempt in range(MAX_LOCAL_RETRIES + 2):
+                kwargs = copy.deepcopy(info.kwargs)
+                for piece in info.pieces:
+                    if piece.kind == "dep":
+                        _set(kwargs, piece, self._dep_value(piece, results))
+                        planned.deps[(piece.param, piece.index)] = (piece.producer, piece.path)
+                    elif _key(piece.value) in walk.mapping and walk.mapping[_key(piece.value)][1] != piece.value:
+                        _set(kwargs, piece, walk.mapping[_key(piece.value)][1])
+                    elif piece.kind == "fixed" and isinstance(piece.value, str):
+                        # A composed value ("The distance from A to B is X miles.") follows its parts.
+                        _set(kwargs, piece, substitute(piece.value, walk.changes())[0])
+                if name != info.name:
+                    kwargs = {k: v for k, v in kwargs.items() if k in function_docs()[name].params}
+                planned.call = Call(name, (), kwargs)
+                obs = env.execute_call(planned.call)
+                failed = (None if obs.ok else obs.result) or looks_failed(obs.result)
+                if not failed:
+                    break
+                if not fresh or attempt > MAX_LOCAL_RETRIES:
+                    raise StageError("plan", f"call {info.index} {name}() failed: {failed[:100]}")
+                # Draw this call's new values again; the last try keeps the parent's values.
+                walk.redraw(fresh, info, env, said_so_far, revert=attempt == MAX_LOCAL_RETRIES)
+            if name != info.name:
+                swaps.append((info.name, name))
+            walk.result_changes += leaf_changes(parse_result(info.result), parse_result(obs.result))
+            results.append(obs.result)
+            calls.append(planned)
+        value_map = list(walk.mapping.values())
+        if all(o == n for o, n in value_map) and not swaps:
+            raise StageError("plan", "no value could be changed")
+        return Plan(self.parent, self.base, cfg, calls, value_map, compose, swaps, walk.changes())
+
+    def _dep_value(self, piece: Piece, results: list[str]) -> Any:
+        ok, value = resolve_dep(self.infos[piece.producer].result, results[piece.producer], piece.value, piece.path)
+        if not ok:
+            raise StageError("plan", f"result of call {piece.producer} changed; {piece.param} has no counterpart")
+        return value
+
+    def _maybe_swap(self, info: CallInfo, rng: random.Random) -> str:
+        consumer = any(p.kind == "dep" or p.value in self.base.spec.withheld for p in info.pieces)
+        if info.index in self.producers or consumer or info.name in self.held or rng.random() >= self.swap_prob:
+            return info.name
+        excluded = set(self.parent.excluded_function) | self.held
+        group = [n for n in swap_group(info.name) if n not in excluded]
+        return rng.choice(group) if group else info.name
+
+    def _protected(self, value: Any) -> bool:
+        """Whether the config perturbation must leave a name or amount alone: a call uses it or the user says it."""
+        if self._used is None:
+            self._used = {
+                str(x) for info in self.infos for v in info.kwargs.values() for x in (v if isinstance(v, list) else [v])
+            }
+        return str(value) in self._used or is_mentioned(self.full_text, value)
+
+
+# ----- config perturbation ----------------------------------------------------------------------------
+def perturb_config(cfg: dict, rng: random.Random, protected: Callable[[Any], bool]) -> dict:
+    """Rename files that no call uses and add a distractor file; raise balances a little.
+
+    Changes what `ls`, `find` and account reads return without changing what the task asks.
+    """
+    fs = cfg.get("GorillaFileSystem", {}).get("root")
+    if isinstance(fs, dict):
+        dirs = [fs]
+        while dirs:
+            d = dirs.pop()
+            for entry in d.values():
+                if isinstance(entry, dict) and entry.get("type") == "directory":
+                    contents = entry.setdefault("contents", {})
+                    _rename_unused(contents, rng, protected)
+                    dirs.append(contents)
+    for cls in ("TradingBot", "TravelAPI"):
+        _scale_balances(cfg.get(cls), rng, protected)
+    return cfg
+
+
+def _rename_unused(contents: dict, rng: random.Random, protected: Callable[[Any], bool]) -> None:
+    for name in list(contents):
+        entry = contents[name]
+        if entry.get("type") == "file" and not name.startswith(".") and not protected(name) and rng.random() < 0.4:
+            stem = "_".join(rng.sample(WORDS, 2))
+            ext = "." + name.rsplit(".", 1)[1] if "." in name else ""
+            if stem + ext not in contents:
+                contents[stem + ext] = contents.pop(name)
+    if rng.random() < 0.3:
+        extra = f"{rng.choice(WORDS)}_{rng.randint(1, 99)}.txt"
+        if extra not in contents and not protected(extra):
+            contents[extra] = {"type": "file", "content": f"{rng.choice(WORDS).capitalize()} notes."}
+
+
+def _scale_balances(state: Any, rng: random.Random, protected: Callable[[Any], bool]) -> None:
+    if not isinstance(state, dict):
+        return
+    for key, val in state.items():
+        if isinstance(val, dict):
+            _scale_balances(val, rng, protected)
+        elif key == "balance" and isinstance(val, float) and not protected(val):
+            state[key] = round(val * rng.uniform(1.0, 1.5), 2)
