@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import typer
 
-from rods_core.cli import bench_cmd, env_cmd, model_cmd, seeds_cmd, synth_cmd
+from rods_core.cli import bench_cmd, env_cmd, model_cmd, policy_cmd, seeds_cmd, synth_cmd, train_cmd
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="RODS Lab: online data synthesis for GRPO tool-use agents.")
 app.add_typer(seeds_cmd.app, name="seeds")
 app.add_typer(env_cmd.app, name="env")
 app.add_typer(bench_cmd.app, name="bench")
 app.add_typer(model_cmd.app, name="model")
+app.command("sft")(policy_cmd.sft)
+app.command("eval")(policy_cmd.eval_cmd)
+app.add_typer(train_cmd.config_app, name="config")
+app.command("train")(train_cmd.train)
 app.command("synth")(synth_cmd.synth)
 
 

@@ -1,0 +1,171 @@
+"""The run config: one validated pydantic model per run; YAML files in configs/ are instances of it.
+
+Every field has a default and a description; unknown keys fail (extra="forbid"), and every error names
+the field path, the reason and, where it helps, the fix. Sub-configs live beside the code they steer
+(boundary.py, buffer.py, synth/pipeline.py, rollout.py, policy/) and are composed here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from rods_core.boundary import BoundaryConfig
+from rods_core.buffer import BufferConfig
+from rods_core.policy.sft import SFTSettings
+from rods_core.policy.tiny import TinyModelConfig
+from rods_core.rollout import EpisodeConfig
+from rods_core.sources import Method
+from rods_core.synth.pipeline import SynthConfig
+from rods_core.tasks import CATEGORIES
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ModelSettings(_Strict):
+    """The policy: a local model folder; the embedded default builds and warm-starts a tiny one."""
+
+    path: str = Field("models/tiny-demo", description="local model folder (HF format); never a hub id")
+    build_if_missing: bool = Field(
+        False, description="build a tiny model (init-tiny) and SFT warm-start it when `path` does not exist"
+    )
+    tiny: TinyModelConfig = Field(default_factory=TinyModelConfig, description="size of the tiny model to build")
+    sft: SFTSettings = Field(default_factory=SFTSettings, description="the warm start (stops on a loss target)")
+    sft_variants_per_seed: int = Field(
+        0, ge=0, description="synthesized variants per seed mixed into the warm start (teaches copying values)"
+    )
+
+
+class SeedSettings(_Strict):
+    """Which seed tasks the run trains on."""
+
+    subset: Literal["demo", "all", "file"] = Field(
+        "all", description="demo = the tiny model's demo subset; all = the train split; file = `file`"
+    )
+    categories: list[str] = Field(default_factory=lambda: list(CATEGORIES), description="BFCL categories to keep")
+    file: str | None = Field(None, description="JSONL of seed tasks when subset is 'file'")
+    limit: int | None = Field(None, ge=1, description="keep the first N tasks (after filtering)")
+
+    @model_validator(mode="after")
+    def _check(self) -> SeedSettings:
+        bad = [c for c in self.categories if c not in CATEGORIES]
+        if bad:
+            raise ValueError(f"unknown categories {bad}; choose from {list(CATEGORIES)}")
+        if self.subset == "file" and not self.file:
+            raise ValueError("subset is 'file' but no `file` is given; set seeds.file: path/to/tasks.jsonl")
+        return self
+
+
+class GRPOSettings(_Strict):
+    """GRPO hyperparameters, passed to TRL's GRPOConfig."""
+
+    num_generations: int = Field(8, ge=2, description="G: rollouts per task (the paper: 16)")
+    tasks_per_step: int = Field(4, ge=1, description="tasks per generation batch (the paper: 32)")
+    max_steps: int = Field(40, ge=1, description="optimizer steps")
+    learning_rate: float = Field(1e-5, gt=0, description="AdamW learning rate")
+    beta: float = Field(0.0, ge=0, description="KL coefficient; > 0 loads a reference model from the model folder")
+    epsilon: float = Field(0.2, gt=0, description="PPO clip range")
+    loss_type: Literal["grpo", "dapo", "dr_grpo", "bnpo"] = Field("dapo", description="TRL loss aggregation")
+    num_iterations: int = Field(1, ge=1, description="optimisation passes per generation batch")
+    max_grad_norm: float = Field(1.0, gt=0, description="gradient clipping")
+    use_vllm: bool = Field(False, description="generate with vLLM (GPU hosts; needs the `vllm` extra)")
+    vllm_mode: Literal["colocate", "server"] = Field("colocate", description="vLLM beside training or as a server")
+    bf16: bool = Field(False, description="bfloat16 training (GPU); CPU runs keep fp32")
+    use_cpu: bool = Field(True, description="train on CPU even when a GPU is visible")
+    save_steps: int = Field(10, ge=1, description="checkpoint every N steps (buffer and detector included)")
+    save_total_limit: int = Field(2, ge=1, description="checkpoints kept")
+
+    @model_validator(mode="after")
+    def _check(self) -> GRPOSettings:
+        if self.use_vllm and self.use_cpu:
+            raise ValueError("grpo.use_vllm needs a GPU: set grpo.use_cpu: false (and run on a GPU host)")
+        return self
+
+
+class EvalSettings(_Strict):
+    """Held-out evaluation on a fixed cadence (greedy)."""
+
+    every: int = Field(10, ge=0, description="evaluate every N steps (0 = only at the end)")
+    split: Literal["test", "train", "variants"] = Field(
+        "test", description="test = held-out BFCL tasks; train = the run's seeds; variants = fresh variants of the seeds"
+    )
+    categories: list[str] = Field(default_factory=lambda: list(CATEGORIES), description="categories to evaluate")
+    limit: int | None = Field(40, ge=1, description="evaluate the first N tasks (None = all)")
+    variants_per_seed: int = Field(1, ge=1, description="with split=variants: fresh variants per seed, frozen per run")
+
+
+class SynthSchedule(_Strict):
+    """How the loop feeds synthesis (the pipeline itself is `synth:`)."""
+
+    parents_per_step: int = Field(2, ge=0, description="boundary tasks queued for synthesis after each step")
+    variants_per_parent: int = Field(2, ge=1, description="variants asked of each parent")
+
+
+class RunConfig(_Strict):
+    """One training run: model, seeds, episodes, GRPO, the RODS modules, evaluation and output."""
+
+    name: str = Field("run", min_length=1, max_length=80, pattern=r"^[A-Za-z0-9_.-]+$", description="run name")
+    method: Method = Field("rods", description="rods | static | dapo_filter | uniform_synth | env_augment")
+    seed: int = Field(0, description="global seed (sampling, buffer, synthesis)")
+    output_dir: str = Field("runs", description="runs are written to <output_dir>/<run id>/")
+    workspace: str = Field("workspace", description="folder of the control database and of user files")
+    model: ModelSettings = Field(default_factory=ModelSettings)
+    seeds: SeedSettings = Field(default_factory=SeedSettings)
+    episode: EpisodeConfig = Field(default_factory=EpisodeConfig)
+    grpo: GRPOSettings = Field(default_factory=GRPOSettings)
+    eval: EvalSettings = Field(default_factory=EvalSettings)
+    boundary: BoundaryConfig = Field(default_factory=BoundaryConfig)
+    buffer: BufferConfig = Field(default_factory=BufferConfig)
+    synth: SynthConfig = Field(default_factory=SynthConfig)
+    synthesis: SynthSchedule = Field(default_factory=SynthSchedule)
+
+    @property
+    def synthesizes(self) -> bool:
+        return self.method in ("rods", "uniform_synth")
+
+
+class ConfigError(ValueError):
+    """A run config could not be read; the message names the file and every bad field."""
+
+
+def format_validation_error(err: ValidationError, source: str = "config") -> str:
+    lines = [f"{source}: {len(err.errors())} problem(s):"]
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        hint = " (unknown field: check the spelling against `rods config show`)" if e["type"] == "extra_forbidden" else ""
+        lines.append(f"  {loc}: {e['msg']}{hint}")
+    return "\n".join(lines)
+
+
+def load_config(path: str | Path, overrides: dict | None = None) -> RunConfig:
+    """Read a YAML run config (plus dotted-key overrides) and validate it."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark else ""
+        raise ConfigError(f"{path}{where}: not valid YAML ({getattr(e, 'problem', e)})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of fields")
+    for key, value in (overrides or {}).items():
+        node = data
+        *parents, leaf = key.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(format_validation_error(e, str(path))) from None
+
+
+def dump_config(cfg: RunConfig) -> str:
+    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
