@@ -44,7 +44,9 @@ def main() -> None:
     print(f"synth/parents {len(parents)}  attempts {attempts}  accepted {accepted}")
     print(f"synth/throughput  {accepted / wall:.1f} accepted/s wall  {accepted / cpu:.1f} accepted/s cpu (goal >= 50)")
     print(f"synth/attempts_per_s  {attempts / cpu:.1f} (cpu)")
-    print(f"synth/parent_yield  {sum(bool(r.accepted) for r in results) / len(parents):.1%} of parents gave >= 1 variant")
+    print(
+        f"synth/parent_yield  {sum(bool(r.accepted) for r in results) / len(parents):.1%} of parents gave >= 1 variant"
+    )
 
     print("\nper stage (candidates accepted / rejected, top reasons)")
     for stage, c in merge_counts(results).items():
@@ -69,8 +71,11 @@ def main() -> None:
                 f"{g['variants'] / max(1, g['attempts']):5.0%}"
             )
 
-    modes = Counter("compose" if "rewrite=compose" in (t.provenance.note or "") else "substitute"
-                    for r in results for t in r.accepted)
+    modes = Counter(
+        "compose" if "rewrite=compose" in (t.provenance.note or "") else "substitute"
+        for r in results
+        for t in r.accepted
+    )
     changed = sum(t.ground_truth != p.ground_truth for p, r in zip(parents, results, strict=True) for t in r.accepted)
     print(f"\nsynth/rewrite_modes {dict(modes)}  synth/ground_truth_changed {changed / max(1, accepted):.0%}")
 

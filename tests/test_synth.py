@@ -95,7 +95,7 @@ def test_per_stage_counts_chain(fifty):
     for _, res in fifty:
         c = res.counts()
         order = ["plan", "execute", "rewrite", "critique", "augment"]
-        for a, b in zip(order, order[1:]):
+        for a, b in zip(order, order[1:], strict=False):
             assert c[a]["accepted"] == c[b]["accepted"] + c[b]["rejected"]
         assert c["augment"]["accepted"] == len(res.accepted)
         assert c["plan"]["accepted"] + c["plan"]["rejected"] == res.attempts
@@ -239,7 +239,9 @@ def test_llm_backend_pipeline_is_still_critiqued(fake_endpoint):
     parent = SEEDS.get("multi_turn_base_6") or FIFTY[2]
     bf = base_form(parent)
     _FakeChat.answer = json.dumps({"turns": [s if len(s) > 1 else s[0] for s in bf.segments]})
-    cfg = SynthConfig(backend="llm", endpoint_url=fake_endpoint, endpoint_model="m", max_attempts=6, perturb_config=False)
+    cfg = SynthConfig(
+        backend="llm", endpoint_url=fake_endpoint, endpoint_model="m", max_attempts=6, perturb_config=False
+    )
     res = synthesize(parent, 1, set(), cfg)
     c = res.counts()
     assert len(_FakeChat.seen) == c["execute"]["accepted"] > 0  # one request per candidate reaching Rewrite

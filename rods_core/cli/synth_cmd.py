@@ -16,7 +16,9 @@ def synth(
     tasks: Path | None = typer.Option(None, "--tasks", help="JSONL task file to look the parent up in"),
     seed: int = typer.Option(0, "--seed", help="random seed"),
     backend: str = typer.Option("template", "--backend", help="template | llm"),
-    config: Path | None = typer.Option(None, "--config", help="YAML/JSON SynthConfig (fields of rods_core.synth.SynthConfig)"),
+    config: Path | None = typer.Option(
+        None, "--config", help="YAML/JSON SynthConfig (fields of rods_core.synth.SynthConfig)"
+    ),
     json_out: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
 ) -> None:
     """Synthesize N verified variants of a task (Plan, Execute, Rewrite, Critique, Augment).

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import random
 
+from rods_core.seeds import leak_guard
 from rods_core.signature import Signature
 from rods_core.synth.critique import replays_clean, same_structure
 from rods_core.synth.plan import AugmentSpec
 from rods_core.synth.samplers import WORDS
 from rods_core.synth.stages import StageError
-from rods_core.seeds import leak_guard
 from rods_core.tasks import Message, Task
 
 
@@ -69,8 +69,13 @@ def add_distractors(task: Task, n: int, rng: random.Random) -> Task:
 
 
 def augment(
-    base: Task, segments: list[list[str]], spec: AugmentSpec, parent_sig: Signature, *,
-    distractors: int = 0, rng: random.Random | None = None,
+    base: Task,
+    segments: list[list[str]],
+    spec: AugmentSpec,
+    parent_sig: Signature,
+    *,
+    distractors: int = 0,
+    rng: random.Random | None = None,
 ) -> Task:
     """The final variant in the parent's category, re-verified; raises StageError('augment', why)."""
     task = apply_category(base, segments, spec)

@@ -50,16 +50,25 @@ class SynthConfig(BaseModel):
     seed: int = Field(0, description="seed of every random choice; same seed + parent = same variants")
     perturb_config: bool = Field(True, description="also perturb the initial state (rename unused files, balances)")
     compose_share: float = Field(
-        0.25, ge=0.0, le=1.0, description="share of candidates whose turns are composed from the tool docs "
-        "(the rest keep the parent's wording with new values)"
+        0.25,
+        ge=0.0,
+        le=1.0,
+        description="share of candidates whose turns are composed from the tool docs "
+        "(the rest keep the parent's wording with new values)",
     )
     keep_prob: float = Field(0.15, ge=0.0, le=1.0, description="chance to keep a stated value at the first attempt")
-    swap_prob: float = Field(0.3, ge=0.0, le=1.0, description="chance to swap a call for a same-skill function (composed turns)")
-    long_context_distractors: int = Field(0, ge=0, le=200, description="distractor files added to long_context variants")
+    swap_prob: float = Field(
+        0.3, ge=0.0, le=1.0, description="chance to swap a call for a same-skill function (composed turns)"
+    )
+    long_context_distractors: int = Field(
+        0, ge=0, le=200, description="distractor files added to long_context variants"
+    )
     llm_critic: bool = Field(False, description="also ask the endpoint to judge each variant (off by default)")
     llm_timeout_s: float = Field(60.0, gt=0, description="timeout of one endpoint request")
     queue_size: int = Field(32, ge=1, le=10_000, description="SynthWorker: parents waiting or in flight at most")
-    worker: Literal["thread", "process"] = Field("thread", description="SynthWorker: run beside training in a thread or a process")
+    worker: Literal["thread", "process"] = Field(
+        "thread", description="SynthWorker: run beside training in a thread or a process"
+    )
 
     @model_validator(mode="after")
     def _endpoint_when_needed(self) -> SynthConfig:

@@ -130,7 +130,8 @@ def swap_group(function: str) -> tuple[str, ...]:
     docs = function_docs()
     me = docs[function]
     return tuple(
-        n for n, d in docs.items()
+        n
+        for n, d in docs.items()
         if d.cls == me.cls and skill_of(n) == skill_of(function) and sorted(d.required) == sorted(me.required)
     )
 

@@ -126,7 +126,9 @@ def phrase(view: CallView, rng: random.Random, withheld: set[str] = frozenset())
         parts.append(" and ".join(_human(p) for p in view.from_results) + " taken from the earlier results")
     text = _action(view.function)
     if parts:
-        text += rng.choice((" with ", " using ", ", ")) + (", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0])
+        text += rng.choice((" with ", " using ", ", ")) + (
+            ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]
+        )
     return text
 
 
@@ -191,7 +193,9 @@ class LlmRewriter:
         lines = []
         for turn, vs in enumerate(views):
             example = " ".join(plan.base.segments[turn])
-            lines.append(f"Turn {turn + 1}{' (SPLIT; withheld: ' + _render(held) + ')' if turn == plan.base.spec.turn and held else ''}:")
+            lines.append(
+                f"Turn {turn + 1}{' (SPLIT; withheld: ' + _render(held) + ')' if turn == plan.base.spec.turn and held else ''}:"
+            )
             lines.append(f"  example wording of a similar request: {example[:400]}")
             for v in vs:
                 stated = ", ".join(f"{_human(p)}={_render(x)}" for p, x in v.stated.items()) or "no values"
@@ -213,7 +217,11 @@ class LlmRewriter:
         for turn, t in enumerate(turns):
             segs = [t] if isinstance(t, str) else t
             want = len(plan.base.segments[turn]) if turn == plan.base.spec.turn else 1
-            if not isinstance(segs, list) or len(segs) != want or not all(isinstance(s, str) and s.strip() for s in segs):
+            if (
+                not isinstance(segs, list)
+                or len(segs) != want
+                or not all(isinstance(s, str) and s.strip() for s in segs)
+            ):
                 raise StageError("rewrite", f"llm: turn {turn} should be {want} non-empty string(s)")
             segments.append([s.strip() for s in segs])
         check_no_leak(plan, segments, views)

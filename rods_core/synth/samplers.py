@@ -14,9 +14,10 @@ import inspect
 import json
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, Callable
+from typing import Any
 
 from rods_core.envs.bfcl import BfclEnvironment, api_class, function_docs
 
@@ -44,8 +45,16 @@ SENTENCES = (
     "All tests passed on the latest build.",
 )
 TITLES = (
-    "Login failure", "Billing discrepancy", "Delayed shipment", "Account locked", "Refund request",
-    "Broken dashboard", "Sync error", "Missing invoice", "Password reset", "Slow performance",
+    "Login failure",
+    "Billing discrepancy",
+    "Delayed shipment",
+    "Account locked",
+    "Refund request",
+    "Broken dashboard",
+    "Sync error",
+    "Missing invoice",
+    "Password reset",
+    "Slow performance",
 )
 HANDLES = "dev_lead data_wiz travel_buddy market_watch green_thumb code_ninja road_rider bookworm".split()
 
