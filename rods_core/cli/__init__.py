@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from rods_core.cli import bench_cmd, env_cmd, model_cmd, policy_cmd, seeds_cmd, synth_cmd, train_cmd
+from rods_core.cli import bench_cmd, env_cmd, model_cmd, policy_cmd, seeds_cmd, store_cmd, synth_cmd, train_cmd
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="RODS Lab: online data synthesis for GRPO tool-use agents.")
 app.add_typer(seeds_cmd.app, name="seeds")
@@ -20,6 +20,10 @@ app.command("eval")(policy_cmd.eval_cmd)
 app.add_typer(train_cmd.config_app, name="config")
 app.command("train")(train_cmd.train)
 app.command("synth")(synth_cmd.synth)
+app.command("export")(store_cmd.export)
+app.add_typer(store_cmd.runs_app, name="runs")
+seeds_cmd.app.command("import")(store_cmd.seeds_import)
+bench_cmd.app.command("store")(store_cmd.bench_store)
 
 
 def main() -> None:

@@ -1,0 +1,144 @@
+"""`rods export`, `rods seeds import`, `rods runs ...`, `rods bench store`: thin shells over storage/.
+
+storage/ (DuckDB, SQLModel, pandas) is imported inside the commands so `rods --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from rods_core.cli._common import emit_json, fail
+
+runs_app = typer.Typer(no_args_is_help=True, help="Training runs in the control database: list, show, stop.")
+
+DB_HELP = "control database file (default: $RODS_CONTROL_DB or workspace/control.duckdb)"
+POOL_CHOICES = ("seeds", "staged", "active", "retired", "all")
+
+
+def _db(db: Path | None):
+    from storage.control import ControlDB
+
+    return ControlDB(db)
+
+
+def _run_dir(run_id: str, db: Path | None, runs_dir: Path) -> Path:
+    """runs_dir/<run_id>, else the folder registered for the run in the control database."""
+    folder = runs_dir / run_id
+    if not folder.is_dir():
+        run = _db(db).get_run(run_id)
+        folder = Path(run.out_dir) if run and run.out_dir else folder
+    if not folder.is_dir():
+        fail(f"no run folder {folder} (run {run_id!r})")
+    return folder
+
+
+def export(
+    run: str = typer.Option(..., "--run", help="run id"),
+    pool: str = typer.Option("all", help="seeds | staged | active | retired | all"),
+    out: Path = typer.Option(..., "--out", help="JSONL file to write"),
+    runs_dir: Path = typer.Option(Path("runs"), help="folder holding run folders"),
+    db: Path | None = typer.Option(None, help=DB_HELP),
+) -> None:
+    """Export a run's pool as JSONL (task fields + provenance + pool + statistics).
+
+    Example: rods export --run demo --pool active --out active.jsonl
+    """
+    from storage.export import export_pool
+    from storage.pools import PoolsFileError
+
+    if pool not in POOL_CHOICES:
+        raise typer.BadParameter(f"must be one of {', '.join(POOL_CHOICES)}", param_hint="--pool")
+    try:
+        n = export_pool(_run_dir(run, db, runs_dir), pool, out)
+    except PoolsFileError as e:
+        fail(str(e))
+    typer.echo(f"wrote {n} task(s) to {out}")
+
+
+def seeds_import(
+    file: Path = typer.Argument(..., exists=True, dir_okay=False, help="JSONL task file"),
+    tag: list[str] = typer.Option([], help="tag(s) for the imported seeds"),
+    allow_test: bool = typer.Option(False, help="allow held-out test-split tasks (leaks the test set)"),
+    db: Path | None = typer.Option(None, help=DB_HELP),
+) -> None:
+    """Validate a whole JSONL file, then add its tasks to the seed catalog (nothing on any error).
+
+    Example: rods seeds import my_tasks.jsonl --tag handmade
+    """
+    from rods_core.seeds import leak_guard
+    from rods_core.tasks import TaskFileError
+    from storage.export import ImportRefused, import_seeds
+
+    try:
+        report = import_seeds(file, _db(db), refuse=None if allow_test else leak_guard().reason, tags=tag)
+    except (TaskFileError, ImportRefused) as e:
+        fail(str(e))
+    typer.echo(f"imported {report.added} new and {report.updated} updated seed(s) from {file}")
+
+
+@runs_app.command("list")
+def runs_list(
+    json_out: bool = typer.Option(False, "--json", help="print JSON"),
+    db: Path | None = typer.Option(None, help=DB_HELP),
+) -> None:
+    """List runs with their live status (checked against the process and its heartbeat).
+
+    Example: rods runs list --json
+    """
+    cdb = _db(db)
+    rows = [{"id": r.id, "method": r.method, "status": cdb.run_status(r), "step": r.step,
+             "created_at": r.created_at, "out_dir": r.out_dir} for r in cdb.list_runs()]
+    if json_out:
+        emit_json(rows)
+        return
+    for r in rows:
+        typer.echo(f"{r['id']:<24} {r['method']:<8} {r['status']:<9} step={r['step']} {r['out_dir']}")
+
+
+@runs_app.command("show")
+def runs_show(run_id: str, db: Path | None = typer.Option(None, help=DB_HELP)) -> None:
+    """Show one run: its record, live status, latest step and event counts (JSON).
+
+    Example: rods runs show demo
+    """
+    from storage.reader import RunReader
+
+    cdb = _db(db)
+    run = cdb.get_run(run_id)
+    if run is None:
+        fail(f"no run {run_id!r}")
+    reader = RunReader(run.out_dir)
+    events = {"latest_step": reader.latest_step(), "counts": reader.counts()} if reader.exists() else None
+    emit_json({**run.model_dump(), "config": json.loads(run.config), "live_status": cdb.run_status(run),
+               "events": events})
+
+
+@runs_app.command("stop")
+def runs_stop(run_id: str, db: Path | None = typer.Option(None, help=DB_HELP)) -> None:
+    """Stop a run: SIGTERM to its process group; the run is marked stopped.
+
+    Example: rods runs stop demo
+    """
+    try:
+        sent = _db(db).stop_run(run_id)
+    except KeyError:
+        fail(f"no run {run_id!r}")
+    typer.echo(f"{'sent SIGTERM to' if sent else 'no live process for'} run {run_id}; marked stopped")
+
+
+def bench_store(
+    rows: int = typer.Option(1_000_000, min=1000, help="task_stats rows to write"),
+    tasks_per_step: int = typer.Option(512, min=1, help="rows per step (tasks with statistics per step)"),
+    step_s: float = typer.Option(30.0, min=0.001, help="step time the write share is measured against"),
+    out: Path = typer.Option(Path("bench/results/store"), help="scratch run folder (deleted first)"),
+) -> None:
+    """Write `rows` task statistics as a run would; print write share of a step and query p95.
+
+    Example: rods bench store --rows 1000000
+    """
+    from bench.store_bench import run
+
+    emit_json(run(rows=rows, tasks_per_step=tasks_per_step, step_s=step_s, out=out))
