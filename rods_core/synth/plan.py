@@ -197,7 +197,7 @@ class _Walk:
 
     def _resamplable(self, function: str, piece: Piece, said_so_far: str) -> bool:
         if piece.kind == "said":
-            return is_mentioned(said_so_far, piece.value)
+            return is_mentioned(said_so_far, piece.value, exact=True)
         # Composed turns state every value, so a value the parent only implied may change too.
         return self.compose and piece.kind == "fixed" and not _is_default(function, piece)
 
@@ -273,7 +273,7 @@ class Planner:
                 kwargs = copy.deepcopy(info.kwargs)
                 for piece in info.pieces:
                     if piece.kind == "dep":
-                        _set(kwargs, piece, self._dep_value(piece, results))
+                        _set(kwargs, piece, self._dep_value(piece, results, walk))
                         planned.deps[(piece.param, piece.index)] = (piece.producer, piece.path)
                     elif _key(piece.value) in walk.mapping and walk.mapping[_key(piece.value)][1] != piece.value:
                         _set(kwargs, piece, walk.mapping[_key(piece.value)][1])
@@ -301,10 +301,17 @@ class Planner:
             raise StageError("plan", "no value could be changed")
         return Plan(self.parent, self.base, cfg, calls, value_map, compose, swaps, walk.changes())
 
-    def _dep_value(self, piece: Piece, results: list[str]) -> Any:
+    def _dep_value(self, piece: Piece, results: list[str], walk: _Walk) -> Any:
         ok, value = resolve_dep(self.infos[piece.producer].result, results[piece.producer], piece.value, piece.path)
         if not ok:
             raise StageError("plan", f"result of call {piece.producer} changed; {piece.param} has no counterpart")
+        if value == piece.value and isinstance(value, str):
+            # A kept result value that holds a replaced stated value ("the line with 'server error'")
+            # no longer answers the reworded request.
+            low = value.lower()
+            for old, new in walk.mapping.values():
+                if old != new and isinstance(old, str) and len(old) >= 3 and old.lower() in low:
+                    raise StageError("plan", f"{piece.param} read from a result still carries a replaced value")
         return value
 
     def _maybe_swap(self, info: CallInfo, rng: random.Random) -> str:

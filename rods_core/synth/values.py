@@ -33,8 +33,11 @@ def _number_forms(v: int | float) -> list[str]:
     return sorted(set(forms), key=len, reverse=True)
 
 
-def mention_pattern(value: Any) -> re.Pattern | None:
-    """A regex matching where the user text states `value` as a whole word or number, or None."""
+def mention_pattern(value: Any, exact: bool = False) -> re.Pattern | None:
+    """A regex matching where the user text states `value` as a whole word or number, or None.
+
+    `exact` matches the value's own case only: substitution must not turn "Zeta Corp" into "NEPT Corp".
+    """
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, (int, float)):
@@ -43,11 +46,11 @@ def mention_pattern(value: Any) -> re.Pattern | None:
     s = str(value).strip()
     if len(s) < 2:
         return None
-    return re.compile(rf"(?<![\w]){re.escape(s)}(?![\w])", re.IGNORECASE)
+    return re.compile(rf"(?<![\w]){re.escape(s)}(?![\w])", 0 if exact else re.IGNORECASE)
 
 
-def is_mentioned(text: str, value: Any) -> bool:
-    pat = mention_pattern(value)
+def is_mentioned(text: str, value: Any, exact: bool = False) -> bool:
+    pat = mention_pattern(value, exact)
     return bool(pat and pat.search(text))
 
 
@@ -74,7 +77,7 @@ def substitute(text: str, mapping: list[tuple[Any, Any]]) -> tuple[str, int]:
     for old, new in mapping:
         if old == new:
             continue
-        pat = mention_pattern(old)
+        pat = mention_pattern(old, exact=True)
         if pat is None:
             continue
         for m in pat.finditer(text):
