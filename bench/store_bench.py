@@ -31,17 +31,36 @@ def _step_events(step: int, tasks_per_step: int, n_tasks: int, rng: random.Rando
     stats = []
     for i in ids:
         mean = rng.random()
-        stats.append({"step": step, "task_id": f"task_{i}", "n": 16, "mean": mean, "var": mean * (1 - mean) / 2,
-                      "smoothed_mean": mean, "smoothed_var": 0.1, "region": REGIONS[i % 3]})
+        stats.append(
+            {
+                "step": step,
+                "task_id": f"task_{i}",
+                "n": 16,
+                "mean": mean,
+                "var": mean * (1 - mean) / 2,
+                "smoothed_mean": mean,
+                "smoothed_var": 0.1,
+                "region": REGIONS[i % 3],
+            }
+        )
     return {
         "task_stats": stats,
         "region_change": [{"step": step, "task_id": f"task_{i}", "old": "hard", "new": "boundary"} for i in ids[:3]],
-        "buffer": [{"step": step, "task_id": f"task_{i}", "from_pool": "staged", "to_pool": "active",
-                    "reason": "probe passed"} for i in ids[:2]],
+        "buffer": [
+            {"step": step, "task_id": f"task_{i}", "from_pool": "staged", "to_pool": "active", "reason": "probe passed"}
+            for i in ids[:2]
+        ],
         # Half the variants descend from an earlier variant, so lineage queries walk real chains.
-        "variant": [{"step": step, "variant_id": f"v{step}", "accepted": step % 3 > 0,
-                     "parent_id": f"v{step - rng.randint(1, 5)}" if step > 5 and rng.random() < 0.5 else f"task_{ids[0]}",
-                     "stages": {"plan": "ok", "execute": "ok", "critique": "ok"}, "reason": None}],
+        "variant": [
+            {
+                "step": step,
+                "variant_id": f"v{step}",
+                "accepted": step % 3 > 0,
+                "parent_id": f"v{step - rng.randint(1, 5)}" if step > 5 and rng.random() < 0.5 else f"task_{ids[0]}",
+                "stages": {"plan": "ok", "execute": "ok", "critique": "ok"},
+                "reason": None,
+            }
+        ],
         "step": [{"step": step, "wall_s": step * 30.0, "reward/mean": 0.5, "reward/std": 0.3, "train/loss": 0.1}],
     }
 
@@ -90,8 +109,13 @@ def query_phase(out: Path, repeats: int) -> dict:
     return result
 
 
-def run(rows: int = 1_000_000, tasks_per_step: int = 512, step_s: float = 30.0,
-        out: Path = Path("bench/results/store"), repeats: int = 20) -> dict:
+def run(
+    rows: int = 1_000_000,
+    tasks_per_step: int = 512,
+    step_s: float = 30.0,
+    out: Path = Path("bench/results/store"),
+    repeats: int = 20,
+) -> dict:
     from rods_core.seeds import load_seeds
 
     out = Path(out)
@@ -102,11 +126,13 @@ def run(rows: int = 1_000_000, tasks_per_step: int = 512, step_s: float = 30.0,
     files = {k: len(split_live(out / "events" / k)[0]) for k in ("task_stats", "step", "buffer", "variant")}
     return {
         "rows": {"task_stats": RunReader(out).counts()["task_stats"], "steps": w["steps"]},
-        "write_per_step_ms": {"mean": round(sum(per) / len(per) * 1000, 2), "p95": round(_pct(per, 0.95) * 1000, 2),
-                              "max": round(max(per) * 1000, 1)},
+        "write_per_step_ms": {
+            "mean": round(sum(per) / len(per) * 1000, 2),
+            "p95": round(_pct(per, 0.95) * 1000, 2),
+            "max": round(max(per) * 1000, 1),
+        },
         "pools_snapshot_ms_400_tasks": round(sum(w["snapshot_ms"]) / len(w["snapshot_ms"]), 1),
-        "write_share_of_step": {"step_s": step_s, "mean_pct": round(100 * mean_s / step_s, 3),
-                                "goal_pct": 2.0},
+        "write_share_of_step": {"step_s": step_s, "mean_pct": round(100 * mean_s / step_s, 3), "goal_pct": 2.0},
         "live_files": files,
         "queries": query_phase(out, repeats),
         "query_goal_p95_ms": 300,

@@ -104,7 +104,7 @@ def process_start(pid: int) -> int | None:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
-    fields = stat[stat.rindex(")") + 2:].split()  # the command name may hold spaces and parens
+    fields = stat[stat.rindex(")") + 2 :].split()  # the command name may hold spaces and parens
     if fields[0] in ("Z", "X"):
         return None
     return int(fields[19])
@@ -144,19 +144,29 @@ class ControlDB:
 
     def _tx(self, fn: Callable[[Session], T]) -> T:
         """Run fn in one transaction on a fresh connection; retried whole on a lock conflict."""
+
         def attempt() -> T:
             with Session(self.engine, expire_on_commit=False) as s:
                 out = fn(s)
                 s.commit()
                 return out
+
         return self._retry(attempt)
 
     # ----- runs ---------------------------------------------------------------------------------
-    def create_run(self, run_id: str, out_dir: str | Path, config: dict | None = None, method: str = "rods",
-                   name: str = "") -> Run:
+    def create_run(
+        self, run_id: str, out_dir: str | Path, config: dict | None = None, method: str = "rods", name: str = ""
+    ) -> Run:
         now = _now()
-        run = Run(id=run_id, name=name or run_id, method=method, config=json.dumps(config or {}, default=str),
-                  out_dir=str(out_dir), created_at=now, updated_at=now)
+        run = Run(
+            id=run_id,
+            name=name or run_id,
+            method=method,
+            config=json.dumps(config or {}, default=str),
+            out_dir=str(out_dir),
+            created_at=now,
+            updated_at=now,
+        )
         return self._tx(lambda s: (s.add(run), run)[1])
 
     def get_run(self, run_id: str) -> Run | None:
@@ -179,6 +189,7 @@ class ControlDB:
                 setattr(run, k, v)
             s.add(run)
             return run
+
         return self._tx(fn)
 
     def register_process(self, run_id: str, pid: int | None = None) -> Run:
@@ -228,16 +239,23 @@ class ControlDB:
         return sent
 
     # ----- decisions ----------------------------------------------------------------------------
-    def add_decision(self, run_id: str, task_id: str, action: str, payload: dict | None = None,
-                     author: str = "researcher") -> Decision:
+    def add_decision(
+        self, run_id: str, task_id: str, action: str, payload: dict | None = None, author: str = "researcher"
+    ) -> Decision:
         if action not in ACTIONS:
             raise ValueError(f"action must be one of {ACTIONS}, got {action!r}")
         if action == "edit":
             if not payload or "task" not in payload:
                 raise ValueError("an edit decision needs payload {'task': <the edited task record>}")
             parse_record(payload["task"])  # a bad edit fails here, in the app, not in the trainer
-        d = Decision(run_id=run_id, task_id=task_id, action=action, author=author, created_at=_now(),
-                     payload=json.dumps(payload) if payload is not None else None)
+        d = Decision(
+            run_id=run_id,
+            task_id=task_id,
+            action=action,
+            author=author,
+            created_at=_now(),
+            payload=json.dumps(payload) if payload is not None else None,
+        )
         return self._tx(lambda s: (s.add(d), s.flush(), s.refresh(d), d)[-1])
 
     def decisions(self, run_id: str, status: str | None = None) -> list[Decision]:
@@ -246,6 +264,7 @@ class ControlDB:
             if status:
                 q = q.where(Decision.status == status)
             return list(s.exec(q.order_by(Decision.id)))
+
         return self._tx(fn)
 
     def pending_decisions(self, run_id: str) -> list[Decision]:
@@ -256,31 +275,48 @@ class ControlDB:
         claimer = claimer or f"pid:{os.getpid()}"
 
         def fn(s: Session) -> list[int]:
-            stmt = (update(Decision).where(Decision.run_id == run_id, Decision.status == "pending")
-                    .values(status="claimed", claimed_by=claimer).returning(Decision.id))
+            stmt = (
+                update(Decision)
+                .where(Decision.run_id == run_id, Decision.status == "pending")
+                .values(status="claimed", claimed_by=claimer)
+                .returning(Decision.id)
+            )
             return [r[0] for r in s.exec(stmt).all()]
+
         ids = self._tx(fn)
         if not ids:
             return []
         return self._tx(lambda s: list(s.exec(select(Decision).where(Decision.id.in_(ids)).order_by(Decision.id))))
 
-    def mark_decision(self, decision_id: int, outcome: Literal["applied", "refused"], reason: str | None = None,
-                      step: int | None = None) -> bool:
+    def mark_decision(
+        self,
+        decision_id: int,
+        outcome: Literal["applied", "refused"],
+        reason: str | None = None,
+        step: int | None = None,
+    ) -> bool:
         """Record a decision's outcome; False if it was already applied or refused (idempotent)."""
         if outcome not in ("applied", "refused"):
             raise ValueError(f"outcome must be 'applied' or 'refused', got {outcome!r}")
-        stmt = (update(Decision).where(Decision.id == decision_id, Decision.status.in_(("pending", "claimed")))
-                .values(status=outcome, reason=reason, applied_step=step))
+        stmt = (
+            update(Decision)
+            .where(Decision.id == decision_id, Decision.status.in_(("pending", "claimed")))
+            .values(status=outcome, reason=reason, applied_step=step)
+        )
         return self._tx(lambda s: s.exec(stmt).rowcount) == 1
 
     def reopen_decisions_after(self, run_id: str, step: int) -> int:
         """On resume from a checkpoint at `step`: decisions applied later, or claimed and never
         marked, were lost with the process; make them pending again. Returns how many."""
-        stmt = (update(Decision)
-                .where(Decision.run_id == run_id,
-                       (Decision.status == "claimed")
-                       | (Decision.status.in_(("applied", "refused")) & (Decision.applied_step > step)))
-                .values(status="pending", claimed_by=None, reason=None, applied_step=None))
+        stmt = (
+            update(Decision)
+            .where(
+                Decision.run_id == run_id,
+                (Decision.status == "claimed")
+                | (Decision.status.in_(("applied", "refused")) & (Decision.applied_step > step)),
+            )
+            .values(status="pending", claimed_by=None, reason=None, applied_step=None)
+        )
         return self._tx(lambda s: s.exec(stmt).rowcount)
 
     # ----- seed catalog -------------------------------------------------------------------------
@@ -301,6 +337,7 @@ class ControlDB:
                     s.add(seed)
                     updated += 1
             return added, updated
+
         return self._tx(fn)
 
     def list_seeds(self, enabled_only: bool = False) -> list[Seed]:
@@ -309,6 +346,7 @@ class ControlDB:
             if enabled_only:
                 q = q.where(Seed.enabled)
             return list(s.exec(q.order_by(Seed.task_id)))
+
         return self._tx(fn)
 
     def set_seed_enabled(self, task_id: str, enabled: bool) -> bool:

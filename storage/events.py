@@ -108,8 +108,13 @@ class EventLog:
         log.flush()          # at the step boundary
     """
 
-    def __init__(self, run_dir: str | Path, max_buffer_rows: int = 20_000, compact_at_files: int = 64,
-                 big_file_rows: int = 500_000):
+    def __init__(
+        self,
+        run_dir: str | Path,
+        max_buffer_rows: int = 20_000,
+        compact_at_files: int = 64,
+        big_file_rows: int = 500_000,
+    ):
         self.root = events_dir(run_dir)
         self.root.mkdir(parents=True, exist_ok=True)
         self.max_buffer_rows = max_buffer_rows
@@ -155,7 +160,8 @@ class EventLog:
             unknown = set(row) - cols.keys()
             if unknown:
                 raise EventSchemaError(
-                    f"{kind} row {i}: unknown column(s) {sorted(unknown)}; declare them in storage/schema.py")
+                    f"{kind} row {i}: unknown column(s) {sorted(unknown)}; declare them in storage/schema.py"
+                )
             step = row.get("step")
             if not isinstance(step, int) or isinstance(step, bool) or step < 0:
                 raise EventSchemaError(f"{kind} row {i}: step must be an integer >= 0, got {step!r}")
@@ -238,8 +244,9 @@ class EventLog:
 
     def _merge(self, kind: str, group: list[PartFile]) -> int:
         table = pa.concat_tables([pq.read_table(p.path) for p in group], promote_options="default")
-        name = PartFile.name(group[0].seq_lo, group[-1].seq_hi,
-                             min(p.step_lo for p in group), max(p.step_hi for p in group))
+        name = PartFile.name(
+            group[0].seq_lo, group[-1].seq_hi, min(p.step_lo for p in group), max(p.step_hi for p in group)
+        )
         write_table_atomic(table, self.root / kind / name)
         for p in group:
             p.path.unlink(missing_ok=True)

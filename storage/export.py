@@ -41,15 +41,18 @@ def task_stats_map(run_dir: str | Path) -> dict[str, dict]:
     return {r["task_id"]: {f: _clean(r.get(f)) for f in STATS_FIELDS} for r in df.to_dict("records")}
 
 
-def export_tasks(tasks: Iterable[Task], out_path: str | Path, pool: str | Mapping[str, str],
-                 stats: Mapping[str, dict] | None = None) -> int:
+def export_tasks(
+    tasks: Iterable[Task], out_path: str | Path, pool: str | Mapping[str, str], stats: Mapping[str, dict] | None = None
+) -> int:
     """Write tasks with their pool (one name, or task_id -> pool) and statistics; returns lines."""
     stats = stats or {}
     empty = dict.fromkeys(STATS_FIELDS)
     tasks = list(tasks)
     extra = {
-        t.id: {"pool": pool if isinstance(pool, str) else pool.get(t.id),
-               "stats": {**empty, **{k: v for k, v in stats.get(t.id, {}).items() if k in empty}}}
+        t.id: {
+            "pool": pool if isinstance(pool, str) else pool.get(t.id),
+            "stats": {**empty, **{k: v for k, v in stats.get(t.id, {}).items() if k in empty}},
+        }
         for t in tasks
     }
     return write_tasks(out_path, tasks, extra)
@@ -79,8 +82,9 @@ class ImportReport:
     updated: int
 
 
-def import_seeds(path: str | Path, db: ControlDB, refuse: Callable[[Task], str | None] | None = None,
-                 tags: Iterable[str] = ()) -> ImportReport:
+def import_seeds(
+    path: str | Path, db: ControlDB, refuse: Callable[[Task], str | None] | None = None, tags: Iterable[str] = ()
+) -> ImportReport:
     """Validate the whole file (TaskFileError names file:line:field), check every task with `refuse`
     (returns a reason or None), and only then add the tasks to the seed catalog in one transaction."""
     tasks = read_tasks(path)

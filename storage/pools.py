@@ -56,7 +56,9 @@ class PoolsSnapshot:
         return out
 
 
-def write_pools_snapshot(run_dir: str | Path, pools: Mapping[str, Iterable[Task | dict]], step: int | None = None) -> Path:
+def write_pools_snapshot(
+    run_dir: str | Path, pools: Mapping[str, Iterable[Task | dict]], step: int | None = None
+) -> Path:
     """Write the snapshot atomically; readers see the previous one or this one, never a mix."""
     unknown = set(pools) - set(POOLS)
     if unknown:

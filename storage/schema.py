@@ -70,27 +70,61 @@ class EventKind:
 
 
 _KINDS = [
-    EventKind("step", "one row per training step: the metrics above",
-              {"wall_s": "float", **dict.fromkeys(STEP_METRICS, "float")}),
-    EventKind("task_stats", "per task per generation step: reward statistics and region",
-              {"task_id": "str", "n": "int", "mean": "float", "var": "float",
-               "smoothed_mean": "float", "smoothed_var": "float", "region": "str"}),
-    EventKind("rollouts", "optional: one row per rollout",
-              {"task_id": "str", "sample": "int", "reward": "float", "accuracy": "float", "n_calls": "int"}),
+    EventKind(
+        "step",
+        "one row per training step: the metrics above",
+        {"wall_s": "float", **dict.fromkeys(STEP_METRICS, "float")},
+    ),
+    EventKind(
+        "task_stats",
+        "per task per generation step: reward statistics and region",
+        {
+            "task_id": "str",
+            "n": "int",
+            "mean": "float",
+            "var": "float",
+            "smoothed_mean": "float",
+            "smoothed_var": "float",
+            "region": "str",
+        },
+    ),
+    EventKind(
+        "rollouts",
+        "optional: one row per rollout",
+        {"task_id": "str", "sample": "int", "reward": "float", "accuracy": "float", "n_calls": "int"},
+    ),
     EventKind("region_change", "a task moved between regions", {"task_id": "str", "old": "str", "new": "str"}),
-    EventKind("boundary_sample", "a boundary task queued for synthesis",
-              {"task_id": "str", "mean": "float", "var": "float"}),
-    EventKind("variant", "a synthesized variant with lineage and every stage's outcome",
-              {"variant_id": "str", "parent_id": "str", "accepted": "bool", "stages": "json",
-               "reason": "str", "task": "json"}),
-    EventKind("buffer", "a task moved between pools (from_pool null: entered the buffer)",
-              {"task_id": "str", "from_pool": "str", "to_pool": "str", "reason": "str"}),
-    EventKind("eval", "an evaluation on a split",
-              {"split": "str", "accuracy": "float", "progress": "float", "per_category": "json",
-               "trajectories": "int"}),
+    EventKind(
+        "boundary_sample", "a boundary task queued for synthesis", {"task_id": "str", "mean": "float", "var": "float"}
+    ),
+    EventKind(
+        "variant",
+        "a synthesized variant with lineage and every stage's outcome",
+        {
+            "variant_id": "str",
+            "parent_id": "str",
+            "accepted": "bool",
+            "stages": "json",
+            "reason": "str",
+            "task": "json",
+        },
+    ),
+    EventKind(
+        "buffer",
+        "a task moved between pools (from_pool null: entered the buffer)",
+        {"task_id": "str", "from_pool": "str", "to_pool": "str", "reason": "str"},
+    ),
+    EventKind(
+        "eval",
+        "an evaluation on a split",
+        {"split": "str", "accuracy": "float", "progress": "float", "per_category": "json", "trajectories": "int"},
+    ),
     EventKind("checkpoint", "a checkpoint was saved", {"path": "str"}),
-    EventKind("decision_applied", "a curation decision reached the trainer",
-              {"decision_id": "int", "outcome": "str", "reason": "str"}),
+    EventKind(
+        "decision_applied",
+        "a curation decision reached the trainer",
+        {"decision_id": "int", "outcome": "str", "reason": "str"},
+    ),
 ]
 
 EVENT_KINDS: dict[str, EventKind] = {k.name: k for k in _KINDS}

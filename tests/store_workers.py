@@ -21,13 +21,32 @@ from storage.events import EventLog  # noqa: E402
 
 
 def log_step(log: EventLog, step: int, rows: int) -> None:
-    log.append("task_stats", [
-        {"step": step, "task_id": f"t{i}", "n": 8, "mean": (step % 9) / 8, "var": 0.01 * (i % 5),
-         "smoothed_mean": 0.5, "smoothed_var": 0.02, "region": ("mastered", "boundary", "hard")[i % 3]}
-        for i in range(rows)
-    ])
-    log.append("buffer", {"step": step, "task_id": f"t{step % rows}", "from_pool": "staged",
-                          "to_pool": "active", "reason": "probe passed"})
+    log.append(
+        "task_stats",
+        [
+            {
+                "step": step,
+                "task_id": f"t{i}",
+                "n": 8,
+                "mean": (step % 9) / 8,
+                "var": 0.01 * (i % 5),
+                "smoothed_mean": 0.5,
+                "smoothed_var": 0.02,
+                "region": ("mastered", "boundary", "hard")[i % 3],
+            }
+            for i in range(rows)
+        ],
+    )
+    log.append(
+        "buffer",
+        {
+            "step": step,
+            "task_id": f"t{step % rows}",
+            "from_pool": "staged",
+            "to_pool": "active",
+            "reason": "probe passed",
+        },
+    )
     # The step row goes last: a reader that sees step s in `step` must see all of step s's rows.
     log.append("step", {"step": step, "wall_s": float(step), "reward/mean": 0.5, "train/loss": 0.1})
     log.flush()

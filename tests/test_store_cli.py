@@ -18,8 +18,9 @@ from storage.pools import write_pools_snapshot
 runner = CliRunner()
 
 
-@pytest.mark.parametrize("args", [["export"], ["seeds", "import"], ["runs", "list"], ["runs", "show"],
-                                  ["runs", "stop"], ["bench", "store"]])
+@pytest.mark.parametrize(
+    "args", [["export"], ["seeds", "import"], ["runs", "list"], ["runs", "show"], ["runs", "stop"], ["bench", "store"]]
+)
 def test_help(args):
     res = runner.invoke(app, [*args, "--help"])
     assert res.exit_code == 0 and "Example:" in res.output

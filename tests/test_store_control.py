@@ -97,8 +97,15 @@ def test_decisions_validate_and_mark_once(db):
 
 def test_decisions_reach_two_consumer_processes_exactly_once(db, tmp_path):
     out = tmp_path / "claimed.txt"
-    consumers = [subprocess.Popen([sys.executable, str(WORKERS), "consumer", str(db.path), "r", str(out)],
-                                  cwd=ROOT, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    consumers = [
+        subprocess.Popen(
+            [sys.executable, str(WORKERS), "consumer", str(db.path), "r", str(out)],
+            cwd=ROOT,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     ids, t0 = [], time.monotonic()
     for i in range(80):  # the app adds decisions while both trainers poll
         ids.append(db.add_decision("r", f"task_{i}", "approve").id)
@@ -117,8 +124,16 @@ def test_decisions_reach_two_consumer_processes_exactly_once(db, tmp_path):
 def test_control_db_used_by_several_processes_at_once(db):
     db.create_run("r", "runs/r")
     n = 40
-    procs = [subprocess.Popen([sys.executable, str(WORKERS), "control", str(db.path), "r", str(n)],
-                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(WORKERS), "control", str(db.path), "r", str(n)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     reads = 0
     while any(p.poll() is None for p in procs):
         db.list_runs()  # the app polling meanwhile
@@ -137,3 +152,30 @@ def test_process_start_reads_our_own_process():
     assert process_start(os.getpid()) is not None
     assert process_alive(os.getpid(), process_start(os.getpid()))
     assert not process_alive(None, None)
+
+
+def test_deliver_decisions_then_resume_reapplies_only_lost_ones(db, tmp_path):
+    from storage.decisions import deliver_decisions, prepare_resume
+    from storage.events import EventLog
+    from storage.reader import RunReader
+
+    log = EventLog(tmp_path / "run")
+    a = db.add_decision("r", "t1", "approve")
+    b = db.add_decision("r", "t2", "reject")
+
+    def apply(d):
+        if d.task_id == "t2":
+            raise KeyError("t2 is not in the staged pool")
+        return True, "promoted to active"
+
+    out = deliver_decisions(db, "r", 4, apply, log)
+    assert [(o.decision_id, o.outcome) for o in out] == [(a.id, "applied"), (b.id, "refused")]
+    assert "KeyError" in out[1].reason and deliver_decisions(db, "r", 5, apply, log) == []
+    c = db.add_decision("r", "t3", "approve")
+    deliver_decisions(db, "r", 6, apply, log)
+    log.flush()
+    assert RunReader(log.root.parent).counts()["decision_applied"] == 3
+    # Killed after step 6; the last checkpoint is step 5: only c's application was lost.
+    assert prepare_resume(log, db, "r", 5) == {"events_dropped": 1, "decisions_reopened": 1}
+    assert [d.id for d in db.pending_decisions("r")] == [c.id]
+    assert [o.decision_id for o in deliver_decisions(db, "r", 6, apply, log)] == [c.id]

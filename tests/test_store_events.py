@@ -23,8 +23,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _stats_rows(step: int, n: int = 5) -> list[dict]:
-    return [{"step": step, "task_id": f"t{i}", "n": 8, "mean": i / n, "var": 0.1 * i, "region": "boundary"}
-            for i in range(n)]
+    return [
+        {"step": step, "task_id": f"t{i}", "n": 8, "mean": i / n, "var": 0.1 * i, "region": "boundary"}
+        for i in range(n)
+    ]
 
 
 def test_schema_names_are_namespaced_and_every_kind_has_step():
@@ -62,10 +64,28 @@ def test_bad_rows_are_refused_with_the_kind_and_column(tmp_path):
 
 def test_json_columns_round_trip(tmp_path):
     with EventLog(tmp_path) as log:
-        log.append("variant", {"step": 2, "variant_id": "v1", "parent_id": "multi_turn_base_3", "accepted": True,
-                               "stages": {"plan": "ok", "critique": {"score": 0.9}}, "task": None})
-        log.append("variant", {"step": 3, "variant_id": "v2", "parent_id": "v1", "accepted": False,
-                               "stages": {"execute": "failed"}, "reason": "ground truth raised"})
+        log.append(
+            "variant",
+            {
+                "step": 2,
+                "variant_id": "v1",
+                "parent_id": "multi_turn_base_3",
+                "accepted": True,
+                "stages": {"plan": "ok", "critique": {"score": 0.9}},
+                "task": None,
+            },
+        )
+        log.append(
+            "variant",
+            {
+                "step": 3,
+                "variant_id": "v2",
+                "parent_id": "v1",
+                "accepted": False,
+                "stages": {"execute": "failed"},
+                "reason": "ground truth raised",
+            },
+        )
     df = RunReader(tmp_path).variants()
     assert json.loads(df.stages[0]) == {"plan": "ok", "critique": {"score": 0.9}}
     assert list(df.root_id) == ["multi_turn_base_3", "multi_turn_base_3"]
@@ -74,15 +94,21 @@ def test_json_columns_round_trip(tmp_path):
 
 def test_buffer_pools_follow_the_latest_move(tmp_path):
     with EventLog(tmp_path) as log:
-        log.append("buffer", [
-            {"step": 0, "task_id": "a", "from_pool": None, "to_pool": "seeds", "reason": "seed"},
-            {"step": 0, "task_id": "b", "from_pool": None, "to_pool": "staged", "reason": "synth"},
-            {"step": 1, "task_id": "b", "from_pool": "staged", "to_pool": "active", "reason": "probe"},
-            {"step": 1, "task_id": "a", "from_pool": "seeds", "to_pool": "retired", "reason": "mastered"},
-        ])
+        log.append(
+            "buffer",
+            [
+                {"step": 0, "task_id": "a", "from_pool": None, "to_pool": "seeds", "reason": "seed"},
+                {"step": 0, "task_id": "b", "from_pool": None, "to_pool": "staged", "reason": "synth"},
+                {"step": 1, "task_id": "b", "from_pool": "staged", "to_pool": "active", "reason": "probe"},
+                {"step": 1, "task_id": "a", "from_pool": "seeds", "to_pool": "retired", "reason": "mastered"},
+            ],
+        )
     reader = RunReader(tmp_path)
-    assert dict(zip(reader.buffer_pools().task_id, reader.buffer_pools().pool)) == {"a": "retired", "b": "active"}
-    assert dict(zip(reader.pool_sizes().pool, reader.pool_sizes().n)) == {"active": 1, "retired": 1}
+    assert dict(zip(reader.buffer_pools().task_id, reader.buffer_pools().pool, strict=True)) == {
+        "a": "retired",
+        "b": "active",
+    }
+    assert dict(zip(reader.pool_sizes().pool, reader.pool_sizes().n, strict=True)) == {"active": 1, "retired": 1}
 
 
 def test_compaction_keeps_every_row_once(tmp_path):
@@ -108,7 +134,9 @@ def test_parts_covered_by_a_merged_file_are_not_read_twice(tmp_path):
     import pyarrow as pa
 
     merged = pa.concat_tables([pq.read_table(p.path) for p in live])
-    write_table_atomic(merged, tmp_path / "events" / "task_stats" / PartFile.name(live[0].seq_lo, live[-1].seq_hi, 0, 3))
+    write_table_atomic(
+        merged, tmp_path / "events" / "task_stats" / PartFile.name(live[0].seq_lo, live[-1].seq_hi, 0, 3)
+    )
     assert RunReader(tmp_path).counts()["task_stats"] == 20
     EventLog(tmp_path)  # reopening finishes the compaction
     assert len(list((tmp_path / "events" / "task_stats").glob("*.parquet"))) == 1
@@ -126,13 +154,16 @@ def test_truncate_after_drops_later_steps_and_appends_continue(tmp_path):
     assert reader.query("SELECT max(step) AS s FROM task_stats").s[0] == 4
     log.append("task_stats", _stats_rows(5))
     log.close()
-    df = reader.query("SELECT step, count(*) AS n, count(DISTINCT seq) AS u FROM task_stats GROUP BY step ORDER BY step")
+    df = reader.query(
+        "SELECT step, count(*) AS n, count(DISTINCT seq) AS u FROM task_stats GROUP BY step ORDER BY step"
+    )
     assert df.step.tolist() == list(range(6)) and set(df.n) == {5} and (df.n == df.u).all()
 
 
 def _run_worker(*args: str, **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, str(WORKERS), *args], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kw)
+    return subprocess.Popen(
+        [sys.executable, str(WORKERS), *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw
+    )
 
 
 def test_sigkilled_writer_leaves_a_readable_log_and_resume_truncates(tmp_path):
@@ -152,7 +183,9 @@ def test_sigkilled_writer_leaves_a_readable_log_and_resume_truncates(tmp_path):
     log.truncate_after(last)
     assert reader.query("SELECT max(step) AS s FROM task_stats").s[0] == last
     assert reader.query("SELECT max(step) AS s FROM rollouts").s[0] == last
-    assert reader.query("SELECT count(*) AS n, count(DISTINCT seq) AS u FROM task_stats").pipe(lambda d: d.n[0] == d.u[0])
+    assert reader.query("SELECT count(*) AS n, count(DISTINCT seq) AS u FROM task_stats").pipe(
+        lambda d: d.n[0] == d.u[0]
+    )
 
 
 SOAK_S = float(os.environ.get("RODS_STORE_SOAK_S", "62"))
@@ -168,7 +201,9 @@ def test_writer_and_reader_processes_for_a_minute(tmp_path):
             latest = reader.latest_step()
             df = reader.query(
                 "SELECT step, count(*) AS n, count(DISTINCT task_id) AS u FROM task_stats "
-                "WHERE step <= ? GROUP BY step", [-1 if latest is None else latest])
+                "WHERE step <= ? GROUP BY step",
+                [-1 if latest is None else latest],
+            )
             dup = reader.scalar("SELECT count(*) - count(DISTINCT seq) FROM task_stats")
             reader.region_counts()
             queries += 4

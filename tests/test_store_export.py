@@ -29,10 +29,13 @@ def run_dir(tmp_path, all_seeds):
     write_pools_snapshot(d, pools, step=5)
     with EventLog(d) as log:
         for step in (4, 5):
-            log.append("task_stats", [
-                {"step": step, "task_id": t.id, "n": 8, "mean": 0.5 + step / 100, "var": 0.25, "region": "boundary"}
-                for t in seeds[:10] + variants
-            ])
+            log.append(
+                "task_stats",
+                [
+                    {"step": step, "task_id": t.id, "n": 8, "mean": 0.5 + step / 100, "var": 0.25, "region": "boundary"}
+                    for t in seeds[:10] + variants
+                ],
+            )
     return d
 
 
@@ -61,8 +64,15 @@ def test_export_then_import_is_lossless(run_dir, tmp_path):
     snap = read_pools_snapshot(run_dir)
     v = snap.tasks("active")[0]
     assert by_id[v.id]["pool"] == "active" and by_id[v.id]["provenance"]["parent_id"] == v.provenance.parent_id
-    assert by_id[v.id]["stats"] == {"step": 5, "n": 8, "mean": 0.55, "var": 0.25, "smoothed_mean": None,
-                                    "smoothed_var": None, "region": "boundary"}
+    assert by_id[v.id]["stats"] == {
+        "step": 5,
+        "n": 8,
+        "mean": 0.55,
+        "var": 0.25,
+        "smoothed_mean": None,
+        "smoothed_var": None,
+        "region": "boundary",
+    }
     assert set(by_id[snap.tasks("retired")[0].id]["stats"].values()) == {None}  # no statistics: all null
     assert read_tasks(out) == snap.tasks("all")  # pool and stats are ignored on re-read
 

@@ -89,8 +89,17 @@ def runs_list(
     Example: rods runs list --json
     """
     cdb = _db(db)
-    rows = [{"id": r.id, "method": r.method, "status": cdb.run_status(r), "step": r.step,
-             "created_at": r.created_at, "out_dir": r.out_dir} for r in cdb.list_runs()]
+    rows = [
+        {
+            "id": r.id,
+            "method": r.method,
+            "status": cdb.run_status(r),
+            "step": r.step,
+            "created_at": r.created_at,
+            "out_dir": r.out_dir,
+        }
+        for r in cdb.list_runs()
+    ]
     if json_out:
         emit_json(rows)
         return
@@ -112,8 +121,9 @@ def runs_show(run_id: str, db: Path | None = typer.Option(None, help=DB_HELP)) -
         fail(f"no run {run_id!r}")
     reader = RunReader(run.out_dir)
     events = {"latest_step": reader.latest_step(), "counts": reader.counts()} if reader.exists() else None
-    emit_json({**run.model_dump(), "config": json.loads(run.config), "live_status": cdb.run_status(run),
-               "events": events})
+    emit_json(
+        {**run.model_dump(), "config": json.loads(run.config), "live_status": cdb.run_status(run), "events": events}
+    )
 
 
 @runs_app.command("stop")
