@@ -1,0 +1,129 @@
+"""`rods sft` and `rods eval`: warm-start a policy and evaluate it with the training episode code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from rods_core.cli._common import emit_json, fail
+from rods_core.policy.sft import SFTSettings
+
+_S = SFTSettings()
+
+
+def _load_tasks(tasks_file: Path | None, demo: bool):
+    from rods_core.policy.demo import demo_seeds
+    from rods_core.seeds import leak_guard
+    from rods_core.tasks import TaskFileError, read_tasks
+
+    if tasks_file is None:
+        return demo_seeds() if demo else None
+    try:
+        tasks = read_tasks(tasks_file)
+    except (TaskFileError, OSError) as e:
+        fail(str(e))
+    guard = leak_guard()
+    leaked = [t.id for t in tasks if guard.is_test(t)]
+    if leaked:
+        fail(f"{tasks_file}: {len(leaked)} task(s) belong to the held-out test split, e.g. {leaked[:3]}")
+    return tasks
+
+
+def _bar(label: str):
+    """A rich progress bar and a `progress(done, total)` callback for episodes."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    bar = Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   transient=True)
+    job = bar.add_task(label, total=None)
+    return bar, lambda done, total: bar.update(job, completed=done, total=total)
+
+
+def _print(report: dict, title: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for k, v in report.items():
+        if k not in ("per_task", "sft/loss_curve"):
+            table.add_row(k, f"{v:.3f}" if isinstance(v, float) else str(v))
+    Console().print(table)
+
+
+def sft(
+    model: Path = typer.Option(..., help="folder of the model to warm-start (from `rods model init-tiny`)"),
+    out: Path = typer.Option(..., help="folder to write the warm-started model to"),
+    tasks_file: Path | None = typer.Option(None, "--tasks", help="JSONL task file (train-split tasks only)"),
+    demo: bool = typer.Option(False, "--demo", help="use the demo seeds (single-class base train seeds)"),
+    loss_target: float = typer.Option(_S.loss_target, help="stop when an epoch's mean loss reaches this"),
+    max_epochs: int = typer.Option(_S.max_epochs, help="upper bound on epochs"),
+    lr: float = typer.Option(_S.learning_rate, help="learning rate"),
+    batch_size: int = typer.Option(_S.batch_size, help="conversations per step"),
+    samples: int = typer.Option(8, help="samples per task for the reward-variance report (0 skips it)"),
+    json_out: bool = typer.Option(False, "--json", help="print the report as JSON"),
+) -> None:
+    """Warm-start a model on ground-truth conversations (TRL SFTTrainer), then report format validity,
+    greedy progress reward and sampled reward variance on the same tasks.
+
+    Example: rods sft --model models/tiny --out models/tiny-sft --demo
+    """
+    from rods_core.evaluation import evaluate, variance_report
+    from rods_core.policy.tiny import read_card, write_card
+    from rods_core.policy.sft import run_sft
+
+    tasks = _load_tasks(tasks_file, demo)
+    if tasks is None:
+        fail("give --tasks FILE or --demo")
+    if not (model / "config.json").exists():
+        fail(f"{model}: no model here; build one with `rods model init-tiny --out {model}`")
+    settings = SFTSettings(loss_target=loss_target, max_epochs=max_epochs, learning_rate=lr, batch_size=batch_size)
+    report = run_sft(model, out, tasks, settings)
+    bar, step = _bar("greedy episodes")
+    with bar:
+        greedy = evaluate(out, tasks, progress=step)
+    report |= {k: v for k, v in greedy.items() if k != "per_task"}
+    if samples:
+        bar, step = _bar(f"{samples} samples per task")
+        with bar:
+            report |= variance_report(out, tasks, samples=samples, progress=step)
+    card = read_card(out)
+    card["stages"][-1]["report"] = {k: v for k, v in report.items() if k != "sft/loss_curve"}
+    write_card(out, card)
+    emit_json(report) if json_out else _print(report, f"SFT {model} -> {out}")
+
+
+def eval_cmd(
+    model: Path = typer.Option(..., help="model folder"),
+    split: str = typer.Option("test", help="test | train"),
+    limit: int | None = typer.Option(None, help="evaluate the first N tasks only"),
+    categories: list[str] | None = typer.Option(None, "--categories", help="categories to include (repeatable)"),
+    tasks_file: Path | None = typer.Option(None, "--tasks", help="JSONL task file instead of the seed split"),
+    json_out: bool = typer.Option(False, "--json", help="print JSON"),
+    per_task: bool = typer.Option(False, help="include per-task results in the JSON"),
+) -> None:
+    """Greedy episodes: BFCL multi-turn accuracy (overall, per category) and mean progress reward.
+
+    Example: rods eval --model models/tiny-sft --split train --limit 20 --json
+    """
+    from rods_core.evaluation import evaluate
+    from rods_core.seeds import load_seeds
+    from rods_core.tasks import CATEGORIES
+
+    if split not in ("train", "test"):
+        raise typer.BadParameter("must be train or test", param_hint="--split")
+    bad = [c for c in categories or [] if c not in CATEGORIES]
+    if bad:
+        raise typer.BadParameter(f"unknown {bad}; choose from {list(CATEGORIES)}", param_hint="--categories")
+    if not (model / "config.json").exists():
+        fail(f"{model}: no model here")
+    tasks = _load_tasks(tasks_file, False) if tasks_file else load_seeds(split, tuple(categories) if categories else None)  # type: ignore[arg-type]
+    tasks = tasks[:limit] if limit else tasks
+    bar, step = _bar(f"eval {len(tasks)} tasks")
+    with bar:
+        report = evaluate(model, tasks, progress=step)
+    if not per_task:
+        report.pop("per_task")
+    emit_json({"model": str(model), "split": split, **report}) if json_out else _print(report, f"eval {model} ({split})")

@@ -1,0 +1,116 @@
+"""Evaluation with the training episode code: BFCL multi-turn accuracy, progress reward, format validity,
+and the sampled reward variance that tells whether a warm start gives GRPO any signal.
+
+Accuracy is BFCL's multi-turn accuracy (every checked turn passes); progress is the strict progress reward.
+Departure from BFCL's harness: one generation backend and our chat format (prompting.py), not each
+model's own function-calling handler.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rods_core.policy.generation import SamplingConfig
+from rods_core.rollout import Episode, EpisodeConfig, run_episodes, summarize
+from rods_core.tasks import Task
+
+
+class EvalConfig(BaseModel):
+    """How a policy is evaluated; greedy by default."""
+
+    model_config = ConfigDict(extra="forbid")
+    episode: EpisodeConfig = Field(
+        default_factory=lambda: EpisodeConfig(sampling=SamplingConfig(temperature=0.0)),
+        description="episode settings; the prompt format is replaced by the model card's when loading a folder",
+    )
+    max_batch: int = Field(64, ge=1, description="episodes generated together")
+
+
+def _generator(policy, cfg: EvalConfig):
+    """(generator, episode config) for a model folder or a (model, tokenizer) pair."""
+    from rods_core.policy.generation import HFGenerator
+
+    if isinstance(policy, (str, Path)):
+        from rods_core.policy.tiny import load_policy
+
+        model, tokenizer, prompt = load_policy(policy)
+        return HFGenerator(model, tokenizer, max_batch=cfg.max_batch), cfg.episode.model_copy(update={"prompt": prompt})
+    model, tokenizer = policy
+    return HFGenerator(model, tokenizer, max_batch=cfg.max_batch), cfg.episode
+
+
+def metrics(episodes: list[Episode], tasks: list[Task], prefix: str = "eval") -> dict[str, Any]:
+    """Overall and per-category accuracy and progress (namespaced), plus format validity."""
+    by_cat: dict[str, list[Episode]] = defaultdict(list)
+    for ep, task in zip(episodes, tasks, strict=True):
+        by_cat[task.category].append(ep)
+    s = summarize(episodes)
+    out: dict[str, Any] = {
+        f"{prefix}/tasks": len(episodes),
+        f"{prefix}/accuracy": sum(e.accuracy for e in episodes) / max(len(episodes), 1),
+        f"{prefix}/progress": s["rollout/progress_mean"],
+        f"{prefix}/format_valid": s["rollout/format_valid"],
+        f"{prefix}/calls_per_episode": s["rollout/calls_per_episode"],
+    }
+    for cat, eps in sorted(by_cat.items()):
+        out[f"{prefix}/accuracy/{cat}"] = sum(e.accuracy for e in eps) / len(eps)
+        out[f"{prefix}/progress/{cat}"] = sum(e.reward for e in eps) / len(eps)
+    return out
+
+
+def evaluate(
+    policy, tasks: list[Task], cfg: EvalConfig | None = None, *, progress: Callable[[int, int], None] | None = None
+) -> dict[str, Any]:
+    """Play every task once (greedy unless configured) and report metrics; `policy` is a folder or (model, tokenizer).
+
+    The trainer calls this on its eval cadence with its live (model, tokenizer).
+    """
+    cfg = cfg or EvalConfig()
+    gen, ep_cfg = _generator(policy, cfg)
+    t0 = time.perf_counter()
+    episodes = run_episodes(tasks, gen, ep_cfg, progress=progress)
+    out = metrics(episodes, tasks)
+    out["eval/seconds"] = time.perf_counter() - t0
+    out["eval/gen_tokens_per_s"] = gen.stats.tokens_per_s
+    out["per_task"] = {e.task_id: {"progress": e.reward, "accuracy": e.accuracy} for e in episodes}
+    return out
+
+
+def variance_report(
+    policy,
+    tasks: list[Task],
+    *,
+    samples: int = 8,
+    temperature: float = 1.0,
+    cfg: EvalConfig | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Sample each task `samples` times: the share of tasks whose rewards differ (GRPO has signal there)."""
+    cfg = cfg or EvalConfig()
+    sampling = cfg.episode.sampling.model_copy(update={"temperature": temperature})
+    cfg = cfg.model_copy(update={"episode": cfg.episode.model_copy(update={"sampling": sampling})})
+    gen, ep_cfg = _generator(policy, cfg)
+    t0 = time.perf_counter()
+    repeated = [t for t in tasks for _ in range(samples)]
+    episodes = run_episodes(repeated, gen, ep_cfg, progress=progress)
+    groups = [episodes[i * samples : (i + 1) * samples] for i in range(len(tasks))]
+    rewards = [[e.reward for e in g] for g in groups]
+    differing = [len(set(r)) > 1 for r in rewards]
+    return {
+        "sampled/tasks": len(tasks),
+        "sampled/samples": samples,
+        "sampled/temperature": temperature,
+        "sampled/share_differing": sum(differing) / max(len(tasks), 1),
+        "sampled/progress_mean": statistics.fmean(e.reward for e in episodes) if episodes else 0.0,
+        "sampled/within_task_std": statistics.fmean(statistics.pstdev(r) for r in rewards) if rewards else 0.0,
+        "sampled/format_valid": summarize(episodes)["rollout/format_valid"],
+        "sampled/seconds": time.perf_counter() - t0,
+        "sampled/gen_tokens_per_s": gen.stats.tokens_per_s,
+    }

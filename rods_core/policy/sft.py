@@ -1,0 +1,126 @@
+"""SFT warm start with TRL's SFTTrainer on ground-truth conversations; stops on a loss target, not a clock.
+
+A freshly built tiny model never emits a parseable tool call, so GRPO needs this warm start. The loss
+covers assistant tokens only: the chat template's {% generation %} markers give the mask. The data is
+tokenized here (input_ids + assistant_masks) rather than handed to TRL as messages, because Arrow turns
+every call's argument dict into one struct with the union of all keys, which would render missing
+arguments as `null`; TRL builds the labels from the `assistant_masks` column either way.
+Departure from the paper: the paper starts GRPO from an instruction-tuned 4B model, with no SFT stage.
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rods_core.policy.prompting import PromptConfig, demonstration
+from rods_core.tasks import Task
+
+
+class SFTSettings(BaseModel):
+    """Optimisation of the warm start; training ends at `loss_target` (epoch-mean loss) or `max_epochs`."""
+
+    model_config = ConfigDict(extra="forbid")
+    loss_target: float = Field(0.02, gt=0, description="stop once an epoch's mean training loss is at or below this")
+    max_epochs: int = Field(60, ge=1, description="upper bound on epochs")
+    learning_rate: float = Field(1e-3, gt=0, description="AdamW learning rate (constant after warmup)")
+    warmup_steps: int = Field(20, ge=0, description="linear warmup steps")
+    batch_size: int = Field(1, ge=1, description="conversations per step (1 avoids padding on CPU)")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay")
+    seed: int = Field(0, description="data order and dropout seed")
+    use_cpu: bool = Field(True, description="train on CPU even when a GPU is visible")
+
+
+def tokenize_demonstrations(tasks: list[Task], tokenizer, prompt: PromptConfig) -> list[dict[str, list[int]]]:
+    """input_ids + assistant_masks for each task's ground-truth conversation."""
+    rows = []
+    for task in tasks:
+        enc = tokenizer.apply_chat_template(
+            demonstration(task, prompt), tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+        )
+        if 1 not in enc["assistant_masks"]:
+            raise ValueError(f"{task.id}: the chat template marks no assistant tokens; it needs {{% generation %}}")
+        rows.append({"input_ids": list(enc["input_ids"]), "assistant_masks": list(enc["assistant_masks"])})
+    return rows
+
+
+def _callbacks(settings: SFTSettings, show_progress: bool):
+    from transformers import TrainerCallback
+
+    class LossTarget(TrainerCallback):
+        """Stops training when an epoch's mean loss reaches the target; records the loss curve."""
+
+        def __init__(self):
+            self.curve: list[tuple[float, float]] = []
+
+        def on_log(self, args, state, control, logs=None, **kw):
+            if logs and "loss" in logs:
+                self.curve.append((round(state.epoch or 0, 2), float(logs["loss"])))
+                if logs["loss"] <= settings.loss_target:
+                    control.should_training_stop = True
+
+    return LossTarget()
+
+
+def run_sft(model_dir: str | Path, out_dir: str | Path, tasks: list[Task], settings: SFTSettings, *,
+            show_progress: bool = True) -> dict[str, Any]:
+    """Warm-start the model in `model_dir` on `tasks`, save it with its card to `out_dir`; returns figures."""
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    from rods_core.policy.tiny import load_policy, read_card, write_card
+
+    model, tokenizer, prompt = load_policy(model_dir)
+    rows = tokenize_demonstrations(tasks, tokenizer, prompt)
+    n_tokens = sum(len(r["input_ids"]) for r in rows)
+    out_dir = Path(out_dir)
+    args = SFTConfig(
+        output_dir=str(out_dir / "_trainer"),
+        num_train_epochs=settings.max_epochs,
+        per_device_train_batch_size=settings.batch_size,
+        learning_rate=settings.learning_rate,
+        lr_scheduler_type="constant_with_warmup",
+        warmup_steps=settings.warmup_steps,
+        weight_decay=settings.weight_decay,
+        logging_strategy="epoch",
+        save_strategy="no",
+        report_to="none",
+        use_cpu=settings.use_cpu,
+        bf16=False,
+        gradient_checkpointing=False,
+        assistant_only_loss=False,  # masks come pre-tokenized in `assistant_masks` (see module docstring)
+        max_length=None,
+        seed=settings.seed,
+        disable_tqdm=not show_progress,
+        dataloader_num_workers=0,
+    )
+    stopper = _callbacks(settings, show_progress)
+    trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
+                         callbacks=[stopper])
+    t0 = time.perf_counter()
+    trainer.train()
+    seconds = time.perf_counter() - t0
+    epochs = float(trainer.state.epoch or 0)
+    trainer.model.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+    figures = {
+        "sft/tasks": len(tasks),
+        "sft/epochs": round(epochs, 2),
+        "sft/steps": trainer.state.global_step,
+        "sft/final_loss": stopper.curve[-1][1] if stopper.curve else None,
+        "sft/reached_target": bool(stopper.curve and stopper.curve[-1][1] <= settings.loss_target),
+        "sft/seconds": round(seconds, 1),
+        "sft/tokens_per_s": round(n_tokens * epochs / seconds, 1) if seconds else 0.0,
+        "sft/assistant_token_share": sum(sum(r["assistant_masks"]) for r in rows) / n_tokens,
+        "sft/peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "sft/loss_curve": stopper.curve,
+    }
+    card = read_card(model_dir)
+    card.setdefault("stages", []).append({"stage": "sft", "from": str(model_dir), "task_ids": [t.id for t in tasks],
+                                          "settings": settings.model_dump(), **figures})
+    write_card(out_dir, card)
+    return figures

@@ -1,0 +1,144 @@
+"""Multi-turn episodes: env_mask marks exactly the model's tokens, scripted ground truth scores 1,
+doing nothing scores 0, step limits end turns, and the output fits TRL's rollout_func contract."""
+
+from __future__ import annotations
+
+import pytest
+
+from rods_core.policy.generation import ScriptedGenerator
+from rods_core.policy.prompting import IM_START, format_calls
+from rods_core.envs.parsing import parse_calls
+from rods_core.rollout import EpisodeConfig, rollout_output, run_episodes
+
+
+@pytest.fixture(scope="module")
+def tok(tiny_model_dir):
+    from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast.from_pretrained(str(tiny_model_dir))
+
+
+def _last_role(tok, ctx: list[int]) -> str:
+    """Role of the message before the generation prompt."""
+    text = tok.decode(ctx, skip_special_tokens=False)
+    return text.split(IM_START)[-2].split("\n", 1)[0]
+
+
+def ground_truth_script(tok, task):
+    """Plays the task's ground truth: the turn's calls after the user speaks, 'Done.' after the results."""
+    turns = iter(task.ground_truth)
+
+    def script(ctx):
+        if _last_role(tok, ctx) == "user":
+            calls = [c for s in next(turns) for c in parse_calls(s)]
+            return format_calls(calls) if calls else "Done."
+        return "Done."
+
+    return script
+
+
+def _pick(seeds, category, n=1):
+    return [t for t in seeds if t.category == category][:n]
+
+
+@pytest.mark.parametrize("category", ["base", "miss_func", "miss_param", "long_context"])
+def test_scripted_ground_truth_scores_one(tok, train_seeds, category):
+    task = _pick(train_seeds, category)[0]
+    (ep,) = run_episodes([task], ScriptedGenerator(tok, ground_truth_script(tok, task)), EpisodeConfig())
+    assert ep.reward == 1.0 and ep.accuracy == 1.0, ep.verdicts
+    assert ep.n_calls == task.n_calls and ep.parse_errors == 0
+
+
+def test_env_mask_marks_model_tokens_only(tok, train_seeds):
+    task = _pick(train_seeds, "base")[0]
+    emitted: list[list[int]] = []
+    script = ground_truth_script(tok, task)
+
+    def recording(ctx):
+        text = script(ctx)
+        emitted.append(tok(text, add_special_tokens=False).input_ids + [tok.eos_token_id])
+        return text
+
+    (ep,) = run_episodes([task], ScriptedGenerator(tok, recording), EpisodeConfig())
+    assert len(ep.completion_ids) == len(ep.env_mask)
+    # Spans of mask 1, in order, are exactly the generated messages.
+    spans, cur = [], []
+    for tid, m in zip(ep.completion_ids, ep.env_mask, strict=True):
+        if m:
+            cur.append(tid)
+        elif cur:
+            spans.append(cur)
+            cur = []
+    if cur:
+        spans.append(cur)
+    assert spans == emitted
+    env_text = tok.decode([t for t, m in zip(ep.completion_ids, ep.env_mask, strict=True) if not m],
+                          skip_special_tokens=False)
+    assert "<|im_start|>tool\n" in env_text and task.user_texts[1] in env_text
+    assert "<tool_call>" not in env_text  # calls are the model's, never the environment's
+    assert ep.completion_ids[-1] == tok.eos_token_id and ep.env_mask[-1] == 1  # ends on the model's answer
+    # The prompt is system + first user turn + generation prompt, nothing the model wrote.
+    prompt = tok.decode(ep.prompt_ids, skip_special_tokens=False)
+    assert prompt.endswith("<|im_start|>assistant\n") and task.user_texts[0] in prompt
+
+
+def test_do_nothing_scores_zero(tok, train_seeds):
+    tasks = [t for c in ("base", "miss_func", "miss_param", "long_context") for t in _pick(train_seeds, c, 2)]
+    eps = run_episodes(tasks, ScriptedGenerator(tok, lambda ctx: "Done."), EpisodeConfig())
+    assert [e.reward for e in eps] == [0.0] * len(tasks)
+    assert all(e.n_calls == 0 and e.valid_messages == e.n_messages for e in eps)
+    assert [e.task_id for e in eps] == [t.id for t in tasks]
+
+
+def test_step_limit_ends_turns(tok, train_seeds):
+    task = _pick(train_seeds, "base")[0]
+    gen = ScriptedGenerator(tok, lambda ctx: "<tool_call>[pwd()]</tool_call>")
+    (ep,) = run_episodes([task], gen, EpisodeConfig(max_steps_per_turn=2))
+    assert ep.n_messages == 2 * task.n_turns and ep.n_calls == 2 * task.n_turns
+    assert len(ep.verdicts) == task.n_turns
+
+
+def test_parse_errors_come_back_as_tool_errors(tok, train_seeds):
+    task = _pick(train_seeds, "base")[0]
+    gen = ScriptedGenerator(tok, lambda ctx: "<tool_call>[cd(folder=x)]</tool_call>")
+    (ep,) = run_episodes([task], gen, EpisodeConfig(max_steps_per_turn=1))
+    assert ep.parse_errors == task.n_turns and ep.valid_messages == 0 and ep.reward == 0.0
+    assert any(m["role"] == "tool" and "could not parse" in m["content"] for m in ep.transcript)
+
+
+def test_context_limit_ends_the_episode_early(tok, train_seeds):
+    task = _pick(train_seeds, "base")[0]
+    gen = ScriptedGenerator(tok, lambda ctx: "<tool_call>[pwd()]</tool_call>")
+    (ep,) = run_episodes([task], gen, EpisodeConfig(max_context_tokens=len_prompt(tok, task) + 300))
+    assert ep.truncated and len(ep.verdicts) == task.n_turns and ep.reward == 0.0
+
+
+def len_prompt(tok, task):
+    (ep,) = run_episodes([task], ScriptedGenerator(tok, lambda ctx: "Done."), EpisodeConfig())
+    return len(ep.prompt_ids)
+
+
+def test_rollout_output_fits_trl_contract(tok, train_seeds):
+    tasks = _pick(train_seeds, "base", 2)
+    eps = run_episodes([t for t in tasks for _ in range(3)], ScriptedGenerator(tok, lambda ctx: "Done."), EpisodeConfig())
+    out = rollout_output(eps)
+    assert {"prompt_ids", "completion_ids", "logprobs", "env_mask"} <= out.keys()
+    assert out["logprobs"] is None  # the scripted generator has no logprobs
+    assert out["task_id"] == [tasks[0].id] * 3 + [tasks[1].id] * 3
+    assert all(len(c) == len(m) for c, m in zip(out["completion_ids"], out["env_mask"], strict=True))
+
+
+def test_hf_generator_batches_and_returns_logprobs(tiny_model_dir, train_seeds):
+    from rods_core.policy.generation import HFGenerator, SamplingConfig
+    from rods_core.policy.tiny import load_policy
+
+    model, tok, prompt = load_policy(tiny_model_dir)
+    gen = HFGenerator(model, tok)
+    cfg = EpisodeConfig(prompt=prompt, max_steps_per_turn=1, sampling=SamplingConfig(max_new_tokens=8))
+    eps = run_episodes(_pick(train_seeds, "base", 3), gen, cfg)
+    for ep in eps:
+        assert len(ep.logprobs) == len(ep.completion_ids)
+        assert all(lp <= 0 for lp, m in zip(ep.logprobs, ep.env_mask, strict=True) if m)
+        assert all(lp == 0.0 for lp, m in zip(ep.logprobs, ep.env_mask, strict=True) if not m)
+        assert 0 < ep.model_tokens <= 9 * ep.n_messages  # 8 new tokens (+ the closing stop token if cut)
+    assert gen.stats.tokens > 0 and gen.stats.calls >= 1
