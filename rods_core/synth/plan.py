@@ -210,7 +210,11 @@ class _Walk:
                 continue
             new = None
             if self._resamplable(info.name, piece, said_so_far) and self.rng.random() >= self.keep_prob:
-                new = sample_value(SampleContext(env, info.name, piece.param, piece.value, self.rng, self.taken))
+                new = sample_value(
+                    SampleContext(
+                        env, info.name, piece.param, piece.value, self.rng, self.taken, list(self.mapping.values())
+                    )
+                )
             self.mapping[k] = (piece.value, piece.value if new is None else new)
             if new is not None:
                 self.taken.add(new)
@@ -221,7 +225,11 @@ class _Walk:
         for piece in fresh:
             new = None
             if not revert:
-                new = sample_value(SampleContext(env, info.name, piece.param, piece.value, self.rng, self.taken))
+                new = sample_value(
+                    SampleContext(
+                        env, info.name, piece.param, piece.value, self.rng, self.taken, list(self.mapping.values())
+                    )
+                )
             self.mapping[_key(piece.value)] = (piece.value, piece.value if new is None else new)
             if new is not None:
                 self.taken.add(new)
@@ -287,6 +295,9 @@ class Planner:
                 failed = (None if obs.ok else obs.result) or looks_failed(obs.result)
                 if not failed:
                     break
+                if name != info.name:
+                    name = info.name  # the swapped-in function does not work here; use the parent's
+                    continue
                 if not fresh or attempt > MAX_LOCAL_RETRIES:
                     raise StageError("plan", f"call {info.index} {name}() failed: {failed[:100]}")
                 # Draw this call's new values again; the last try keeps the parent's values.

@@ -69,6 +69,7 @@ class SampleContext:
     old: Any
     rng: random.Random
     taken: set = field(default_factory=set)
+    chosen: list = field(default_factory=list)  # (old, new) values already decided in this plan
 
     def instance(self, cls: str) -> Any | None:
         return self.env.instances.get(cls)
@@ -248,8 +249,31 @@ def airport_city(ctx: SampleContext) -> Any:
     return ctx.pick(list(documented_choices("get_nearest_airport_by_city", "location")))
 
 
+@cache
+def _distance_table() -> tuple[dict[str, str], frozenset[frozenset[str]]]:
+    """City -> zipcode and the zipcode pairs `estimate_distance` knows, read from the class source."""
+    cls = api_class("VehicleControlAPI")
+    zips = dict(
+        re.findall(
+            r'city == "([^"]+)":\s*return \{"zipcode": "(\d+)"\}', inspect.getsource(cls.get_zipcode_based_on_city)
+        )
+    )
+    pairs = re.findall(r'cityA == "(\d+)" and cityB == "(\d+)"', inspect.getsource(cls.estimate_distance))
+    return zips, frozenset(frozenset(p) for p in pairs)
+
+
 def zip_city(ctx: SampleContext) -> Any:
-    return ctx.pick(list(literal_cases("VehicleControlAPI", "get_zipcode_based_on_city", "city")))
+    """A city the vehicle class knows; paired like the parent's: if the parent's two cities have a known
+    distance, the new city has a known distance to the other city's replacement."""
+    zips, pairs = _distance_table()
+    linked = [c for c, z in zips.items() if any(z in p for p in pairs)]
+    old_zip = zips.get(str(ctx.old))
+    for old_other, new_other in ctx.chosen:
+        if old_other == ctx.old or old_other not in zips or new_other not in zips:
+            continue
+        if frozenset((zips[old_other], old_zip)) in pairs:
+            return ctx.pick([c for c in linked if frozenset((zips[c], zips[new_other])) in pairs])
+    return ctx.pick(linked or list(zips))
 
 
 def card_id(ctx: SampleContext) -> Any:

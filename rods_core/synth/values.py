@@ -133,10 +133,26 @@ def _same(a: Any, b: Any) -> bool:
     return isinstance(a, str) and isinstance(b, str) and a == b
 
 
+def _rounded_to(leaf: Any, value: Any) -> int | None:
+    """The number of decimals d (0-2) with round(leaf, d) == value, for a value the agent rounded."""
+    if isinstance(leaf, bool) or isinstance(value, bool):
+        return None
+    if not (isinstance(leaf, float) and isinstance(value, (int, float))):
+        return None
+    for d in (0, 1, 2):
+        if round(leaf, d) == value and leaf != value:
+            return d
+    return None
+
+
 def locate(data: Any, value: Any, prefix: Path = ()) -> Path | None:
-    """The first path at which `value` sits in a parsed result (a leaf, or one part of a '/' path)."""
+    """The first path at which `value` sits in a parsed result (a leaf, one part of a '/' path, or a
+    number rounded from a leaf)."""
     if _same(data, value):
         return prefix
+    d = _rounded_to(data, value)
+    if d is not None:
+        return (*prefix, ("round", d, type(value).__name__))
     if isinstance(data, str) and isinstance(value, str) and "/" in data:
         parts = data.split("/")
         if value in parts:
@@ -160,6 +176,11 @@ def follow(old: Any, new: Any, path: Path) -> tuple[bool, Any]:
     The length rule keeps "copy all the files you found" meaning the same number of files.
     """
     for step in path:
+        if isinstance(step, tuple) and step[:1] == ("round",):
+            if isinstance(new, bool) or not isinstance(new, (int, float)):
+                return False, None
+            r = round(float(new), step[1])
+            return True, (int(r) if step[2] == "int" else r)
         if isinstance(step, tuple) and step[:1] == ("/",):
             if not isinstance(new, str):
                 return False, None
