@@ -91,7 +91,6 @@ def run_sft(model_dir: str | Path, out_dir: str | Path, tasks: list[Task], setti
         report_to="none",
         use_cpu=settings.use_cpu,
         bf16=False,
-        gradient_checkpointing=False,
         assistant_only_loss=False,  # masks come pre-tokenized in `assistant_masks` (see module docstring)
         max_length=None,
         seed=settings.seed,

@@ -1,0 +1,68 @@
+"""The tiny model builds and loads with its card; SFT lowers the loss and stops on the loss target;
+evaluation reports accuracy and progress overall and per category."""
+
+from __future__ import annotations
+
+import json
+
+from rods_core.policy.demo import demo_seeds
+from rods_core.policy.prompting import IM_END
+from rods_core.policy.tiny import MODEL_CARD, SPECIAL_TOKENS, load_policy
+
+
+def test_tiny_model_folder_loads_with_card(tiny_model_dir):
+    card = json.loads((tiny_model_dir / MODEL_CARD).read_text())
+    model, tok, prompt = load_policy(tiny_model_dir)
+    assert card["kind"] == "rods-tiny" and card["params"] == sum(p.numel() for p in model.parameters())
+    assert type(tok).__name__ in ("PreTrainedTokenizerFast", "TokenizersBackend")
+    assert len(tok) == card["tokenizer"]["vocab"] == model.config.vocab_size
+    for special in SPECIAL_TOKENS:  # each marker is one token, so masks and stops align with messages
+        assert len(tok(special, add_special_tokens=False).input_ids) == 1
+    assert tok.eos_token == IM_END and model.generation_config.eos_token_id == tok.eos_token_id
+    assert prompt.docs_mode == card["prompt"]["docs_mode"]
+
+
+def test_demo_seeds_are_single_class_base_train_tasks():
+    from rods_core.seeds import split_of
+
+    seeds = demo_seeds()
+    assert len(seeds) >= 30
+    assert all(t.category == "base" and len(t.involved_classes) == 1 and split_of(t.id) == "train" for t in seeds)
+
+
+def test_sft_lowers_the_loss_and_saves_a_loadable_model(tiny_model_dir, tmp_path):
+    from rods_core.policy.sft import SFTSettings, run_sft
+
+    out = tmp_path / "sft"
+    tasks = demo_seeds()[:2]
+    fig = run_sft(tiny_model_dir, out, tasks, SFTSettings(max_epochs=4, learning_rate=3e-3, warmup_steps=0,
+                                                          loss_target=1e-6), show_progress=False)
+    losses = [loss for _, loss in fig["sft/loss_curve"]]
+    assert len(losses) == 4 and losses[-1] < losses[0] * 0.9
+    assert 0 < fig["sft/assistant_token_share"] < 0.5
+    card = json.loads((out / MODEL_CARD).read_text())
+    assert card["stages"][-1]["stage"] == "sft" and card["stages"][-1]["task_ids"] == [t.id for t in tasks]
+    load_policy(out)
+
+
+def test_sft_stops_at_the_loss_target(tiny_model_dir, tmp_path):
+    from rods_core.policy.sft import SFTSettings, run_sft
+
+    fig = run_sft(tiny_model_dir, tmp_path / "sft", demo_seeds()[:1], SFTSettings(max_epochs=5, loss_target=100.0),
+                  show_progress=False)
+    assert fig["sft/epochs"] == 1.0 and fig["sft/reached_target"]
+
+
+def test_evaluate_reports_per_category(tiny_model_dir, train_seeds):
+    from rods_core.evaluation import EvalConfig, evaluate
+    from rods_core.policy.generation import SamplingConfig
+    from rods_core.rollout import EpisodeConfig
+
+    model, tok, prompt = load_policy(tiny_model_dir)
+    tasks = [next(t for t in train_seeds if t.category == c) for c in ("base", "miss_param")]
+    cfg = EvalConfig(episode=EpisodeConfig(prompt=prompt, max_steps_per_turn=1,
+                                           sampling=SamplingConfig(temperature=0.0, max_new_tokens=4)))
+    out = evaluate((model, tok), tasks, cfg)
+    for key in ("eval/accuracy", "eval/progress", "eval/accuracy/base", "eval/progress/miss_param", "eval/format_valid"):
+        assert 0.0 <= out[key] <= 1.0
+    assert set(out["per_task"]) == {t.id for t in tasks}
