@@ -25,7 +25,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from rods_core.envs.bfcl import ERROR_PREFIX, BfclEnvironment
 from rods_core.envs.checker import TurnChecker
 from rods_core.policy.generation import Completion, Generator, SamplingConfig
-from rods_core.policy.prompting import IM_END, PromptConfig, initial_messages, parse_assistant, tool_message, turn_messages
+from rods_core.policy.prompting import (
+    IM_END,
+    PromptConfig,
+    initial_messages,
+    parse_assistant,
+    tool_message,
+    turn_messages,
+)
 from rods_core.tasks import Task
 
 

@@ -49,11 +49,23 @@ def test_template_renders_tool_calls_that_parse_back_to_the_ground_truth(tok, tr
 
 
 def test_template_renders_tools_through_apply_chat_template(tok):
-    tools = [{"type": "function", "function": {"name": "cd", "description": "change dir",
-                                                "parameters": {"type": "object", "properties": {"folder": {"type": "string"}}}}}]
-    call = {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {"name": "cd", "arguments": {"folder": "x"}}}]}
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "cd",
+                "description": "change dir",
+                "parameters": {"type": "object", "properties": {"folder": {"type": "string"}}},
+            },
+        }
+    ]
+    call = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"type": "function", "function": {"name": "cd", "arguments": {"folder": "x"}}}],
+    }
     text = tok.apply_chat_template([{"role": "user", "content": "go"}, call], tools=tools, tokenize=False)
-    assert text.startswith("<|im_start|>system\n# Tools\n{\"name\": \"cd\"")
+    assert text.startswith('<|im_start|>system\n# Tools\n{"name": "cd"')
     assert '<tool_call>[cd(folder="x")]</tool_call><|im_end|>' in text
     gen = tok.apply_chat_template([{"role": "user", "content": "go"}], tokenize=False, add_generation_prompt=True)
     assert gen.endswith("<|im_start|>assistant\n")
@@ -84,7 +96,7 @@ def test_whole_and_piecewise_tokenization_agree(tok, train_seeds):
 
 def test_miss_func_tools_appear_at_their_turn(train_seeds):
     task = _task(train_seeds, "miss_func")
-    (turn, fns), = task.missed_function.items()
+    ((turn, fns),) = task.missed_function.items()
     env = BfclEnvironment(task)
     system = initial_messages(task, env, PromptConfig())[0]["content"]
     for fn in fns:

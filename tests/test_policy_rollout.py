@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from rods_core.envs.parsing import parse_calls
 from rods_core.policy.generation import ScriptedGenerator
 from rods_core.policy.prompting import IM_START, format_calls
-from rods_core.envs.parsing import parse_calls
 from rods_core.rollout import EpisodeConfig, rollout_output, run_episodes
 
 
@@ -72,8 +72,9 @@ def test_env_mask_marks_model_tokens_only(tok, train_seeds):
     if cur:
         spans.append(cur)
     assert spans == emitted
-    env_text = tok.decode([t for t, m in zip(ep.completion_ids, ep.env_mask, strict=True) if not m],
-                          skip_special_tokens=False)
+    env_text = tok.decode(
+        [t for t, m in zip(ep.completion_ids, ep.env_mask, strict=True) if not m], skip_special_tokens=False
+    )
     assert "<|im_start|>tool\n" in env_text and task.user_texts[1] in env_text
     assert "<tool_call>" not in env_text  # calls are the model's, never the environment's
     assert ep.completion_ids[-1] == tok.eos_token_id and ep.env_mask[-1] == 1  # ends on the model's answer
@@ -120,7 +121,9 @@ def len_prompt(tok, task):
 
 def test_rollout_output_fits_trl_contract(tok, train_seeds):
     tasks = _pick(train_seeds, "base", 2)
-    eps = run_episodes([t for t in tasks for _ in range(3)], ScriptedGenerator(tok, lambda ctx: "Done."), EpisodeConfig())
+    eps = run_episodes(
+        [t for t in tasks for _ in range(3)], ScriptedGenerator(tok, lambda ctx: "Done."), EpisodeConfig()
+    )
     out = rollout_output(eps)
     assert {"prompt_ids", "completion_ids", "logprobs", "env_mask"} <= out.keys()
     assert out["logprobs"] is None  # the scripted generator has no logprobs

@@ -35,8 +35,13 @@ def test_sft_lowers_the_loss_and_saves_a_loadable_model(tiny_model_dir, tmp_path
 
     out = tmp_path / "sft"
     tasks = demo_seeds()[:2]
-    fig = run_sft(tiny_model_dir, out, tasks, SFTSettings(max_epochs=4, learning_rate=3e-3, warmup_steps=0,
-                                                          loss_target=1e-6), show_progress=False)
+    fig = run_sft(
+        tiny_model_dir,
+        out,
+        tasks,
+        SFTSettings(max_epochs=4, learning_rate=3e-3, warmup_steps=0, loss_target=1e-6),
+        show_progress=False,
+    )
     losses = [loss for _, loss in fig["sft/loss_curve"]]
     assert len(losses) == 4 and losses[-1] < losses[0] * 0.9
     assert 0 < fig["sft/assistant_token_share"] < 0.5
@@ -48,8 +53,13 @@ def test_sft_lowers_the_loss_and_saves_a_loadable_model(tiny_model_dir, tmp_path
 def test_sft_stops_at_the_loss_target(tiny_model_dir, tmp_path):
     from rods_core.policy.sft import SFTSettings, run_sft
 
-    fig = run_sft(tiny_model_dir, tmp_path / "sft", demo_seeds()[:1], SFTSettings(max_epochs=5, loss_target=100.0),
-                  show_progress=False)
+    fig = run_sft(
+        tiny_model_dir,
+        tmp_path / "sft",
+        demo_seeds()[:1],
+        SFTSettings(max_epochs=5, loss_target=100.0),
+        show_progress=False,
+    )
     assert fig["sft/epochs"] == 1.0 and fig["sft/reached_target"]
 
 
@@ -60,9 +70,18 @@ def test_evaluate_reports_per_category(tiny_model_dir, train_seeds):
 
     model, tok, prompt = load_policy(tiny_model_dir)
     tasks = [next(t for t in train_seeds if t.category == c) for c in ("base", "miss_param")]
-    cfg = EvalConfig(episode=EpisodeConfig(prompt=prompt, max_steps_per_turn=1,
-                                           sampling=SamplingConfig(temperature=0.0, max_new_tokens=4)))
+    cfg = EvalConfig(
+        episode=EpisodeConfig(
+            prompt=prompt, max_steps_per_turn=1, sampling=SamplingConfig(temperature=0.0, max_new_tokens=4)
+        )
+    )
     out = evaluate((model, tok), tasks, cfg)
-    for key in ("eval/accuracy", "eval/progress", "eval/accuracy/base", "eval/progress/miss_param", "eval/format_valid"):
+    for key in (
+        "eval/accuracy",
+        "eval/progress",
+        "eval/accuracy/base",
+        "eval/progress/miss_param",
+        "eval/format_valid",
+    ):
         assert 0.0 <= out[key] <= 1.0
     assert set(out["per_task"]) == {t.id for t in tasks}

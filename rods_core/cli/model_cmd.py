@@ -37,8 +37,17 @@ def init_tiny_cmd(
     from rods_core.policy.tiny import init_tiny
 
     try:
-        cfg = TinyModelConfig(arch=arch, hidden=hidden, layers=layers, heads=heads, kv_heads=kv_heads, ffn=ffn,
-                              vocab=vocab, max_positions=max_positions, seed=seed)
+        cfg = TinyModelConfig(
+            arch=arch,
+            hidden=hidden,
+            layers=layers,
+            heads=heads,
+            kv_heads=kv_heads,
+            ffn=ffn,
+            vocab=vocab,
+            max_positions=max_positions,
+            seed=seed,
+        )
     except ValidationError as e:
         fail("; ".join(f"--{'-'.join(map(str, x['loc'])).replace('_', '-')}: {x['msg']}" for x in e.errors()))
     if cfg.hidden % cfg.heads or cfg.heads % cfg.kv_heads:

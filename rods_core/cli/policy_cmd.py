@@ -34,8 +34,13 @@ def _bar(label: str):
     """A rich progress bar and a `progress(done, total)` callback for episodes."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-    bar = Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   transient=True)
+    bar = Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        transient=True,
+    )
     job = bar.add_task(label, total=None)
     return bar, lambda done, total: bar.update(job, completed=done, total=total)
 
@@ -71,8 +76,8 @@ def sft(
     Example: rods sft --model models/tiny --out models/tiny-sft --demo
     """
     from rods_core.evaluation import evaluate, variance_report
-    from rods_core.policy.tiny import read_card, write_card
     from rods_core.policy.sft import run_sft
+    from rods_core.policy.tiny import read_card, write_card
 
     tasks = _load_tasks(tasks_file, demo)
     if tasks is None:
@@ -119,11 +124,15 @@ def eval_cmd(
         raise typer.BadParameter(f"unknown {bad}; choose from {list(CATEGORIES)}", param_hint="--categories")
     if not (model / "config.json").exists():
         fail(f"{model}: no model here")
-    tasks = _load_tasks(tasks_file, False) if tasks_file else load_seeds(split, tuple(categories) if categories else None)  # type: ignore[arg-type]
+    tasks = (
+        _load_tasks(tasks_file, False) if tasks_file else load_seeds(split, tuple(categories) if categories else None)
+    )  # type: ignore[arg-type]
     tasks = tasks[:limit] if limit else tasks
     bar, step = _bar(f"eval {len(tasks)} tasks")
     with bar:
         report = evaluate(model, tasks, progress=step)
     if not per_task:
         report.pop("per_task")
-    emit_json({"model": str(model), "split": split, **report}) if json_out else _print(report, f"eval {model} ({split})")
+    emit_json({"model": str(model), "split": split, **report}) if json_out else _print(
+        report, f"eval {model} ({split})"
+    )

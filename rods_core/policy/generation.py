@@ -172,13 +172,21 @@ class VLLMGenerator:
             outs = self.backend.generate([{"prompt_token_ids": c} for c in contexts], params, use_tqdm=False)
             rows = [list(o.outputs[0].token_ids) for o in outs]
             lps = [
-                [next(iter(d.values())).logprob for d in o.outputs[0].logprobs] if o.outputs[0].logprobs else None
+                [d[t].logprob for d, t in zip(o.outputs[0].logprobs, o.outputs[0].token_ids, strict=True)]
+                if o.outputs[0].logprobs
+                else None
                 for o in outs
             ]
         out = []
         for row, lp in zip(rows, lps, strict=True):
-            n, finished = _cut_at_stop(list(row), self.stop_id, None)
-            out.append(Completion(list(row)[:n], lp[:n] if lp else None, finished))
+            row, lp = list(row), list(lp) if lp else None
+            if len(row) < sampling.max_new_tokens and (not row or row[-1] != self.stop_id):
+                # Stopped on the stop token but vLLM left it out: it was the model's choice, so it stays a
+                # model token (logprob unknown, 0.0) and the loss still teaches the model to stop.
+                row.append(self.stop_id)
+                lp = lp + [0.0] if lp is not None else None
+            n, finished = _cut_at_stop(row, self.stop_id, None)
+            out.append(Completion(row[:n], lp[:n] if lp else None, finished))
         self.stats.tokens += sum(len(c.ids) for c in out)
         self.stats.seconds += time.perf_counter() - t0
         self.stats.calls += 1

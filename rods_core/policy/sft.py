@@ -66,8 +66,9 @@ def _callbacks(settings: SFTSettings, show_progress: bool):
     return LossTarget()
 
 
-def run_sft(model_dir: str | Path, out_dir: str | Path, tasks: list[Task], settings: SFTSettings, *,
-            show_progress: bool = True) -> dict[str, Any]:
+def run_sft(
+    model_dir: str | Path, out_dir: str | Path, tasks: list[Task], settings: SFTSettings, *, show_progress: bool = True
+) -> dict[str, Any]:
     """Warm-start the model in `model_dir` on `tasks`, save it with its card to `out_dir`; returns figures."""
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
@@ -98,8 +99,9 @@ def run_sft(model_dir: str | Path, out_dir: str | Path, tasks: list[Task], setti
         dataloader_num_workers=0,
     )
     stopper = _callbacks(settings, show_progress)
-    trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
-                         callbacks=[stopper])
+    trainer = SFTTrainer(
+        model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer, callbacks=[stopper]
+    )
     t0 = time.perf_counter()
     trainer.train()
     seconds = time.perf_counter() - t0
@@ -119,7 +121,14 @@ def run_sft(model_dir: str | Path, out_dir: str | Path, tasks: list[Task], setti
         "sft/loss_curve": stopper.curve,
     }
     card = read_card(model_dir)
-    card.setdefault("stages", []).append({"stage": "sft", "from": str(model_dir), "task_ids": [t.id for t in tasks],
-                                          "settings": settings.model_dump(), **figures})
+    card.setdefault("stages", []).append(
+        {
+            "stage": "sft",
+            "from": str(model_dir),
+            "task_ids": [t.id for t in tasks],
+            "settings": settings.model_dump(),
+            **figures,
+        }
+    )
     write_card(out_dir, card)
     return figures
