@@ -16,7 +16,7 @@ from rods_core.envs.checker import score_calls
 from rods_core.envs.parsing import parse_calls
 from rods_core.seeds import leak_guard, load_seeds
 from rods_core.signature import signature
-from rods_core.synth import StageError, SynthConfig, SynthWorker, synthesize
+from rods_core.synth import StageError, SynthConfig, SynthWorker, synthesize, synthesize_many
 from rods_core.synth.augment import apply_category
 from rods_core.synth.critique import replays_clean
 from rods_core.synth.execute import execute
@@ -106,6 +106,14 @@ def test_same_seed_same_variants():
     a = synthesize(p, 2, set(), CFG)
     b = synthesize(p, 2, set(), CFG)
     assert [t.content_key() for t in a.accepted] == [t.content_key() for t in b.accepted]
+
+
+def test_synthesize_many_refuses_test_parents_and_dedupes():
+    variants, results = synthesize_many(FIFTY[:4], 2, None, CFG)
+    keys = [v.content_key() for v in variants]
+    assert len(keys) == len(set(keys)) == sum(len(r.accepted) for r in results) > 0
+    with pytest.raises(ValueError, match="test"):
+        synthesize_many([load_seeds("test")[0]], 1, None, CFG)
 
 
 def test_pool_keys_exclude_duplicates():

@@ -56,6 +56,11 @@ class SynthConfig(BaseModel):
         description="share of candidates whose turns are composed from the tool docs "
         "(the rest keep the parent's wording with new values)",
     )
+    compose_fallback: bool = Field(
+        True,
+        description="when the parent's words state no value that can change, compose that candidate's turns "
+        "from the tool docs instead of giving up (template backend)",
+    )
     keep_prob: float = Field(0.15, ge=0.0, le=1.0, description="chance to keep a stated value at the first attempt")
     swap_prob: float = Field(
         0.3, ge=0.0, le=1.0, description="chance to swap a call for a same-skill function (composed turns)"
@@ -144,7 +149,13 @@ def synthesize(parent: Task, n: int, pool_keys: set[str], cfg: SynthConfig | Non
 def _attempt(planner, rewriter, critic, parent_sig, cfg, rng, attempt, outcomes) -> Task:
     keep = min(0.8, cfg.keep_prob + 0.03 * attempt)
     compose = cfg.backend == "template" and rng.random() < cfg.compose_share
-    plan = planner.plan(rng, compose=compose, keep_prob=keep)
+    try:
+        plan = planner.plan(rng, compose=compose, keep_prob=keep)
+    except StageError as e:
+        # The parent's words state nothing that can change: compose this candidate's turns instead.
+        if compose or not cfg.compose_fallback or cfg.backend != "template" or "no value" not in e.reason:
+            raise
+        plan = planner.plan(rng, compose=True, keep_prob=keep)
     outcomes.append(StageOutcome("plan", True))
     execution = execute(plan)
     outcomes.append(StageOutcome("execute", True))
@@ -170,6 +181,21 @@ def _attempt(planner, rewriter, critic, parent_sig, cfg, rng, attempt, outcomes)
             "provenance": Provenance(source="synth", parent_id=planner.parent.id, note=note),
         }
     )
+
+
+def synthesize_many(
+    parents: list[Task], n: int, pool_keys: set[str] | None = None, cfg: SynthConfig | None = None
+) -> tuple[list[Task], list[SynthResult]]:
+    """Variants of several parents (an SFT warm-start set, say), none duplicating another or the pool."""
+    keys = set(pool_keys or ())
+    keys.update(p.content_key() for p in parents)
+    variants, results = [], []
+    for parent in parents:
+        res = synthesize(parent, n, keys, cfg)
+        keys.update(t.content_key() for t in res.accepted)
+        variants += res.accepted
+        results.append(res)
+    return variants, results
 
 
 def merge_counts(results: list[SynthResult]) -> dict[str, dict]:
