@@ -14,6 +14,7 @@ things through TRL's public and documented extension points:
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -62,7 +63,6 @@ def grpo_args(cfg: RunConfig, out_dir: str) -> GRPOConfig:
         vllm_mode=g.vllm_mode,
         bf16=g.bf16,
         use_cpu=g.use_cpu,
-        gradient_checkpointing=False,
         save_strategy="steps",
         save_steps=g.save_steps,
         save_total_limit=g.save_total_limit,
@@ -94,6 +94,7 @@ class RodsGRPOTrainer(GRPOTrainer):
         on_rewards: Callable[[int, list[tuple[str, list[float]]], dict[str, list]], None],
         episode_cfg: EpisodeConfig,
         callbacks=None,
+        reward_funcs: list | None = None,
     ):
         self.cfg, self._draw, self._task_of, self._on_rewards = cfg, draw, task_of, on_rewards
         self.episode_cfg = episode_cfg
@@ -101,9 +102,10 @@ class RodsGRPOTrainer(GRPOTrainer):
         self.timings: dict[str, float] = {}
         self.last_episodes: list[Episode] = []
         self._generator = None
+        os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is the documented multi-turn path
         super().__init__(
             model=model,
-            reward_funcs=[progress_reward],
+            reward_funcs=reward_funcs or [progress_reward],
             args=grpo_args(cfg, out_dir),
             train_dataset=slot_dataset(self.n_slots),
             processing_class=tokenizer,
