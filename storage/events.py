@@ -15,7 +15,9 @@ so no event is ever counted twice. The step range lets a resumed run drop events
 
 from __future__ import annotations
 
+import fcntl
 import json
+import numbers
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -31,6 +33,10 @@ import pyarrow.parquet as pq
 from storage.schema import EVENT_KINDS, EventKind
 
 _PART = re.compile(r"^(\d+)-(\d+)\.(\d+)-(\d+)\.parquet$")
+
+
+class EventLogBusy(RuntimeError):
+    """Another live process (or another EventLog in this one) already writes this run's events."""
 
 
 class EventSchemaError(ValueError):
@@ -123,7 +129,19 @@ class EventLog:
         self._pending: dict[str, list[pa.Table]] = {}
         self._pending_rows: dict[str, int] = {}
         self._n_live: dict[str, int] = {}
+        self._lock_fd: int | None = self._lock()
         self._next_seq = self._recover()
+
+    def _lock(self) -> int:
+        """Hold an exclusive flock on events/.writer.lock while open; the kernel drops it when the
+        process dies (even by SIGKILL), so a resumed run can take it over at once."""
+        fd = os.open(self.root / ".writer.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise EventLogBusy(f"{self.root} is being written by another EventLog (one writer per run)") from None
+        return fd
 
     # ----- recovery -----------------------------------------------------------------------------
     def _recover(self) -> int:
@@ -149,6 +167,10 @@ class EventLog:
     def append(self, kind: str, rows: Mapping[str, Any] | Iterable[Mapping[str, Any]]) -> int:
         """Buffer rows of one kind; returns how many. Each row needs `step`; `time` defaults to now."""
         ek = _kind(kind)
+        if self._lock_fd is None:
+            raise ValueError("append to a closed EventLog")
+        if hasattr(rows, "to_dict") and not isinstance(rows, Mapping):  # a pandas DataFrame
+            rows = rows.to_dict("records")
         rows = [rows] if isinstance(rows, Mapping) else list(rows)
         if not rows:
             return 0
@@ -163,9 +185,9 @@ class EventLog:
                     f"{kind} row {i}: unknown column(s) {sorted(unknown)}; declare them in storage/schema.py"
                 )
             step = row.get("step")
-            if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+            if not isinstance(step, numbers.Integral) or isinstance(step, bool) or step < 0:
                 raise EventSchemaError(f"{kind} row {i}: step must be an integer >= 0, got {step!r}")
-            r = {**row, "seq": self._next_seq + i}
+            r = {**row, "step": int(step), "seq": self._next_seq + i}
             r.setdefault("time", now)
             for c in json_cols:
                 if r.get(c) is not None:
@@ -188,7 +210,12 @@ class EventLog:
             self._flush_kind(kind)
 
     def close(self) -> None:
+        """Flush and release the writer lock; idempotent."""
+        if self._lock_fd is None:
+            return
         self.flush()
+        os.close(self._lock_fd)  # releases the flock
+        self._lock_fd = None
 
     def __enter__(self) -> EventLog:
         return self

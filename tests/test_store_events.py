@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from storage.events import EventLog, EventSchemaError, PartFile, split_live, write_table_atomic
+from storage.events import EventLog, EventLogBusy, EventSchemaError, PartFile, split_live, write_table_atomic
 from storage.reader import RunReader
 from storage.schema import EVENT_KINDS, STEP_METRICS
 
@@ -60,6 +60,22 @@ def test_bad_rows_are_refused_with_the_kind_and_column(tmp_path):
     with pytest.raises(EventSchemaError, match="wrong type"):
         log.append("task_stats", {"step": 1, "task_id": "t", "mean": "high"})
     assert log.pending_rows == 0
+
+
+def test_one_writer_per_run(tmp_path):
+    import numpy as np
+    import pandas as pd
+
+    log = EventLog(tmp_path)
+    with pytest.raises(EventLogBusy, match="one writer per run"):
+        EventLog(tmp_path)
+    log.append("task_stats", pd.DataFrame({"step": np.array([1, 1]), "task_id": ["a", "b"], "mean": [0.5, 1.0]}))
+    log.close()
+    with pytest.raises(ValueError, match="closed"):
+        log.append("step", {"step": 2})
+    with EventLog(tmp_path) as again:  # the lock went with close()
+        again.append("step", {"step": np.int64(1)})
+    assert RunReader(tmp_path).counts() == {**dict.fromkeys(EVENT_KINDS, 0), "task_stats": 2, "step": 1}
 
 
 def test_json_columns_round_trip(tmp_path):
@@ -138,6 +154,7 @@ def test_parts_covered_by_a_merged_file_are_not_read_twice(tmp_path):
         merged, tmp_path / "events" / "task_stats" / PartFile.name(live[0].seq_lo, live[-1].seq_hi, 0, 3)
     )
     assert RunReader(tmp_path).counts()["task_stats"] == 20
+    log.close()
     EventLog(tmp_path)  # reopening finishes the compaction
     assert len(list((tmp_path / "events" / "task_stats").glob("*.parquet"))) == 1
 
