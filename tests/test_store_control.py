@@ -107,10 +107,10 @@ def test_decisions_reach_two_consumer_processes_exactly_once(db, tmp_path):
         for _ in range(2)
     ]
     ids, t0 = [], time.monotonic()
-    for i in range(80):  # the app adds decisions while both trainers poll
+    for i in range(50):  # the app adds decisions while both trainers poll
         ids.append(db.add_decision("r", f"task_{i}", "approve").id)
         time.sleep(0.02)
-    print(f"add_decision under contention: {(time.monotonic() - t0) / 80 * 1000:.0f} ms each incl. 20 ms pause")
+    print(f"add_decision under contention: {(time.monotonic() - t0) / 50 * 1000:.0f} ms each incl. 20 ms pause")
     Path(str(out) + ".stop").touch()
     for c in consumers:
         _, err = c.communicate(timeout=60)
@@ -123,7 +123,7 @@ def test_decisions_reach_two_consumer_processes_exactly_once(db, tmp_path):
 
 def test_control_db_used_by_several_processes_at_once(db):
     db.create_run("r", "runs/r")
-    n = 40
+    n = 20
     procs = [
         subprocess.Popen(
             [sys.executable, str(WORKERS), "control", str(db.path), "r", str(n)],
