@@ -217,6 +217,13 @@ class EventLog:
         os.close(self._lock_fd)  # releases the flock
         self._lock_fd = None
 
+    def __del__(self) -> None:
+        # Dropped without close(): release the lock (buffered rows are lost, as on a crash).
+        fd = getattr(self, "_lock_fd", None)
+        if fd is not None:
+            os.close(fd)
+            self._lock_fd = None
+
     def __enter__(self) -> EventLog:
         return self
 

@@ -75,6 +75,9 @@ def test_one_writer_per_run(tmp_path):
         log.append("step", {"step": 2})
     with EventLog(tmp_path) as again:  # the lock went with close()
         again.append("step", {"step": np.int64(1)})
+    dropped = EventLog(tmp_path)
+    del dropped  # garbage collected without close(): the lock goes too
+    EventLog(tmp_path).close()
     assert RunReader(tmp_path).counts() == {**dict.fromkeys(EVENT_KINDS, 0), "task_stats": 2, "step": 1}
 
 
