@@ -50,6 +50,7 @@ STEP_METRICS: dict[str, str] = {
     "time/gen_s": "seconds spent generating rollouts",
     "time/env_s": "seconds spent executing tool calls in environments",
     "time/reward_s": "seconds spent computing rewards",
+    "time/detect_s": "seconds spent in boundary detection (reads the reward matrix; no inference)",
     "time/opt_s": "seconds spent in the optimizer step",
     "time/store_s": "seconds spent writing the event log",
     "time/step_s": "seconds the whole step took",
