@@ -1,61 +1,63 @@
-"""RODS Lab — Streamlit entry point. Run: `make app` (or `streamlit run app.py`)."""
+"""RODS Lab — Home: the runs, their status and progress, key curves; stop a run. Run: `make app`."""
 
 from __future__ import annotations
 
-import pandas as pd
-import plotly.express as px
+from types import SimpleNamespace
+
 import streamlit as st
 
-from rods_core.seeds import load_seeds, split_of
-from rods_core.stats import task_rows
+import lab_ui
+from rods_core import charts
+from rods_core.launch import format_eta, progress
 
 st.set_page_config(page_title="RODS Lab", page_icon="🧭", layout="wide")
+STATUS_ICON = {"queued": "⏳", "running": "🟢", "finished": "✅", "failed": "❌", "stopped": "⏹️", "lost": "⚠️",
+               "stale": "🟡"}
 
 
-@st.cache_data(show_spinner="Reading the BFCL seed set…")
-def seed_table() -> pd.DataFrame:
-    tasks = load_seeds("all")
-    df = pd.DataFrame(task_rows(tasks))
-    df["split"] = [split_of(t.id) for t in tasks]
-    return df
+@st.cache_data(ttl=lab_ui.LIVE_S, show_spinner=False)
+def curves(run_dir: str):
+    return lab_ui.reader(run_dir).query('SELECT step, "reward/mean", "boundary/informative_share", '
+                                        '"time/step_s" FROM step ORDER BY step')
 
 
-@st.cache_data
-def seed_task(task_id: str) -> dict:
-    return next(t for t in load_seeds("all") if t.id == task_id).model_dump(mode="json")
+def run_card(run: SimpleNamespace) -> None:
+    with st.container(border=True):
+        head, stop = st.columns([5, 1])
+        head.markdown(f"**{run.name}** · `{run.id}` · {run.method} · {STATUS_ICON.get(run.status, '')} {run.status}")
+        if run.status in ("queued", "running", "stale") and stop.button("Stop", key=f"home_stop_{run.id}"):
+            lab_ui.db().stop_run(run.id)
+            lab_ui.refresh()
+            st.rerun()
+        df = curves(run.out_dir)
+        step = int(df.step.max()) if not df.empty else int(run.step)
+        done, eta = progress(step, int(run.max_steps), df["time/step_s"].tolist())
+        st.progress(done, text=f"step {step} / {run.max_steps} · {format_eta(eta) if run.status == 'running' else run.status}")
+        if run.message and run.status in ("failed", "stopped", "lost"):
+            st.caption(run.message[-300:])
+        if not df.empty:
+            st.plotly_chart(charts.metric_lines(df, ["reward/mean", "boundary/informative_share"], "Key curves"),
+                            key=f"home_curve_{run.id}")
 
 
 st.title("RODS Lab")
-st.caption("Reward-driven online data synthesis for multi-turn tool-use agents — the seed set (BFCL v3 multi-turn).")
-df = seed_table()
-split = st.segmented_control("Split", ["train", "test", "all"], default="train", key="home_split") or "train"
-view = df if split == "all" else df[df["split"] == split]
+st.caption("Reward-driven online data synthesis for multi-turn tool-use agents: launch GRPO runs, watch the "
+           "capability boundary move, curate synthesized tasks, export what was learned.")
 
-c1, c2, c3, c4 = st.columns(4)
-c1.metric("Tasks", len(view))
-c2.metric("Class combinations", view["class_combo"].nunique())
-c3.metric("Mean calls per task", f"{view['calls'].mean():.1f}")
-c4.metric("Max dependency depth", int(view["depth"].max()))
 
-left, mid, right = st.columns(3)
-left.plotly_chart(px.histogram(view, x="category", title="Tasks per category"), use_container_width=True)
-mid.plotly_chart(
-    px.histogram(view, y="class_combo", title="Tasks per class combination").update_yaxes(categoryorder="total ascending"),
-    use_container_width=True,
-)
-right.plotly_chart(px.histogram(view, x="depth", color="category", title="Dependency depth"), use_container_width=True)
+@st.fragment(run_every=lab_ui.LIVE_S)
+def runs_panel() -> None:
+    table = lab_ui.all_runs()
+    if table.empty:
+        st.info("No runs yet.")
+        st.page_link("pages/1_Launch.py", label="Launch a run", icon="🚀")
+        return
+    counts = table.status.value_counts()
+    cols = st.columns(4)
+    for col, s in zip(cols, ["running", "queued", "finished", "failed"], strict=True):
+        col.metric(s.capitalize(), int(counts.get(s, 0)))
+    for _, run in table.head(12).iterrows():
+        run_card(SimpleNamespace(**run.to_dict()))
 
-st.subheader("Task viewer")
-task_id = st.selectbox("Task", view["id"].tolist(), key="home_task")
-if task_id:
-    task = seed_task(task_id)
-    st.write(f"**{task['category']}** · classes: {', '.join(task['involved_classes'])}")
-    for i, (turn, calls) in enumerate(zip(task["question"], task["ground_truth"], strict=True)):
-        with st.container(border=True):
-            said = " ".join(m["content"] for m in turn) or "*(no user message: a held-back function arrives)*"
-            st.markdown(f"**Turn {i + 1}** — {said}")
-            if str(i) in task.get("missed_function", {}):
-                st.info(f"Functions arriving now: {', '.join(task['missed_function'][str(i)])}")
-            st.code("\n".join(calls) or "(no call expected: the agent should ask)", language="python")
-    with st.expander("Initial state"):
-        st.json(task["initial_config"])
+
+runs_panel()

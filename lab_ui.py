@@ -1,0 +1,67 @@
+"""Streamlit glue shared by app.py and pages/: cached connections, cached queries, the run picker.
+
+Kept beside app.py (not in pages/, where every .py is a page; not in rods_core/, which never imports
+Streamlit). Connections are st.cache_resource; queries are st.cache_data with a short ttl so live
+pages see new steps, and actions clear the caches they make stale.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pandas as pd
+import streamlit as st
+
+from rods_core import lab
+from rods_core.launch import AppPaths
+from storage.control import ControlDB
+from storage.reader import RunReader
+
+LIVE_S = 3  # refresh period of live fragments and the ttl of live queries
+
+
+def paths() -> AppPaths:
+    return AppPaths.from_env()
+
+
+@st.cache_resource(show_spinner=False)
+def _db(path: str) -> ControlDB:
+    return ControlDB(path)
+
+
+def db() -> ControlDB:
+    return _db(str(paths().control_db))
+
+
+@st.cache_resource(show_spinner=False)
+def reader(run_dir: str) -> RunReader:
+    return RunReader(run_dir)
+
+
+@st.cache_data(ttl=LIVE_S, show_spinner=False)
+def runs(db_path: str) -> pd.DataFrame:
+    return lab.runs_table(_db(db_path))
+
+
+def all_runs() -> pd.DataFrame:
+    return runs(str(paths().control_db))
+
+
+def refresh() -> None:
+    """After an action: drop cached queries so the next render reads the new state."""
+    st.cache_data.clear()
+
+
+def pick_run(page: str, label: str = "Run") -> SimpleNamespace | None:
+    """A run selectbox (remembering the choice across pages); None (with a hint) when there are no runs."""
+    table = all_runs()
+    if table.empty:
+        st.info("No runs yet: start one on the **Launch** page.")
+        return None
+    ids = table.id.tolist()
+    chosen = st.session_state.get("lab_run")
+    index = ids.index(chosen) if chosen in ids else 0
+    run_id = st.selectbox(label, ids, index=index, key=f"{page}_run",
+                          format_func=lambda i: f"{i} · {table.set_index('id').status[i]}")
+    st.session_state["lab_run"] = run_id
+    return SimpleNamespace(**table.set_index("id").loc[run_id].to_dict(), id=run_id)

@@ -1,0 +1,97 @@
+"""Launch: pick a config, edit its fields (validated by RunConfig, errors beside the fields), start a run."""
+
+from __future__ import annotations
+
+import streamlit as st
+from pydantic import ValidationError
+
+import lab_ui
+from rods_core.config import ConfigError, load_config
+from rods_core.launch import (
+    OutsideWorkspace,
+    build_config,
+    field_errors,
+    launch_run,
+    list_configs,
+    parse_overrides,
+    read_prefs,
+    tail,
+)
+from rods_core.sources import METHODS
+
+st.set_page_config(page_title="Launch · RODS Lab", page_icon="🚀", layout="wide")
+st.title("Launch a run")
+paths = lab_ui.paths()
+configs = {p.stem: p for p in list_configs()}
+name = st.selectbox("Config", list(configs), index=list(configs).index("demo-cpu") if "demo-cpu" in configs else 0,
+                    key="launch_config")
+try:
+    base = load_config(configs[name])
+except ConfigError as e:
+    st.error(str(e))
+    st.stop()
+errors: dict[str, str] = st.session_state.get("launch_errors", {})
+
+
+def err(field: str, where=st) -> None:
+    """Show a validation error right under its field."""
+    if field in errors:
+        where.error(f"`{field}`: {errors[field]}")
+
+
+with st.form("launch_form"):
+    a, b, c = st.columns(3)
+    run_name = a.text_input("Name", base.name, key="launch_name")
+    err("name", a)
+    method = b.selectbox("Method", METHODS, index=METHODS.index(base.method), key="launch_method")
+    err("method", b)
+    review = c.radio("Synthesized variants", ["auto", "gated"], horizontal=True, key="launch_review",
+                     index=["auto", "gated"].index(read_prefs(paths).get("review", base.buffer.review)),
+                     help="gated: variants wait in staged for your approval on the Review page")
+    model_path = a.text_input("Model folder (workspace or models/)", base.model.path, key="launch_model")
+    err("model.path", a)
+    subset = b.selectbox("Seeds", ["demo", "all", "file"], index=["demo", "all", "file"].index(base.seeds.subset),
+                         key="launch_subset")
+    err("seeds", b)
+    limit = c.number_input("Seed limit (0 = all)", 0, 100_000, base.seeds.limit or 0, key="launch_limit")
+    steps = a.number_input("GRPO steps", 1, 1_000_000, base.grpo.max_steps, key="launch_steps")
+    err("grpo.max_steps", a)
+    gens = b.number_input("Rollouts per task (G)", 2, 256, base.grpo.num_generations, key="launch_gens")
+    tasks = c.number_input("Tasks per step", 1, 1024, base.grpo.tasks_per_step, key="launch_tasks")
+    more = st.text_area("More fields (key.path=value per line)", key="launch_more",
+                        placeholder="eval.every=5\nbuffer.p_max=10\nseeds.file=subsets/mine.jsonl")
+    submitted = st.form_submit_button("Launch", type="primary")
+
+if submitted:
+    overrides = {"name": run_name, "method": method, "buffer.review": review, "model.path": model_path,
+                 "seeds.subset": subset, "seeds.limit": int(limit) or None, "grpo.max_steps": int(steps),
+                 "grpo.num_generations": int(gens), "grpo.tasks_per_step": int(tasks)}
+    try:
+        cfg = build_config(configs[name], {**overrides, **parse_overrides(more)}, paths)
+        launched = launch_run(cfg, paths)
+    except ValidationError as e:
+        st.session_state["launch_errors"] = field_errors(e)
+        st.rerun()
+    except (ConfigError, OutsideWorkspace, FileExistsError) as e:
+        st.session_state["launch_errors"] = {"(config)": str(e)}
+        st.rerun()
+    else:
+        st.session_state["launch_errors"] = {}
+        st.session_state["lab_run"] = launched.run_id
+        lab_ui.refresh()
+        st.success(f"Launched run `{launched.run_id}` (pid {launched.pid}); it keeps running if you close the app.")
+shown = {"name", "method", "model.path", "seeds", "grpo.max_steps"}
+for field, msg in errors.items():
+    if field not in shown:
+        st.error(f"`{field}`: {msg}")
+
+
+@st.fragment(run_every=lab_ui.LIVE_S)
+def log_panel() -> None:
+    st.subheader("Log")
+    run = lab_ui.pick_run("launch")
+    if run is not None:
+        st.code(tail(f"{run.out_dir}/train.log", 40) or "(no log: launched outside the app)", language="text")
+
+
+log_panel()

@@ -1,0 +1,63 @@
+"""Boundary: the moving capability boundary of a run, refreshed live while it trains."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import lab_ui
+from rods_core import charts, lab
+
+st.set_page_config(page_title="Boundary · RODS Lab", page_icon="🎯", layout="wide")
+st.title("Capability boundary")
+
+
+@st.cache_data(ttl=lab_ui.LIVE_S, show_spinner=False)
+def steps(run_dir: str) -> list[int]:
+    return lab_ui.reader(run_dir).query("SELECT DISTINCT step FROM task_stats ORDER BY step").step.tolist()
+
+
+@st.cache_data(ttl=lab_ui.LIVE_S, show_spinner=False)
+def at_step(run_dir: str, step: int):
+    return lab_ui.reader(run_dir).task_stats_at(step)
+
+
+@st.cache_data(ttl=lab_ui.LIVE_S, show_spinner=False)
+def regions(run_dir: str):
+    r = lab_ui.reader(run_dir)
+    return r.region_counts(), lab.boundary_vs_others(r.variance_by_region())
+
+
+@st.cache_data(ttl=lab_ui.LIVE_S, show_spinner=False)
+def complexity(run_dir: str):
+    return lab.success_by_complexity(lab_ui.reader(run_dir), lab.structure_table(lab.snapshot(run_dir)))
+
+
+run = lab_ui.pick_run("boundary")
+
+
+@st.fragment(run_every=lab_ui.LIVE_S)
+def live(run_dir: str) -> None:
+    done = steps(run_dir)
+    if not done:
+        st.info("No task statistics yet: the first step is still running.")
+        return
+    follow = st.toggle("Follow the latest step", True, key="boundary_follow")
+    step = done[-1] if follow or len(done) == 1 else st.select_slider("Step", done, done[-1], key="boundary_step")
+    left, right = st.columns(2)
+    left.plotly_chart(charts.boundary_scatter(at_step(run_dir, step), step), key="boundary_scatter")
+    counts, var = regions(run_dir)
+    right.plotly_chart(charts.region_counts(counts), key="boundary_regions")
+    left.plotly_chart(charts.variance_ratio(var), key="boundary_variance")
+    ratio = var.ratio.dropna()
+    right.metric("Boundary / other variance (latest)", f"{ratio.iloc[-1]:.2f}×" if len(ratio) else "—")
+    cx = complexity(run_dir)
+    combos = ["all", *sorted(cx.class_combo.unique())] if not cx.empty else ["all"]
+    combo = st.selectbox("Class combination", combos, key="boundary_combo")
+    a, b = st.columns(2)
+    a.plotly_chart(charts.complexity_lines(cx, None if combo == "all" else combo), key="boundary_cx_lines")
+    b.plotly_chart(charts.complexity_heatmap(cx if combo == "all" else cx[cx.class_combo == combo], step),
+                   key="boundary_cx_heat")
+
+
+if run is not None:
+    live(run.out_dir)

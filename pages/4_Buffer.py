@@ -1,0 +1,65 @@
+"""Buffer: browse and filter the pools, the lineage tree, each task's history; export a pool as JSONL."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import lab_ui
+from rods_core import charts, lab
+from storage.export import export_pool
+from storage.pools import PoolsFileError
+
+st.set_page_config(page_title="Buffer · RODS Lab", page_icon="🗃️", layout="wide")
+st.title("Replay buffer")
+
+
+@st.cache_data(ttl=lab_ui.LIVE_S, show_spinner=False)
+def table(run_dir: str):
+    return lab.pool_table(run_dir, lab_ui.reader(run_dir))
+
+
+@st.cache_data(ttl=lab_ui.LIVE_S, show_spinner=False)
+def history(run_dir: str, task_id: str):
+    return lab.task_history(lab_ui.reader(run_dir), task_id)
+
+
+@st.cache_data(ttl=lab_ui.LIVE_S, show_spinner="Exporting…")
+def export_bytes(run_dir: str, pool: str, run_id: str) -> tuple[bytes, int]:
+    out = lab_ui.paths().workspace / "exports" / f"{run_id}-{pool}.jsonl"
+    try:
+        n = export_pool(run_dir, pool, out)
+    except PoolsFileError:  # before the first step: nothing to export yet
+        return b"", 0
+    return out.read_bytes(), n
+
+
+run = lab_ui.pick_run("buffer")
+if run is None:
+    st.stop()
+df = table(run.out_dir)
+a, b, c = st.columns([2, 2, 3])
+pools = a.multiselect("Pools", ["seeds", "staged", "active", "retired"], key="buffer_pools")
+regions = b.multiselect("Regions", ["mastered", "boundary", "hard"], key="buffer_regions")
+text = c.text_input("Task id contains", key="buffer_text")
+keep = df.task_id.str.contains(text, regex=False)
+keep &= df.pool.isin(pools) if pools else True
+keep &= df.region.isin(regions) if regions else True
+view = df[keep]
+st.write(f"{len(view)} of {len(df)} tasks")
+st.dataframe(view, hide_index=True, height=280)
+st.plotly_chart(charts.lineage_tree(lab.lineage(df)), key="buffer_lineage")
+
+left, right = st.columns([3, 2])
+with left:
+    st.subheader("Task history")
+    tid = st.selectbox("Task", view.task_id.tolist(), key="buffer_task")
+    if tid:
+        stats, moves = history(run.out_dir, tid)
+        st.plotly_chart(charts.task_history(stats), key="buffer_history")
+        st.dataframe(moves, hide_index=True)
+with right:
+    st.subheader("Export")
+    pool = st.selectbox("Pool", lab.pools_list(), index=2, key="buffer_export_pool")
+    data, n = export_bytes(run.out_dir, pool, run.id)
+    st.download_button(f"Download {pool} ({n} tasks, JSONL)", data, f"{run.id}-{pool}.jsonl",
+                       mime="application/jsonl", key="buffer_download")

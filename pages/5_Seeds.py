@@ -1,0 +1,108 @@
+"""Seeds: the seed catalog (import, enable/disable, tag, start a run on a subset) and the BFCL seed set."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.express as px
+import streamlit as st
+
+import lab_ui
+from rods_core import launch
+from rods_core.seeds import leak_guard, load_seeds, split_of
+from rods_core.stats import task_rows
+from rods_core.tasks import TaskFileError
+from storage.catalog import seed_frame, set_seed_tags, write_subset
+from storage.export import ImportRefused, import_seeds
+
+st.set_page_config(page_title="Seeds · RODS Lab", page_icon="🌱", layout="wide")
+st.title("Seeds")
+paths, db = lab_ui.paths(), lab_ui.db()
+
+
+@st.cache_data(show_spinner="Reading the BFCL seed set…")
+def bfcl_table() -> pd.DataFrame:
+    tasks = load_seeds("all")
+    return pd.DataFrame(task_rows(tasks)).assign(split=[split_of(t.id) for t in tasks])
+
+
+def import_file(path, tags: list[str]) -> None:
+    try:
+        report = import_seeds(path, db, refuse=leak_guard().reason, tags=tags)
+    except (TaskFileError, ImportRefused) as e:
+        st.error("Nothing was imported.")
+        st.code(str(e), language="text")
+    else:
+        st.success(f"Imported {report.added} new and {report.updated} updated seed(s).")
+
+
+catalog, add, bfcl = st.tabs(["Catalog", "Import", "BFCL seed set"])
+with add:
+    upload = st.file_uploader("JSONL task file", type=["jsonl", "json"], key="seeds_upload")
+    typed = st.text_input("…or a file in the workspace", key="seeds_path", placeholder="imports/tasks.jsonl")
+    tags = [t.strip() for t in st.text_input("Tags (comma separated)", key="seeds_import_tags").split(",") if t.strip()]
+    if st.button("Import", key="seeds_import", type="primary"):
+        try:
+            if upload is not None:
+                target = paths.workspace / "imports" / launch.confine(upload.name, paths.workspace).name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(upload.getvalue())
+            else:
+                target = launch.confine(typed, paths.workspace)
+            import_file(target, tags)
+        except (launch.OutsideWorkspace, FileNotFoundError, IsADirectoryError) as e:
+            st.error(str(e))
+    if st.button("Add the BFCL train split (400 seeds)", key="seeds_add_bfcl"):
+        added, updated = db.upsert_seeds(load_seeds("train"), source="bfcl", tags=["bfcl"])
+        st.success(f"Added {added} and updated {updated} BFCL seed(s).")
+
+with catalog:
+    df = seed_frame(db)
+    a, b = st.columns(2)
+    tag = a.selectbox("Tag", ["(any)", *sorted({t for ts in df.tags for t in ts.split(", ") if t})], key="seeds_tag")
+    only = b.radio("Show", ["all", "enabled", "disabled"], horizontal=True, key="seeds_show")
+    view = df[df.tags.str.split(", ").apply(lambda ts: tag in ts)] if tag != "(any)" else df
+    view = view[view.enabled == (only == "enabled")] if only != "all" else view
+    st.dataframe(view, hide_index=True, height=260)
+    every = st.checkbox(f"Act on all {len(view)} shown", key="seeds_every")
+    picked = view.task_id.tolist() if every else st.multiselect("Seeds", view.task_id.tolist(), key="seeds_pick")
+    c1, c2, c3, c4, c5 = st.columns([1, 1, 2, 1, 1])
+    for on, col, label in ((True, c1, "Enable"), (False, c2, "Disable")):
+        if col.button(label, key=f"seeds_{label.lower()}", disabled=not picked):
+            st.success(f"{label}d {sum(db.set_seed_enabled(t, on) for t in picked)} seed(s).")
+    new_tag = c3.text_input("Tag", key="seeds_new_tag", label_visibility="collapsed", placeholder="tag")
+    current = dict(zip(df.task_id, df.tags.str.split(", "), strict=True))
+    for adding, col, label in ((True, c4, "Add tag"), (False, c5, "Remove tag")):
+        if col.button(label, key=f"seeds_{'addtag' if adding else 'untag'}", disabled=not (picked and new_tag.strip())):
+            for t in picked:
+                rest = [x for x in current[t] if x != new_tag.strip()]
+                set_seed_tags(db, t, [*rest, new_tag] if adding else rest)
+            st.success(f"{label}: {new_tag!r} on {len(picked)} seed(s).")
+
+    st.subheader("Start a run on the chosen seeds")
+    configs = {p.stem: p for p in launch.list_configs()}
+    r1, r2, r3 = st.columns(3)
+    config = r1.selectbox("Config", list(configs), key="seeds_config")
+    name = r2.text_input("Run name", "subset", key="seeds_run_name")
+    more = r3.text_area("More fields (key.path=value)", key="seeds_more", height=68)
+    chosen = [t for t in picked if bool(df.set_index("task_id").enabled[t])]
+    if st.button(f"Start a run on {len(chosen)} enabled seed(s)", key="seeds_launch", disabled=not chosen):
+        file = paths.workspace / "subsets" / f"{name}-{launch.new_run_id('s')[-4:]}.jsonl"
+        write_subset(db, chosen, file)
+        try:
+            cfg = launch.build_config(configs[config], {"name": name, "seeds.subset": "file", "seeds.file": str(file),
+                                                        "seeds.limit": None, **launch.parse_overrides(more)}, paths)
+            run = launch.launch_run(cfg, paths)
+        except Exception as e:  # noqa: BLE001 - config errors are shown, not raised
+            st.error(str(e))
+        else:
+            lab_ui.refresh()
+            st.success(f"Launched `{run.run_id}` on {len(chosen)} seeds ({file.name}).")
+
+with bfcl:
+    t = bfcl_table()
+    split = st.segmented_control("Split", ["train", "test", "all"], default="train", key="seeds_split") or "train"
+    v = t if split == "all" else t[t.split == split]
+    st.metric("Tasks", len(v))
+    st.plotly_chart(px.histogram(v, y="class_combo", color="category", title="Tasks per class combination")
+                    .update_yaxes(categoryorder="total ascending"), key="seeds_combo")
+    st.dataframe(v, hide_index=True, height=300)

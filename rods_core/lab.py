@@ -1,0 +1,237 @@
+"""The app's views of a run, as plain data: run table, structure of pool tasks, success by complexity,
+the review queue, edits, diffs, lineage and task histories. No Streamlit here; pages lay these out.
+
+Review status is not in pools.json (which lists staged tasks only): a staged variant awaits review when
+its latest buffer event is `offer/awaiting_review` (gated runs); any later event (approve, probe) means
+it is being probed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rods_core.signature import signature
+from rods_core.tasks import Task
+from storage.pools import PoolsFileError, PoolsSnapshot, read_pools_snapshot
+from storage.reader import RunReader
+from storage.schema import POOLS
+
+
+# ----- runs --------------------------------------------------------------------------------------------
+def runs_table(db) -> pd.DataFrame:
+    """One row per run in the control DB, newest first, with the status the UI should show."""
+    from rods_core.launch import effective_status
+
+    rows = []
+    for r in db.list_runs():
+        cfg = r.config_dict()
+        rows.append({"id": r.id, "name": r.name, "method": r.method, "status": effective_status(db, r),
+                     "step": r.step or 0, "max_steps": int(cfg.get("grpo", {}).get("max_steps") or 0),
+                     "out_dir": r.out_dir, "created_at": r.created_at, "message": r.message or ""})
+    return pd.DataFrame(rows, columns=["id", "name", "method", "status", "step", "max_steps", "out_dir",
+                                       "created_at", "message"])
+
+
+def snapshot(run_dir: str | Path) -> PoolsSnapshot:
+    """The pools snapshot, or an empty one before the trainer wrote the first."""
+    try:
+        return read_pools_snapshot(run_dir)
+    except PoolsFileError:
+        return PoolsSnapshot(step=None, written_at=None, pools={})
+
+
+# ----- structure and complexity ------------------------------------------------------------------------
+@lru_cache(maxsize=100_000)
+def _structure(task_json: str) -> tuple[str, int, int, int]:
+    t = Task.model_validate_json(task_json)
+    s = signature(t).summary()
+    return s["class_combo"], int(s["depth"]), t.n_turns, t.n_calls
+
+
+def structure_table(snap: PoolsSnapshot) -> pd.DataFrame:
+    """task_id, pool, class_combo, depth, turns, calls, complexity ("depth d × turns t") per pool task."""
+    rows = []
+    pool_of = snap.pool_of()
+    for t in snap.tasks("all"):
+        combo, depth, turns, calls = _structure(t.model_dump_json())
+        rows.append({"task_id": t.id, "pool": pool_of.get(t.id), "category": t.category, "class_combo": combo,
+                     "depth": depth, "turns": turns, "calls": calls, "complexity": f"depth {depth} × turns {turns}",
+                     "source": t.provenance.source, "parent_id": t.provenance.parent_id})
+    return pd.DataFrame(rows, columns=["task_id", "pool", "category", "class_combo", "depth", "turns", "calls",
+                                       "complexity", "source", "parent_id"])
+
+
+def _values_sql(df: pd.DataFrame, cols: list[str]) -> str:
+    def lit(v: Any) -> str:
+        return "'" + str(v).replace("'", "''") + "'"
+    return ", ".join("(" + ", ".join(lit(r[c]) for c in cols) + ")" for r in df[cols].to_dict("records"))
+
+
+def success_by_complexity(reader: RunReader, structure: pd.DataFrame) -> pd.DataFrame:
+    """Mean progress reward per step, class combination and complexity (aggregated inside DuckDB)."""
+    cols = ["step", "class_combo", "complexity", "depth", "turns", "success", "tasks"]
+    if structure.empty:
+        return pd.DataFrame(columns=cols)
+    values = _values_sql(structure, ["task_id", "class_combo", "complexity", "depth", "turns"])
+    return reader.query(f"""
+        WITH s(task_id, class_combo, complexity, depth, turns) AS (VALUES {values})
+        SELECT t.step, s.class_combo, s.complexity, CAST(s.depth AS INT) AS depth, CAST(s.turns AS INT) AS turns,
+               avg(t.mean) AS success, count(*) AS tasks
+        FROM task_stats t JOIN s USING (task_id) GROUP BY ALL ORDER BY ALL""")
+
+
+def boundary_vs_others(variance_by_region: pd.DataFrame) -> pd.DataFrame:
+    """Per step: mean variance of the boundary region, of the other regions, and their ratio."""
+    if variance_by_region.empty:
+        return pd.DataFrame(columns=["step", "boundary", "others", "ratio"])
+    df = variance_by_region.assign(group=lambda d: d.region.where(d.region == "boundary", "others"))
+    df = df.assign(w=df.mean_var * df.n).groupby(["step", "group"], as_index=False)[["w", "n"]].sum()
+    wide = df.assign(v=df.w / df.n).pivot(index="step", columns="group", values="v").reset_index()
+    for c in ("boundary", "others"):
+        if c not in wide:
+            wide[c] = float("nan")
+    wide["ratio"] = wide["boundary"] / wide["others"].where(wide["others"] > 0)
+    return wide[["step", "boundary", "others", "ratio"]]
+
+
+# ----- the review queue --------------------------------------------------------------------------------
+@dataclass
+class ReviewItem:
+    task: Task
+    parent: Task | None
+    status: str  # awaiting_review | probing
+    since_step: int | None
+    stages: list[dict] = field(default_factory=list)
+    reason: str = ""
+
+
+def latest_buffer_reasons(reader: RunReader) -> dict[str, tuple[str, int]]:
+    df = reader.query("SELECT task_id, arg_max(reason, seq) AS reason, arg_max(step, seq) AS step "
+                      "FROM buffer GROUP BY task_id")
+    return {r.task_id: (str(r.reason), int(r.step)) for r in df.itertuples()}
+
+
+def variant_outcomes(reader: RunReader, variant_ids: list[str]) -> dict[str, tuple[list[dict], str]]:
+    if not variant_ids:
+        return {}
+    df = reader.query("SELECT variant_id, stages, reason FROM variant WHERE variant_id IN (SELECT unnest(?))",
+                      [variant_ids])
+    return {r.variant_id: (json.loads(r.stages) if r.stages else [], r.reason or "") for r in df.itertuples()}
+
+
+def review_queue(run_dir: str | Path, reader: RunReader | None = None) -> list[ReviewItem]:
+    """Staged tasks with their parent, review status and every synthesis stage's outcome."""
+    reader = reader or RunReader(run_dir)
+    snap = snapshot(run_dir)
+    staged = snap.tasks("staged")
+    by_id = {t.id: t for t in snap.tasks("all")}
+    reasons = latest_buffer_reasons(reader)
+    outcomes = variant_outcomes(reader, [t.id for t in staged])
+    items = []
+    for t in staged:
+        reason, since = reasons.get(t.id, ("", None))
+        stages, why = outcomes.get(t.id, ([], ""))
+        status = "awaiting_review" if reason == "offer/awaiting_review" else "probing"
+        items.append(ReviewItem(t, by_id.get(t.provenance.parent_id or ""), status, since, stages, why))
+    return items
+
+
+def edited_task(original: Task, user_texts: list[str], calls_texts: list[str]) -> Task:
+    """The original with new user turns and ground-truth calls (one call per line); raises ValueError."""
+    if len(user_texts) != original.n_turns or len(calls_texts) != original.n_turns:
+        raise ValueError(f"the edit must keep the task's {original.n_turns} turns")
+    question = [[{"role": "user", "content": u.strip()}] if u.strip() else [] for u in user_texts]
+    truth = [[ln.strip() for ln in c.splitlines() if ln.strip()] for c in calls_texts]
+    rec = {**original.to_record(), "question": question, "ground_truth": truth}
+    return Task.model_validate(rec)
+
+
+def verify_edit(original: Task, edited: Task, snap: PoolsSnapshot) -> tuple[bool, str]:
+    """The trainer's check, run first in the app: against the variant's parent (or itself), and against
+    every other task of the pools for duplicates."""
+    from rods_core.synth.verify import verify_task
+
+    by_id = {t.id: t for t in snap.tasks("all")}
+    parent = by_id.get(original.provenance.parent_id or "", original)
+    keys = {t.content_key() for t in by_id.values()} - {original.content_key()}
+    return verify_task(edited, parent, keys)
+
+
+def turn_diff(parent: Task | None, task: Task) -> list[str]:
+    """Per turn, a unified diff (parent → task) of the user's words and the ground-truth calls."""
+    out = []
+    for i in range(task.n_turns):
+        new = [f"user: {task.user_texts[i]}", *task.ground_truth[i]]
+        if parent is None or i >= parent.n_turns:
+            old = []
+        else:
+            old = [f"user: {parent.user_texts[i]}", *parent.ground_truth[i]]
+        diff = list(difflib.unified_diff(old, new, "parent", "variant", n=len(new) + len(old), lineterm=""))[2:]
+        out.append("\n".join(ln for ln in diff if not ln.startswith("@@")) or "\n".join(f" {ln}" for ln in new))
+    return out
+
+
+# ----- pools, lineage, history -------------------------------------------------------------------------
+def pool_table(run_dir: str | Path, reader: RunReader | None = None) -> pd.DataFrame:
+    """Every pool task with its structure and latest statistics."""
+    reader = reader or RunReader(run_dir)
+    table = structure_table(snapshot(run_dir))
+    stats = reader.latest_task_stats()
+    if stats.empty:
+        return table.assign(mean=float("nan"), var=float("nan"), region=None, last_step=pd.NA)
+    stats = stats[["task_id", "mean", "var", "region", "step"]].rename(columns={"step": "last_step"})
+    return table.merge(stats, on="task_id", how="left")
+
+
+def lineage(table: pd.DataFrame) -> pd.DataFrame:
+    """id, parent, label, pool for a treemap: roots hang under one "pool" node; a parent missing from
+    the pools (e.g. a seed of another run) becomes a root of its own."""
+    if table.empty:
+        return pd.DataFrame(columns=["id", "parent", "label", "pool"])
+    ids = set(table.task_id)
+    rows = [{"id": "pool", "parent": "", "label": "pool", "pool": ""}]
+    for r in table.itertuples():
+        parent = r.parent_id if r.parent_id in ids else "pool"
+        rows.append({"id": r.task_id, "parent": parent, "label": r.task_id, "pool": r.pool})
+    missing = {p for p in table.parent_id.dropna() if p not in ids}
+    for r in rows:
+        if r["id"] in missing:
+            r["parent"] = "pool"
+    return pd.DataFrame(rows)
+
+
+def task_history(reader: RunReader, task_id: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(its task_stats rows, its buffer events), oldest first."""
+    stats = reader.query("SELECT step, n, mean, var, smoothed_mean, smoothed_var, region FROM task_stats "
+                         "WHERE task_id = ? ORDER BY seq", [task_id])
+    moves = reader.query("SELECT step, from_pool, to_pool, reason FROM buffer WHERE task_id = ? ORDER BY seq",
+                         [task_id])
+    return stats, moves
+
+
+# ----- compare -----------------------------------------------------------------------------------------
+def compare_frames(runs: dict[str, str | Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(eval curves, step metrics) of several runs, with a `run` column and cumulative trajectories."""
+    evals, steps = [], []
+    for name, run_dir in runs.items():
+        reader = RunReader(run_dir)
+        ev = reader.eval_curve()
+        evals.append(ev.drop(columns=["per_category"]).assign(run=name))
+        st = reader.query('SELECT step, "train/trajectories" AS trajectories, "boundary/informative_share" AS '
+                          'informative_share, "buffer/active" AS active, "buffer/staged" AS staged, '
+                          '"reward/mean" AS reward FROM step ORDER BY step')
+        st["trajectories_total"] = st.trajectories.fillna(0).cumsum()
+        steps.append(st.assign(run=name))
+    cat = lambda fs: pd.concat(fs, ignore_index=True) if fs else pd.DataFrame()  # noqa: E731
+    return cat(evals), cat(steps)
+
+
+def pools_list() -> tuple[str, ...]:
+    return (*POOLS, "all")

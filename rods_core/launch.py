@@ -1,0 +1,237 @@
+"""Launching training runs from the app: workspace confinement, config building, background processes,
+the log's tail and progress/ETA.
+
+A run is started as `python -m rods_core.cli train --config <runs/<id>/launch.yaml> --run-id <id>` in its
+own session (start_new_session=True), so it survives page reloads and app restarts; its Run row is
+created as `queued` first with the id we pass, then the trainer registers itself as `running`. A
+process that dies before registering (bad model path, crash at import) is reported `failed` by
+`effective_status` from its pid and start time, with the log's tail as the message.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from rods_core.config import ConfigError, RunConfig, dump_config
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+LOG_FILE = "train.log"
+LAUNCH_FILE = "launch.yaml"
+
+
+class OutsideWorkspace(ValueError):
+    """A path the user typed resolves outside the folders the app may read or write."""
+
+
+def confine(path: str | Path, root: str | Path, *extra_roots: str | Path, base: str | Path | None = None) -> Path:
+    """Resolve `path` (a relative path is taken under `base`, default `root`) and refuse it unless it lies
+    inside `root` or one of `extra_roots`. Symlinks and `..` are resolved first, so neither escapes."""
+    roots = [Path(r).resolve() for r in (root, *extra_roots)]
+    p = Path(os.path.expanduser(str(path)))
+    resolved = (p if p.is_absolute() else Path(base or roots[0]).resolve() / p).resolve()
+    if not any(resolved == r or resolved.is_relative_to(r) for r in roots):
+        allowed = ", ".join(str(r) for r in roots)
+        raise OutsideWorkspace(f"{path}: outside the workspace; use a path under {allowed}")
+    return resolved
+
+
+@dataclass(frozen=True)
+class AppPaths:
+    """Where the app keeps things: the workspace (control DB, user files) and the runs folder."""
+
+    workspace: Path
+    runs: Path
+
+    @classmethod
+    def from_env(cls) -> AppPaths:
+        ws = Path(os.environ.get("RODS_WORKSPACE", "workspace")).resolve()
+        runs = Path(os.environ.get("RODS_RUNS", "runs")).resolve()
+        return cls(ws, runs)
+
+    @property
+    def control_db(self) -> Path:
+        return self.workspace / "control.duckdb"
+
+    def db(self):
+        from storage.control import ControlDB
+
+        return ControlDB(self.control_db)
+
+
+# ----- configs -----------------------------------------------------------------------------------------
+def list_configs(folder: str | Path = PROJECT_ROOT / "configs") -> list[Path]:
+    return sorted(Path(folder).glob("*.yaml"))
+
+
+def set_dotted(data: dict, key: str, value: Any) -> None:
+    node = data
+    *parents, leaf = key.split(".")
+    for p in parents:
+        node = node.setdefault(p, {})
+    node[leaf] = value
+
+
+def parse_overrides(text: str) -> dict[str, Any]:
+    """`key.path=value` per line (YAML values), as `rods train --set`; raises ConfigError naming the line."""
+    out: dict[str, Any] = {}
+    for n, line in enumerate(text.splitlines(), start=1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if "=" not in line:
+            raise ConfigError(f"overrides line {n}: {line!r}: expected key.path=value")
+        key, value = line.split("=", 1)
+        try:
+            out[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError as e:
+            raise ConfigError(f"overrides line {n}: {key.strip()}: not a YAML value ({e})") from None
+    return out
+
+
+def field_errors(err: ValidationError) -> dict[str, str]:
+    """Field path -> message, for showing each error beside its field."""
+    out: dict[str, str] = {}
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        hint = " (unknown field)" if e["type"] == "extra_forbidden" else ""
+        out[loc] = out.get(loc, "") + ("; " if loc in out else "") + e["msg"] + hint
+    return out
+
+
+def build_config(base: str | Path | dict, overrides: dict[str, Any], paths: AppPaths) -> RunConfig:
+    """The base config (a file or a mapping) with dotted overrides, validated; output_dir and workspace
+    are always the app's, and user-typed file paths are confined. Raises ValidationError,
+    ConfigError or OutsideWorkspace."""
+    if isinstance(base, dict):
+        data = yaml.safe_load(yaml.safe_dump(base)) or {}
+    else:
+        try:
+            data = yaml.safe_load(Path(base).read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError) as e:
+            raise ConfigError(f"{base}: cannot read the config ({e})") from None
+    for k, v in overrides.items():
+        set_dotted(data, k, v)
+    data["output_dir"], data["workspace"] = str(paths.runs), str(paths.workspace)
+    cfg = RunConfig.model_validate(data)
+    if cfg.seeds.file:
+        cfg.seeds.file = str(confine(cfg.seeds.file, paths.workspace))
+    # The trainer runs in the project folder: a relative model path means the project's models/.
+    cfg.model.path = str(confine(cfg.model.path, paths.workspace, PROJECT_ROOT / "models", base=PROJECT_ROOT))
+    return cfg
+
+
+# ----- processes ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Launched:
+    run_id: str
+    pid: int
+    run_dir: Path
+    log_path: Path
+
+
+def new_run_id(name: str) -> str:
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{name}-{os.urandom(2).hex()}"
+
+
+def launch_run(cfg: RunConfig, paths: AppPaths, run_id: str | None = None) -> Launched:
+    """Create the Run row (queued), write the config, start `rods train` in its own session."""
+    from storage.control import process_start
+
+    run_id = run_id or new_run_id(cfg.name)
+    run_dir = Path(cfg.output_dir) / run_id
+    if run_dir.exists():
+        raise FileExistsError(f"run folder {run_dir} exists already; pick another run id")
+    run_dir.mkdir(parents=True)
+    config_path = run_dir / LAUNCH_FILE
+    config_path.write_text(dump_config(cfg), encoding="utf-8")
+    db = paths.db()
+    db.create_run(run_id, run_dir, cfg.model_dump(mode="json"), cfg.method, name=cfg.name)
+    log_path = run_dir / LOG_FILE
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rods_core.cli", "train", "--config", str(config_path), "--run-id", run_id],
+            cwd=PROJECT_ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    db.update_run(run_id, pid=proc.pid, proc_start=process_start(proc.pid))
+    return Launched(run_id, proc.pid, run_dir, log_path)
+
+
+def effective_status(db, run) -> str:
+    """The run's status as the UI should show it: a queued run whose process is gone has failed (the
+    row is updated, with the log's tail as message); a running one whose process vanished is `lost`."""
+    from storage.control import process_alive
+
+    status = db.run_status(run)
+    if status == "queued" and run.pid and not process_alive(run.pid, run.proc_start):
+        msg = tail(Path(run.out_dir) / LOG_FILE, 5) or "the process exited before it registered"
+        db.update_run(run.id, status="failed", message=msg[-1000:])
+        return "failed"
+    return status
+
+
+def tail(path: str | Path, lines: int = 40, max_bytes: int = 64_000) -> str:
+    """The last `lines` lines of a (possibly growing) text file; "" when it does not exist."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - max_bytes))
+            data = f.read()
+    except FileNotFoundError:
+        return ""
+    text = data.decode("utf-8", errors="replace").replace("\r", "\n")
+    return "\n".join(text.splitlines()[-lines:])
+
+
+# ----- progress ----------------------------------------------------------------------------------------
+def progress(step: int | None, max_steps: int, step_seconds: list[float], window: int = 10) -> tuple[float, float | None]:
+    """(fraction done, seconds left) from the mean of the last `window` step durations; None before a step."""
+    if not step or max_steps <= 0:
+        return 0.0, None
+    done = min(step / max_steps, 1.0)
+    recent = [s for s in step_seconds[-window:] if s == s and s > 0]  # drop NaN and zeros
+    if not recent:
+        return done, None
+    return done, max(max_steps - step, 0) * sum(recent) / len(recent)
+
+
+def format_eta(seconds: float | None) -> str:
+    if seconds is None:
+        return "ETA —"
+    s = int(round(seconds))
+    h, rem = divmod(s, 3600)
+    m, s = divmod(rem, 60)
+    return f"ETA {h}h{m:02d}m" if h else f"ETA {m}m{s:02d}s"
+
+
+# ----- app preferences (defaults for new runs) ---------------------------------------------------------
+PREFS_FILE = "app_prefs.json"
+
+
+def read_prefs(paths: AppPaths) -> dict[str, Any]:
+    import json
+
+    try:
+        return json.loads((paths.workspace / PREFS_FILE).read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        return {}
+
+
+def write_prefs(paths: AppPaths, **values: Any) -> dict[str, Any]:
+    """Merge values into the workspace's app preferences (e.g. review="gated" for new runs)."""
+    import json
+
+    prefs = {**read_prefs(paths), **values}
+    paths.workspace.mkdir(parents=True, exist_ok=True)
+    (paths.workspace / PREFS_FILE).write_text(json.dumps(prefs, indent=2), encoding="utf-8")
+    return prefs

@@ -1,0 +1,73 @@
+"""A real run's store for the app tests: a tiny untrained model trained 3 steps with uniform synthesis and
+review-gated variants (so the review queue is not empty), in a temporary workspace the app points at."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN_ID = "fx-run"
+
+
+def rods(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rods_core.cli", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, check=True)
+
+
+def small_run_config(ws: Path, runs: Path, model: Path, steps: int = 3) -> dict:
+    return {
+        "name": "fx", "method": "uniform_synth", "output_dir": str(runs), "workspace": str(ws),
+        "model": {"path": str(model)}, "seeds": {"subset": "demo", "limit": 6},
+        "episode": {"max_steps_per_turn": 2, "max_context_tokens": 1024,
+                    "sampling": {"temperature": 1.0, "max_new_tokens": 24}},
+        "grpo": {"num_generations": 2, "tasks_per_step": 2, "max_steps": steps, "save_steps": 2,
+                 "learning_rate": 1.0e-3},
+        "eval": {"every": 2, "split": "train", "limit": 2},
+        "buffer": {"review": "gated", "probe_slots": 1},
+        "synthesis": {"parents_per_step": 2, "variants_per_parent": 2},
+    }
+
+
+@pytest.fixture(scope="session")
+def app_env(tmp_path_factory):
+    """(workspace, runs folder, model folder, run folder); the app reads them through RODS_* variables."""
+    base = tmp_path_factory.mktemp("app")
+    ws, runs = base / "ws", base / "runs"
+    model = ws / "models" / "tiny"
+    rods("model", "init-tiny", "--out", str(model), "--hidden", "64", "--layers", "2", "--ffn", "128",
+         "--vocab", "1000")
+    cfg = base / "fx.yaml"
+    cfg.write_text(yaml.safe_dump(small_run_config(ws, runs, model)))
+    rods("train", "--config", str(cfg), "--run-id", RUN_ID)
+    old = {k: os.environ.get(k) for k in ("RODS_WORKSPACE", "RODS_RUNS")}
+    os.environ["RODS_WORKSPACE"], os.environ["RODS_RUNS"] = str(ws), str(runs)
+    yield ws, runs, model, runs / RUN_ID
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+def kill_group(pid: int) -> None:
+    """End a process this test started (its own session) and wait until it is gone."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    for _ in range(100):
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if not Path(f"/proc/{pid}").exists():
+            return
+        time.sleep(0.05)
