@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from rods_core.envs.bfcl import function_docs
 from rods_core.synth.execute import Execution
 from rods_core.synth.llm import ChatEndpoint, LlmError, extract_json
+from rods_core.synth.phrases import fill, phrasings
 from rods_core.synth.plan import Plan
 from rods_core.synth.stages import StageError
 from rods_core.synth.values import substitute
@@ -113,7 +114,14 @@ def _action(function: str) -> str:
 
 
 def phrase(view: CallView, rng: random.Random, withheld: set[str] = frozenset()) -> str:
-    """One call as a request naming its stated values ('copy a file ... with source 'a' and destination 'b'')."""
+    """One call as a request naming its stated values: a phrasing from phrases.py when one fits,
+    else one built from the tool doc ("copy a file ... with source 'a' and destination 'b'")."""
+    holding = any(repr(v) in withheld for v in view.stated.values())
+    fitting = [] if holding else phrasings(view.function, view.stated)
+    dep = " and ".join(_human(p) for p in view.from_results)
+    if fitting:
+        text = fill(rng.choice(fitting), {p: _render(v) for p, v in view.stated.items()})
+        return text + (rng.choice((" using the ", " with the ")) + dep + " from before" if dep else "")
     parts = []
     for param, value in view.stated.items():
         if repr(value) in withheld:
@@ -122,13 +130,12 @@ def phrase(view: CallView, rng: random.Random, withheld: set[str] = frozenset())
             parts.append(f"{_human(param)} set to {value}")
         else:
             parts.append(f"{_human(param)} {_render(value)}")
-    if view.from_results:
-        parts.append(" and ".join(_human(p) for p in view.from_results) + " taken from the earlier results")
+    if dep:
+        parts.append(dep + " taken from the earlier results")
     text = _action(view.function)
     if parts:
-        text += rng.choice((" with ", " using ", ", ")) + (
-            ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]
-        )
+        joined = ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]
+        text += rng.choice((" with ", " using ", ", ")) + joined
     return text
 
 
