@@ -355,3 +355,21 @@ def test_worker_bounded_queue_and_nonblocking_drain():
         assert not {t.content_key() for t in worker.drain()[0].accepted} & first
     finally:
         worker.close()
+
+
+def test_phrasings_name_real_functions_and_parameters():
+    import re
+
+    from rods_core.envs.bfcl import function_docs
+    from rods_core.synth.phrases import PHRASES, phrasings
+
+    docs = function_docs()
+    for key, templates in PHRASES.items():
+        name, *conds = key.split(":")
+        assert name in docs, key
+        for cond in conds:
+            assert cond.partition("=")[0] in docs[name].params, key
+        for t in templates:
+            assert set(re.findall(r"\{(\w+)\}", t)) <= set(docs[name].params), (key, t)
+    assert phrasings("ls", {"a": True}) and not phrasings("ls", {"a": "x"})
+    assert all("{" not in p and "unlock" not in p for p in phrasings("lockDoors", {"unlock": True, "door": ["a"]}))
