@@ -372,4 +372,5 @@ def test_phrasings_name_real_functions_and_parameters():
         for t in templates:
             assert set(re.findall(r"\{(\w+)\}", t)) <= set(docs[name].params), (key, t)
     assert phrasings("ls", {"a": True}) and not phrasings("ls", {"a": "x"})
-    assert all("{" not in p and "unlock" not in p for p in phrasings("lockDoors", {"unlock": True, "door": ["a"]}))
+    assert phrasings("lockDoors", {"unlock": True, "door": ["a"]}) == ["unlock the {door} doors"]
+    assert "unlock the {door} doors" not in phrasings("lockDoors", {"unlock": False, "door": ["a"]})
