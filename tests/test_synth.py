@@ -352,7 +352,10 @@ def test_worker_bounded_queue_and_nonblocking_drain():
         deadline = time.monotonic() + 60
         while worker.in_flight and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert not {t.content_key() for t in worker.drain()[0].accepted} & first
+        again = worker.drain()[0]
+        assert not {t.content_key() for t in again.accepted} & first
+        c = again.counts()
+        assert c["augment"]["accepted"] == len(again.accepted)
     finally:
         worker.close()
 
@@ -374,3 +377,20 @@ def test_phrasings_name_real_functions_and_parameters():
     assert phrasings("ls", {"a": True}) and not phrasings("ls", {"a": "x"})
     assert phrasings("lockDoors", {"unlock": True, "door": ["a"]}) == ["unlock the {door} doors"]
     assert "unlock the {door} doors" not in phrasings("lockDoors", {"unlock": False, "door": ["a"]})
+
+
+def test_worker_drops_duplicates_across_concurrent_jobs_and_keeps_counts_consistent():
+    worker = SynthWorker(SynthConfig(queue_size=4, n_per_parent=2, max_attempts=16))
+    try:
+        assert worker.submit(FIFTY[0]) and worker.submit(FIFTY[0])  # same parent, same seed, same pool snapshot
+        deadline = time.monotonic() + 60
+        while worker.in_flight and time.monotonic() < deadline:
+            time.sleep(0.02)
+        first, second = worker.drain()
+        assert first.accepted and second.accepted == []
+        c = second.counts()
+        assert c["augment"]["accepted"] == 0 and c["augment"]["reasons"] == {
+            "duplicates a variant handed out earlier": len(first.accepted)
+        }
+    finally:
+        worker.close()

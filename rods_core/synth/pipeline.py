@@ -253,11 +253,25 @@ class SynthWorker:
                 res = fut.result()
             except Exception as e:  # noqa: BLE001 - a failed job must not stop training; report it
                 res = SynthResult("?", outcomes=[StageOutcome("plan", False, f"worker error: {type(e).__name__}: {e}")])
-            fresh = [t for t in res.accepted if t.content_key() not in self.pool_keys]
-            self.pool_keys.update(t.content_key() for t in fresh)
-            res.accepted = fresh
-            out.append(res)
+            out.append(self._dedupe(res))
         return out
+
+    def _dedupe(self, res: SynthResult) -> SynthResult:
+        """Drop variants handed out before; their passed `augment` outcome becomes a rejection, so the
+        k-th accepted augment outcome still belongs to the k-th accepted variant."""
+        fresh, outcomes, k = [], [], 0
+        for o in res.outcomes:
+            if o.stage == "augment" and o.accepted:
+                variant = res.accepted[k]
+                k += 1
+                if variant.content_key() in self.pool_keys:
+                    o = StageOutcome("augment", False, "duplicates a variant handed out earlier")
+                else:
+                    self.pool_keys.add(variant.content_key())
+                    fresh.append(variant)
+            outcomes.append(o)
+        res.accepted, res.outcomes = fresh, outcomes
+        return res
 
     @property
     def in_flight(self) -> int:
