@@ -394,3 +394,18 @@ def test_worker_drops_duplicates_across_concurrent_jobs_and_keeps_counts_consist
         }
     finally:
         worker.close()
+
+
+def test_long_context_variants_can_carry_distractor_files():
+    def files(t):
+        return json.dumps(t.initial_config).count('"type": "file"')
+
+    parent = SEEDS["multi_turn_long_context_1"] if "multi_turn_long_context_1" in SEEDS else None
+    parent = parent or next(
+        t for t in SEEDS.values() if t.category == "long_context" and "GorillaFileSystem" in t.involved_classes
+    )
+    res = synthesize(parent, 2, set(), SynthConfig(long_context_distractors=8, perturb_config=False, max_attempts=16))
+    assert res.accepted
+    for v in res.accepted:
+        assert v.category == "long_context" and files(v) >= files(parent) + 8
+        assert signature(v).topology_hash == signature(parent).topology_hash
