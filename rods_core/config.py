@@ -65,7 +65,9 @@ class GRPOSettings(_Strict):
     """GRPO hyperparameters, passed to TRL's GRPOConfig."""
 
     num_generations: int = Field(8, ge=2, description="G: rollouts per task (the paper: 16)")
-    tasks_per_step: int = Field(4, ge=1, description="tasks per generation batch (the paper: 32)")
+    tasks_per_step: int = Field(
+        4, ge=1, description="tasks per generation batch and process (the paper: 32 in all, e.g. 4 x 8 GPUs)"
+    )
     max_steps: int = Field(40, ge=1, description="optimizer steps")
     learning_rate: float = Field(1e-5, gt=0, description="AdamW learning rate")
     beta: float = Field(0.0, ge=0, description="KL coefficient; > 0 loads a reference model from the model folder")

@@ -107,21 +107,51 @@ def last_checkpoint(run_dir: Path) -> Path | None:
     return ckpts[-1] if ckpts else None
 
 
+class _NullLog:
+    """The event log of a non-main process: every rank keeps the same buffer, only rank 0 writes."""
+
+    def append(self, kind, rows) -> int:
+        return 0
+
+    def flush(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def truncate_after(self, step: int) -> int:
+        return 0
+
+
+def _broadcast(obj):
+    from accelerate.utils import broadcast_object_list
+
+    return broadcast_object_list([obj])[0]
+
+
 class RunLoop:
-    """Everything around TRL's step: source, detector, synthesis, decisions, the event log."""
+    """Everything around TRL's step: source, detector, synthesis, decisions, the event log.
+
+    With several processes (accelerate launch) every rank runs this loop on the same gathered matrix;
+    what comes from outside the process (decisions, synthesized variants) is read on rank 0 and
+    broadcast, so every rank's buffer makes the same moves. Only rank 0 writes the store.
+    """
 
     def __init__(self, cfg: RunConfig, run_dir: Path, run_id: str, seeds: list[Task]):
+        from accelerate import PartialState
+
         from storage.control import ControlDB
         from storage.events import EventLog
 
+        state = PartialState()
+        self.main = state.is_main_process
+        self.share = _broadcast if state.num_processes > 1 else (lambda obj: obj)
         self.cfg, self.run_dir, self.run_id = cfg, run_dir, run_id
         self.source = build_source(cfg.method, seeds, cfg.boundary, cfg.buffer)
         self.detector = self.source.detector
         self.seed_ids = {t.id for t in seeds}
-        self.events = EventLog(run_dir)
-        self.db = ControlDB(Path(cfg.workspace) / "control.duckdb")
+        self.events = EventLog(run_dir) if self.main else _NullLog()
+        self.db = ControlDB(Path(cfg.workspace) / "control.duckdb") if self.main else None
         self.worker = None
-        if cfg.synthesizes:
+        if cfg.synthesizes and self.main:
             from rods_core.synth.pipeline import SynthWorker
 
             self.worker = SynthWorker(cfg.synth, pool_keys={t.content_key() for t in seeds})
@@ -190,26 +220,29 @@ class RunLoop:
 
     # -- synthesis beside training -----------------------------------------------------------------
     def _synthesis(self, step: int) -> list:
-        if self.worker is None:
+        if not self.cfg.synthesizes:
             return []
         k = self.cfg.synthesis.parents_per_step
-        parents = self.source.boundary_tasks(k) + self._reseed_requests()
+        parents = self.source.boundary_tasks(k) + self._reseed_requests()  # every rank: keeps RNGs in step
+        accepted, variant_rows = [], []
+        if self.worker is not None:
+            for tid in parents:
+                self.worker.submit(self.source.task(tid), self.cfg.synthesis.variants_per_parent)
+            for result in self.worker.drain():
+                mine = [v.model_copy(update={"provenance": v.provenance.model_copy(update={"created_step": step})})
+                        for v in result.accepted]
+                accepted += mine
+                variant_rows += [{"step": step, **row} for row in variant_rows_of(result, mine)]
+        accepted = [Task.model_validate(r) for r in self.share([v.to_record() for v in accepted])]
         samples = []
         for tid in parents:
             st = self.detector.stats(tid)
             samples.append({"step": step, "task_id": tid, "mean": st.mean if st else None, "var": st.var if st else None})
-            self.worker.submit(self.source.task(tid), self.cfg.synthesis.variants_per_parent)
         self.events.append("boundary_sample", samples)
-        accepted, variant_rows = [], []
-        for result in self.worker.drain():
-            mine = [v.model_copy(update={"provenance": v.provenance.model_copy(update={"created_step": step})})
-                    for v in result.accepted]
-            accepted += mine
-            variant_rows += [{"step": step, **row} for row in variant_rows_of(result, mine)]
         self.events.append("variant", variant_rows)
         self.pending_synth = {"synth/accepted": float(len(accepted)),
                               "synth/rejected": float(sum(not r["accepted"] for r in variant_rows)),
-                              "synth/queued": float(self.worker.in_flight)}
+                              "synth/queued": float(self.worker.in_flight if self.worker else 0)}
         return self.source.offer(accepted, step) if accepted else []
 
     def _reseed_requests(self) -> list[str]:
@@ -221,23 +254,25 @@ class RunLoop:
 
     # -- researcher decisions, applied at step boundaries exactly once ---------------------------
     def _decisions(self, step: int) -> list:
+        claimed = [(d.id, d.action, d.task_id, d.payload_dict()) for d in self.db.claim_decisions(self.run_id)] if self.main else []
         rows = []
-        for d in self.db.claim_decisions(self.run_id):
-            applied, reason = self._apply(d)
-            self.db.mark_decision(d.id, "applied" if applied else "refused", reason, step)
-            rows.append({"step": step, "decision_id": d.id, "outcome": "applied" if applied else "refused", "reason": reason})
+        for did, action, task_id, payload in self.share(claimed):
+            applied, reason = self._apply(action, task_id, payload)
+            outcome = "applied" if applied else "refused"
+            if self.main:
+                self.db.mark_decision(did, outcome, reason, step)
+            rows.append({"step": step, "decision_id": did, "outcome": outcome, "reason": reason})
         self.events.append("decision_applied", rows)
         return []
 
-    def _apply(self, d) -> tuple[bool, str]:
-        payload = d.payload_dict()
+    def _apply(self, action: str, task_id: str, payload: dict) -> tuple[bool, str]:
         task = None
-        if d.action == "edit":
+        if action == "edit":
             from rods_core.synth.verify import verify_task
 
             try:
                 task = Task.model_validate(payload.get("task"))
-                original = self.source.task(d.task_id)
+                original = self.source.task(task_id)
             except Exception as e:  # noqa: BLE001 - a bad edit is refused with its reason, never raised
                 return False, f"edited task is invalid: {e}"
             parent_id = original.provenance.parent_id
@@ -247,7 +282,7 @@ class RunLoop:
             if not ok:
                 return False, f"edit failed verification: {reason}"
         try:
-            decision = BufferDecision(action=d.action, task_id=d.task_id, task=task, mode=payload.get("mode"))
+            decision = BufferDecision(action=action, task_id=task_id, task=task, mode=payload.get("mode"))
         except Exception as e:  # noqa: BLE001
             return False, f"malformed decision: {e}"
         return self.source.apply_decision(decision)
@@ -269,6 +304,8 @@ class RunLoop:
     def _write_pools(self, step: int) -> None:
         from storage.pools import write_pools_snapshot
 
+        if not self.main:
+            return
         pools = self.source.pools()
         version = json.dumps(pools, sort_keys=True)
         if version == self._pools_version:
@@ -287,7 +324,8 @@ class RunLoop:
         row.pop("time/detect_s", None)
         self.events.append("step", row)
         self.events.flush()
-        self.db.heartbeat(self.run_id, step)
+        if self.main:
+            self.db.heartbeat(self.run_id, step)
 
     def state_dict(self) -> dict:
         return {"source": self.source.state_dict(), "trajectories": self.trajectories}
@@ -366,13 +404,14 @@ def train(cfg: RunConfig, *, run_id: str | None = None, resume: bool = False, lo
     run_id = run_id or new_run_id(cfg)
     run_dir = run_dir_for(cfg, run_id)
     run_dir.mkdir(parents=True, exist_ok=True)
-    if not resume:
+    if not resume and os.environ.get("RANK", "0") == "0":
         (run_dir / "config.yaml").write_text(dump_config(cfg))
     loop = RunLoop(cfg, run_dir, run_id, seeds)
-    if loop.db.get_run(run_id) is None:
-        loop.db.create_run(run_id, run_dir, cfg.model_dump(mode="json"), cfg.method, name=cfg.name)
-    loop.db.register_process(run_id)
-    loop.db.update_run(run_id, status="running")
+    if loop.main:
+        if loop.db.get_run(run_id) is None:
+            loop.db.create_run(run_id, run_dir, cfg.model_dump(mode="json"), cfg.method, name=cfg.name)
+        loop.db.register_process(run_id)
+        loop.db.update_run(run_id, status="running")
     ckpt = last_checkpoint(run_dir) if resume else None
     if resume and ckpt is None:
         log(f"no complete checkpoint in {run_dir}; starting from step 0")
@@ -380,10 +419,13 @@ def train(cfg: RunConfig, *, run_id: str | None = None, resume: bool = False, lo
         state = json.loads((ckpt / STATE_FILE).read_text())
         loop.load_state_dict(state)
         loop.events.truncate_after(state["step"])  # events past the checkpoint are replayed by the resumed run
-        loop.db.reopen_decisions_after(run_id, state["step"])
+        if loop.main:
+            loop.db.reopen_decisions_after(run_id, state["step"])
         log(f"resuming {run_id} from {ckpt.name}")
 
-    model, tokenizer, prompt = load_policy(model_dir)
+    model, tokenizer, card_prompt = load_policy(model_dir)
+    # a tiny model is trained on its card's chat format; any other model uses the config's
+    prompt = card_prompt if read_card(model_dir) else cfg.episode.prompt
     episode_cfg = cfg.episode.model_copy(update={"prompt": prompt, "hints": cfg.episode.hints or cfg.method == "env_augment"})
     held_out = eval_tasks(cfg, seeds)
     greedy = EvalConfig(episode=episode_cfg.model_copy(update={"sampling": episode_cfg.sampling.model_copy(update={"temperature": 0.0}), "hints": False}))
@@ -414,11 +456,12 @@ def train(cfg: RunConfig, *, run_id: str | None = None, resume: bool = False, lo
             run_eval(trainer.state.global_step)
             final = run_dir / "final"
             trainer.save_model(str(final))
-            tokenizer.save_pretrained(str(final))
-            card = read_card(model_dir) if (model_dir / "rods_model.json").exists() else {}
-            write_card(final, {**card, "trained_by": run_id})
+            if loop.main:
+                tokenizer.save_pretrained(str(final))
+                write_card(final, {**read_card(model_dir), "trained_by": run_id})
             status = "finished"
     finally:
         loop.close()
-        loop.db.update_run(run_id, status=status)
+        if loop.main:
+            loop.db.update_run(run_id, status=status)
     return run_dir

@@ -98,7 +98,10 @@ class RodsGRPOTrainer(GRPOTrainer):
     ):
         self.cfg, self._draw, self._task_of, self._on_rewards = cfg, draw, task_of, on_rewards
         self.episode_cfg = episode_cfg
-        self.n_slots = cfg.grpo.tasks_per_step
+        from accelerate import PartialState
+
+        # tasks_per_step is per process; the slots (and each draw) cover the whole generation batch
+        self.n_slots = cfg.grpo.tasks_per_step * PartialState().num_processes
         self.timings: dict[str, float] = {}
         self.last_episodes: list[Episode] = []
         self._generator = None
