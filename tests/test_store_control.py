@@ -139,6 +139,7 @@ def test_control_db_used_by_several_processes_at_once(db):
         db.list_runs()  # the app polling meanwhile
         db.pending_decisions("r")
         reads += 1
+        time.sleep(0.05)
     for p in procs:
         out, err = p.communicate()
         assert p.returncode == 0, err
