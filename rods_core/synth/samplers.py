@@ -172,12 +172,53 @@ def name_fragment(ctx: SampleContext) -> Any:
 
 
 # ----- free text ---------------------------------------------------------------------------------------
+SUBJECTS = (
+    "The quarterly report",
+    "Our new prototype",
+    "The client meeting",
+    "Tomorrow's workshop",
+    "The server upgrade",
+    "My travel plan",
+    "The budget review",
+    "The team offsite",
+    "This week's sprint",
+    "The product launch",
+    "The design draft",
+    "Our weekly sync",
+)
+PREDICATES = (
+    "is scheduled for {day}",
+    "went better than expected",
+    "needs one more review",
+    "is ready to share",
+    "was moved to {day}",
+    "looks great so far",
+    "is delayed until {day}",
+    "starts at {hour} on {day}",
+    "has been approved",
+    "needs your input by {day}",
+)
+DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+HOURS = ("9 am", "10:30 am", "noon", "3 pm", "6 pm")
+ISSUE_KINDS = ("Urgent", "Minor", "Recurring", "Critical", "Unexpected")
+
+
 def sentence(ctx: SampleContext) -> Any:
-    return ctx.pick(list(SENTENCES))
+    """A short message: a stock sentence, or one generated from a small grammar (hundreds of forms)."""
+    for _ in range(10):
+        if ctx.rng.random() < 0.3:
+            text = ctx.rng.choice(SENTENCES)
+        else:
+            pred = ctx.rng.choice(PREDICATES).format(day=ctx.rng.choice(DAYS), hour=ctx.rng.choice(HOURS))
+            text = f"{ctx.rng.choice(SUBJECTS)} {pred}."
+        if text not in ctx.taken and text != ctx.old:
+            return text
+    return None
 
 
 def title(ctx: SampleContext) -> Any:
-    return ctx.pick(list(TITLES))
+    t = ctx.rng.choice(TITLES)
+    return f"{ctx.rng.choice(ISSUE_KINDS)} {t[0].lower()}{t[1:]}" if ctx.rng.random() < 0.6 else ctx.pick(list(TITLES))
 
 
 def word(ctx: SampleContext) -> Any:
