@@ -11,6 +11,7 @@ LLM; here the deterministic checks are the critic and the LLM is an optional ext
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +50,7 @@ def replays_clean(task: Task, stage: str = "critique") -> list[tuple[Any, str]]:
     Returns (call, result) pairs in order, for the checks that need results.
     """
     env, out = BfclEnvironment(task), []
-    before = env.public_state()
+    before = copy.deepcopy(env.public_state())  # calls mutate the instances' objects in place
     for turn, calls in enumerate(task.ground_truth):
         env.start_turn(turn)
         for text in calls:
