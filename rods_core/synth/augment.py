@@ -81,6 +81,10 @@ def augment(
     task = apply_category(base, segments, spec)
     if spec.category == "long_context" and distractors:
         task = add_distractors(task, distractors, rng or random.Random(0))
+    if task.model_dump(exclude={"category"}) == base.model_dump(exclude={"category"}) and (
+        task.category == base.category
+    ):
+        return task  # nothing changed since Critique checked this very task
     same_structure(task, parent_sig, stage="augment")
     replays_clean(task, stage="augment")
     leak = leak_guard().reason(task)

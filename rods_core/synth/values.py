@@ -13,6 +13,7 @@ import ast
 import json
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal
 
 from rods_core.signature import _values
@@ -38,6 +39,17 @@ def mention_pattern(value: Any, exact: bool = False) -> re.Pattern | None:
 
     `exact` matches the value's own case only: substitution must not turn "Zeta Corp" into "NEPT Corp".
     """
+    if isinstance(value, (str, int, float)):
+        return _cached_pattern(type(value), value, exact)
+    return _pattern(value, exact)
+
+
+@lru_cache(maxsize=65536)
+def _cached_pattern(_type: type, value: Any, exact: bool) -> re.Pattern | None:
+    return _pattern(value, exact)  # keyed by type too: 1, 1.0 and True hash alike
+
+
+def _pattern(value: Any, exact: bool) -> re.Pattern | None:
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, (int, float)):
