@@ -409,3 +409,13 @@ def test_long_context_variants_can_carry_distractor_files():
     for v in res.accepted:
         assert v.category == "long_context" and files(v) >= files(parent) + 8
         assert signature(v).topology_hash == signature(parent).topology_hash
+
+
+def test_check_no_stale_rejects_words_that_keep_a_replaced_value():
+    from rods_core.synth.rewrite import check_no_stale
+
+    plan, _ = _plan_with_dependency()
+    old, new = next((o, n) for o, n in plan.value_map if o != n)
+    check_no_stale(plan, [[f"please use {new}"]])
+    with pytest.raises(StageError, match="replaced value"):
+        check_no_stale(plan, [[f"please use {new}, not {old}"]])

@@ -21,7 +21,7 @@ from rods_core.synth.llm import ChatEndpoint, LlmError, extract_json
 from rods_core.synth.phrases import fill, phrasings
 from rods_core.synth.plan import Plan
 from rods_core.synth.stages import StageError
-from rods_core.synth.values import substitute
+from rods_core.synth.values import is_mentioned, substitute
 
 
 @dataclass
@@ -79,6 +79,15 @@ def check_no_leak(plan: Plan, segments: list[list[str]], views: list[list[CallVi
                     s = str(x).strip().lower()
                     if len(s) >= 2 and s in said:
                         raise StageError("rewrite", f"leaks dependency value {str(x)[:40]!r} in turn {turn}")
+
+
+def check_no_stale(plan: Plan, segments: list[list[str]]) -> None:
+    """Words adapted from the parent's must not still state a value the plan replaced (they would ask
+    for both). Not applied to composed turns: they are written from the new calls alone."""
+    text = " ".join(s for segs in segments for s in segs)
+    for old, new in plan.value_map:
+        if old != new and is_mentioned(text, old) and not is_mentioned(str(new), old):
+            raise StageError("rewrite", f"still states the replaced value {str(old)[:40]!r}")
 
 
 # ----- template backend -------------------------------------------------------------------------------
@@ -175,6 +184,8 @@ class TemplateRewriter:
                 modes.append("substitute")
             segments.append(segs)
         check_no_leak(plan, segments, views)
+        if not plan.compose:
+            check_no_stale(plan, segments)
         return Rewrite(segments, modes)
 
 
@@ -232,4 +243,5 @@ class LlmRewriter:
                 raise StageError("rewrite", f"llm: turn {turn} should be {want} non-empty string(s)")
             segments.append([s.strip() for s in segs])
         check_no_leak(plan, segments, views)
+        check_no_stale(plan, segments)
         return Rewrite(segments, ["llm"] * plan.n_turns)
