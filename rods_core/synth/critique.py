@@ -89,6 +89,13 @@ def _leaf_equal(data: Any, s: str) -> bool:
     return str(data) == s
 
 
+def _leaves(param: str, value: Any) -> list[Any]:
+    """The values to account for in one argument: list elements, dict values, or the value itself."""
+    if isinstance(value, dict):
+        return [x for v in value.values() for x in _leaves(param, v)]
+    return [v for _, v in pieces_of(param, value)] or [value]
+
+
 def _documented(function: str, param: str, value: Any) -> bool:
     if isinstance(value, bool) or value is None:
         return True
@@ -115,7 +122,7 @@ def unstated_values(
             said += " " + texts[k]
             k += 1
         for param, value in call.kwargs.items():
-            for _, v in pieces_of(param, value) or [(None, value)]:
+            for v in _leaves(param, value):
                 ok = (
                     is_mentioned(said, v)
                     or str(v).lower() in said.lower()
