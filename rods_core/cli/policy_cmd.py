@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import sys
 from pathlib import Path
 
 import typer
@@ -85,7 +87,9 @@ def sft(
     if not (model / "config.json").exists():
         fail(f"{model}: no model here; build one with `rods model init-tiny --out {model}`")
     settings = SFTSettings(loss_target=loss_target, max_epochs=max_epochs, learning_rate=lr, batch_size=batch_size)
-    report = run_sft(model, out, tasks, settings)
+    # TRL prints its log lines on stdout; with --json they go to stderr so stdout stays one JSON document.
+    with contextlib.redirect_stdout(sys.stderr) if json_out else contextlib.nullcontext():
+        report = run_sft(model, out, tasks, settings)
     bar, step = _bar("greedy episodes")
     with bar:
         greedy = evaluate(out, tasks, progress=step)

@@ -27,7 +27,7 @@ class SFTSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
     loss_target: float = Field(0.02, gt=0, description="stop once an epoch's mean training loss is at or below this")
     max_epochs: int = Field(60, ge=1, description="upper bound on epochs")
-    learning_rate: float = Field(1e-3, gt=0, description="AdamW learning rate (constant after warmup)")
+    learning_rate: float = Field(2e-3, gt=0, description="AdamW learning rate (constant after warmup)")
     warmup_steps: int = Field(20, ge=0, description="linear warmup steps")
     batch_size: int = Field(1, ge=1, description="conversations per step (1 avoids padding on CPU)")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay")
@@ -103,7 +103,11 @@ def run_sft(
         model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer, callbacks=[stopper]
     )
     t0 = time.perf_counter()
-    trainer.train()
+    interrupted = False
+    try:
+        trainer.train()
+    except KeyboardInterrupt:  # Ctrl-C keeps what was learned so far; the card records the interruption
+        interrupted = True
     seconds = time.perf_counter() - t0
     epochs = float(trainer.state.epoch or 0)
     trainer.model.save_pretrained(out_dir)
@@ -113,6 +117,7 @@ def run_sft(
         "sft/epochs": round(epochs, 2),
         "sft/steps": trainer.state.global_step,
         "sft/final_loss": stopper.curve[-1][1] if stopper.curve else None,
+        "sft/interrupted": interrupted,
         "sft/reached_target": bool(stopper.curve and stopper.curve[-1][1] <= settings.loss_target),
         "sft/seconds": round(seconds, 1),
         "sft/tokens_per_s": round(n_tokens * epochs / seconds, 1) if seconds else 0.0,
