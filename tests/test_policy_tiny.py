@@ -85,3 +85,19 @@ def test_evaluate_reports_per_category(tiny_model_dir, train_seeds):
     ):
         assert 0.0 <= out[key] <= 1.0
     assert set(out["per_task"]) == {t.id for t in tasks}
+
+
+def test_cli_rejects_bad_input_clearly(tmp_path, tiny_model_dir):
+    from typer.testing import CliRunner
+
+    from rods_core.cli import app
+
+    runner = CliRunner()
+    r = runner.invoke(app, ["eval", "--model", str(tmp_path), "--split", "train"])
+    assert r.exit_code != 0 and "no model here" in r.output
+    r = runner.invoke(app, ["eval", "--model", str(tiny_model_dir), "--split", "dev"])
+    assert r.exit_code != 0 and "train or test" in r.output
+    r = runner.invoke(app, ["model", "init-tiny", "--out", str(tmp_path / "m"), "--hidden", "100", "--heads", "3"])
+    assert r.exit_code != 0 and "multiple of --heads" in r.output
+    r = runner.invoke(app, ["sft", "--model", str(tiny_model_dir), "--out", str(tmp_path / "o")])
+    assert r.exit_code != 0 and "--tasks FILE or --demo" in r.output
