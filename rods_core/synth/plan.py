@@ -201,38 +201,33 @@ class _Walk:
         # Composed turns state every value, so a value the parent only implied may change too.
         return self.compose and piece.kind == "fixed" and not _is_default(function, piece)
 
+    def _draw(self, info: CallInfo, piece: Piece, env: BfclEnvironment) -> Any | None:
+        ctx = SampleContext(env, info.name, piece.param, piece.value, self.rng, self.taken, list(self.mapping.values()))
+        return sample_value(ctx)
+
+    def _record(self, piece: Piece, new: Any | None) -> None:
+        self.mapping[_key(piece.value)] = (piece.value, piece.value if new is None else new)
+        if new is not None:
+            self.taken.add(new)
+
     def introduce(self, info: CallInfo, env: BfclEnvironment, said_so_far: str) -> list[Piece]:
         """Map the values this call uses first; returns those that got a newly drawn value."""
         fresh = []
         for piece in info.pieces:
-            k = _key(piece.value)
-            if piece.kind == "dep" or k in self.mapping:
+            if piece.kind == "dep" or _key(piece.value) in self.mapping:
                 continue
             new = None
             if self._resamplable(info.name, piece, said_so_far) and self.rng.random() >= self.keep_prob:
-                new = sample_value(
-                    SampleContext(
-                        env, info.name, piece.param, piece.value, self.rng, self.taken, list(self.mapping.values())
-                    )
-                )
-            self.mapping[k] = (piece.value, piece.value if new is None else new)
+                new = self._draw(info, piece, env)
+            self._record(piece, new)
             if new is not None:
-                self.taken.add(new)
                 fresh.append(piece)
         return fresh
 
-    def redraw(self, fresh: list[Piece], info: CallInfo, env: BfclEnvironment, said: str, revert: bool) -> None:
+    def redraw(self, fresh: list[Piece], info: CallInfo, env: BfclEnvironment, revert: bool) -> None:
+        """Draw the call's new values again (`revert`: go back to the parent's values)."""
         for piece in fresh:
-            new = None
-            if not revert:
-                new = sample_value(
-                    SampleContext(
-                        env, info.name, piece.param, piece.value, self.rng, self.taken, list(self.mapping.values())
-                    )
-                )
-            self.mapping[_key(piece.value)] = (piece.value, piece.value if new is None else new)
-            if new is not None:
-                self.taken.add(new)
+            self._record(piece, None if revert else self._draw(info, piece, env))
 
 
 def _is_default(function: str, piece: Piece) -> bool:
@@ -278,16 +273,7 @@ class Planner:
             planned = PlannedCall(info.index, info.turn, Call(name), info)
             fresh = walk.introduce(info, env, said_so_far)
             for attempt in range(MAX_LOCAL_RETRIES + 2):
-                kwargs = copy.deepcopy(info.kwargs)
-                for piece in info.pieces:
-                    if piece.kind == "dep":
-                        _set(kwargs, piece, self._dep_value(piece, results, walk))
-                        planned.deps[(piece.param, piece.index)] = (piece.producer, piece.path)
-                    elif _key(piece.value) in walk.mapping and walk.mapping[_key(piece.value)][1] != piece.value:
-                        _set(kwargs, piece, walk.mapping[_key(piece.value)][1])
-                    elif piece.kind == "fixed" and isinstance(piece.value, str):
-                        # A composed value ("The distance from A to B is X miles.") follows its parts.
-                        _set(kwargs, piece, substitute(piece.value, walk.changes())[0])
+                kwargs = self._kwargs(info, planned, results, walk)
                 if name != info.name:
                     kwargs = {k: v for k, v in kwargs.items() if k in function_docs()[name].params}
                 planned.call = Call(name, (), kwargs)
@@ -301,7 +287,7 @@ class Planner:
                 if not fresh or attempt > MAX_LOCAL_RETRIES:
                     raise StageError("plan", f"call {info.index} {name}() failed: {failed[:100]}")
                 # Draw this call's new values again; the last try keeps the parent's values.
-                walk.redraw(fresh, info, env, said_so_far, revert=attempt == MAX_LOCAL_RETRIES)
+                walk.redraw(fresh, info, env, revert=attempt == MAX_LOCAL_RETRIES)
             if name != info.name:
                 swaps.append((info.name, name))
             walk.result_changes += leaf_changes(parse_result(info.result), parse_result(obs.result))
@@ -311,6 +297,22 @@ class Planner:
         if all(o == n for o, n in value_map) and not swaps:
             raise StageError("plan", "no value could be changed")
         return Plan(self.parent, self.base, cfg, calls, value_map, compose, swaps, walk.changes())
+
+    def _kwargs(self, info: CallInfo, planned: PlannedCall, results: list[str], walk: _Walk) -> dict:
+        """The parent call's arguments with this walk's values: new stated values, re-read dependencies,
+        and composed strings whose parts changed."""
+        kwargs = copy.deepcopy(info.kwargs)
+        for piece in info.pieces:
+            mapped = walk.mapping.get(_key(piece.value))
+            if piece.kind == "dep":
+                _set(kwargs, piece, self._dep_value(piece, results, walk))
+                planned.deps[(piece.param, piece.index)] = (piece.producer, piece.path)
+            elif mapped is not None and mapped[1] != piece.value:
+                _set(kwargs, piece, mapped[1])
+            elif piece.kind == "fixed" and isinstance(piece.value, str):
+                # A composed value ("The distance from A to B is X miles.") follows its parts.
+                _set(kwargs, piece, substitute(piece.value, walk.changes())[0])
+        return kwargs
 
     def _dep_value(self, piece: Piece, results: list[str], walk: _Walk) -> Any:
         ok, value = resolve_dep(self.infos[piece.producer].result, results[piece.producer], piece.value, piece.path)
