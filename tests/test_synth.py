@@ -419,3 +419,14 @@ def test_check_no_stale_rejects_words_that_keep_a_replaced_value():
     check_no_stale(plan, [[f"please use {new}"]])
     with pytest.raises(StageError, match="replaced value"):
         check_no_stale(plan, [[f"please use {new}, not {old}"]])
+
+
+def test_llm_critic_can_veto(fake_endpoint):
+    parent = FIFTY[4]
+    cfg = SynthConfig(llm_critic=True, endpoint_url=fake_endpoint, endpoint_model="judge", max_attempts=8)
+    _FakeChat.answer = '{"accept": false, "reason": "turn 2 asks for something else"}'
+    vetoed = synthesize(parent, 1, set(), cfg)
+    assert vetoed.accepted == [] and "llm critic rejects" in str(vetoed.counts()["critique"]["reasons"])
+    _FakeChat.answer = 'Looks fine. {"accept": true, "reason": "consistent"}'
+    assert synthesize(parent, 1, set(), cfg).accepted
+    assert _FakeChat.seen[-1]["body"]["model"] == "judge"
