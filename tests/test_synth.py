@@ -430,3 +430,18 @@ def test_llm_critic_can_veto(fake_endpoint):
     _FakeChat.answer = 'Looks fine. {"accept": true, "reason": "consistent"}'
     assert synthesize(parent, 1, set(), cfg).accepted
     assert _FakeChat.seen[-1]["body"]["model"] == "judge"
+
+
+def test_cli_parent_from_a_task_file_and_content_leak_refusal(tmp_path):
+    from rods_core.tasks import write_tasks
+
+    variants, _ = synthesize_many([FIFTY[5]], 1, None, CFG)
+    disguised = load_seeds("test")[3].model_copy(update={"id": "my_task_1"})
+    tasks = tmp_path / "pool.jsonl"
+    write_tasks(tasks, [*variants, disguised])
+    out = tmp_path / "v.jsonl"
+    r = CliRunner().invoke(_cli(), ["--from", variants[0].id, "--tasks", str(tasks), "--n", "1", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert all(v.provenance.parent_id == variants[0].id for v in read_tasks(out))
+    r = CliRunner().invoke(_cli(), ["--from", "my_task_1", "--tasks", str(tasks), "--n", "1", "--out", str(out)])
+    assert r.exit_code == 2 and "test-split" in r.output

@@ -30,7 +30,7 @@ def synth(
     try:
         parent = find_parent(from_id, tasks)
         cfg = load_config(config, seed=seed, backend=backend, n=n)
-        report = run(parent, cfg, out)
+        report = run(parent, cfg, out, tasks)
     except (ValueError, OSError) as e:
         fail(str(e))
     if json_out:

@@ -49,8 +49,11 @@ def load_config(path: Path | None, *, seed: int, backend: str, n: int) -> SynthC
         raise ValueError(where + "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())) from None
 
 
-def run(parent: Task, cfg: SynthConfig, out: Path) -> dict:
-    pool_keys = {t.content_key() for t in load_seeds("train")}
+def run(parent: Task, cfg: SynthConfig, out: Path, tasks_file: Path | None = None) -> dict:
+    """Synthesize, write the accepted variants, and report; nothing already in the seeds or the task
+    file is produced again."""
+    pool = load_seeds("train") + (read_tasks(tasks_file) if tasks_file else [])
+    pool_keys = {t.content_key() for t in pool}
     result = synthesize(parent, cfg.n_per_parent, pool_keys, cfg)
     write_tasks(out, result.accepted)
     return {
