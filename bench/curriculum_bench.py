@@ -1,0 +1,131 @@
+"""The sample-efficiency experiment: every method on the same model, seeds and trajectory budget.
+
+`rods bench curriculum --budget N --methods rods,static,... --repeats K` writes one folder,
+bench/results/curriculum/<timestamp>/, holding its own workspace (control database), the run folders
+(runs/<method>-r<k>/), one config and one log per run, and the report (summary.md, summary.json,
+figures). Each run is a `rods train` subprocess (a crash or out-of-memory kills one run, not the
+experiment; runs go one after another because they share the cores). Repeat k of every method uses
+seed base+k for torch, the buffer and synthesis, so methods face the same held-out variants and the
+same initial draws; max_steps = budget // (tasks_per_step x num_generations), so the budget is met
+exactly when it is a multiple of the batch. Aggregation is rods_core.experiments (the Compare page
+reads the same tables).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rods_core.config import RunConfig, dump_config, load_config
+from rods_core.sources import METHODS
+
+RESULTS = Path("bench/results/curriculum")
+
+
+def parse_methods(text: str) -> list[str]:
+    methods = [m.strip() for m in text.split(",") if m.strip()]
+    bad = [m for m in methods if m not in METHODS]
+    if bad or not methods:
+        raise ValueError(f"--methods: unknown {bad or 'empty list'}; choose from {', '.join(METHODS)}")
+    return list(dict.fromkeys(methods))
+
+
+def plan_steps(cfg: RunConfig, budget: int, evals: int) -> tuple[int, int, int]:
+    """(max_steps, eval.every, trajectories per step) for a trajectory budget and a number of evaluations."""
+    per_step = cfg.grpo.tasks_per_step * cfg.grpo.num_generations
+    if budget < per_step:
+        raise ValueError(f"--budget {budget} is below one step ({per_step} trajectories: "
+                         f"{cfg.grpo.tasks_per_step} tasks x {cfg.grpo.num_generations} rollouts)")
+    steps = budget // per_step
+    every = max(1, math.ceil(steps / max(evals, 1)))
+    return steps, every, per_step
+
+
+def run_configs(base: Path, out: Path, methods: list[str], repeats: int, budget: int, evals: int,
+                sets: dict) -> list[tuple[str, str, int, RunConfig]]:
+    """(run id, method, repeat, config) for every run of the experiment, all validated before any starts."""
+    probe = load_config(base, sets)
+    steps, every, _ = plan_steps(probe, budget, evals)
+    plans = []
+    for k in range(repeats):
+        seed = probe.seed + k
+        for method in methods:
+            overrides = {
+                **sets, "name": method, "method": method, "seed": seed, "buffer.seed": seed, "synth.seed": seed,
+                "output_dir": str(out / "runs"), "workspace": str(out / "workspace"),
+                "grpo.max_steps": steps, "grpo.save_steps": steps, "eval.every": every,
+            }
+            plans.append((f"{method}-r{k}", method, k, load_config(base, overrides)))
+    return plans
+
+
+def launch(run_id: str, cfg: RunConfig, out: Path, timeout_s: float | None, log=print) -> dict:
+    """One `rods train` subprocess; its output goes to logs/<run id>.log."""
+    cfg_file = out / "configs" / f"{run_id}.yaml"
+    cfg_file.parent.mkdir(parents=True, exist_ok=True)
+    cfg_file.write_text(dump_config(cfg))
+    log_file = out / "logs" / f"{run_id}.log"
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "rods_core.cli", "train", "--config", str(cfg_file), "--run-id", run_id]
+    t0 = time.perf_counter()
+    with log_file.open("w") as fh:
+        try:
+            rc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout_s).returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+    wall = time.perf_counter() - t0
+    tail = log_file.read_text(errors="replace").splitlines()[-15:]
+    status = "finished" if rc == 0 else f"failed ({rc})"
+    log(f"  {run_id}: {status} in {wall:.0f} s")
+    return {"run": run_id, "method": cfg.method, "seed": cfg.seed, "status": status, "wall_s": round(wall, 1),
+            "run_dir": str(Path(cfg.output_dir) / run_id), "log": str(log_file),
+            "log_tail": tail if rc != 0 else []}
+
+
+def ensure_model_once(cfg: RunConfig, log=print) -> None:
+    """Build the tiny model before the runs (if allowed and missing), so runs never race to build it."""
+    from rods_core.loop import ensure_model
+
+    ensure_model(cfg, log)
+
+
+def run(budget: int, methods: list[str], repeats: int = 1, config: Path = Path("configs/demo-cpu.yaml"),
+        evals: int = 4, sets: dict | None = None, out: Path | None = None, timeout_s: float | None = None,
+        log=print) -> Path:
+    """Run the experiment and write its report; returns the output folder."""
+    from bench.curriculum_report import write_report
+    from bench.machine import describe
+
+    sets = dict(sets or {})
+    out = Path(out or RESULTS / time.strftime("%Y%m%d-%H%M%S"))
+    out.mkdir(parents=True, exist_ok=True)
+    plans = run_configs(Path(config), out, methods, repeats, budget, evals, sets)
+    ensure_model_once(plans[0][3], log)
+    steps, every, per_step = plan_steps(plans[0][3], budget, evals)
+    settings = {"budget": budget, "methods": methods, "repeats": repeats, "config": str(config), "sets": sets,
+                "max_steps": steps, "eval_every": every, "trajectories_per_step": per_step,
+                "trajectories_per_run": steps * per_step, "machine": describe(),
+                "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    log(f"curriculum: {len(plans)} runs x {steps} steps ({steps * per_step} trajectories each) into {out}")
+    runs = []
+    t0 = time.perf_counter()
+    for run_id, _method, _k, cfg in plans:
+        runs.append(launch(run_id, cfg, out, timeout_s, log))
+        (out / "manifest.json").write_text(json.dumps({"settings": settings, "runs": runs}, indent=2))
+    settings["wall_s"] = round(time.perf_counter() - t0, 1)
+    (out / "manifest.json").write_text(json.dumps({"settings": settings, "runs": runs}, indent=2))
+    write_report(out, settings, runs, log)
+    return out
+
+
+def latest_systems_overhead(results: Path = Path("bench/results/systems")) -> float | None:
+    """The rods-over-plain step overhead (%) of the latest `rods bench systems`, if one was run."""
+    latest = results / "latest.json"
+    if not latest.exists():
+        return None
+    data = json.loads(latest.read_text())
+    return (data.get("overhead") or {}).get("overhead_pct")

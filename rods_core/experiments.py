@@ -1,0 +1,236 @@
+"""Method comparisons over finished runs: load run folders into tidy tables, summarise, check the goals.
+
+Shared by `rods bench curriculum` (bench/curriculum_bench.py) and the app's Compare page, so both read
+the same numbers from the same event logs. A run is any folder with a `config.yaml` (written by
+`rods train`) and an `events/` log; its method and seed come from that config. Everything after
+`load_runs` is pure pandas over the tidy tables, so it can be tested on synthetic logs.
+
+Definitions (the issue's goals):
+- informative share: per step, the share of groups whose G rewards were not all equal
+  (`boundary/informative_share`); summarised as its mean over the last half of the run's steps;
+- boundary-vs-other variance ratio: the within-group reward variance of task_stats rows classified
+  `boundary`, pooled over the run (weighted by rows), over the same pooled figure of the other regions;
+- held-out progress and accuracy: the `eval` events, against trajectories consumed;
+- intervals: mean ± a two-sided 95% Student-t half-width over repeats (n/a with one repeat).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from storage.reader import RunReader
+
+# Two-sided 95% Student-t quantiles t_{0.975, df}; above 30 df the Cornish-Fisher term is within 0.001.
+_T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+         2.045, 2.042]
+
+# Run-level figures summarised per method (column -> meaning), in report order.
+RUN_METRICS: dict[str, str] = {
+    "final_progress": "held-out progress reward at the last evaluation",
+    "final_accuracy": "held-out accuracy at the last evaluation",
+    "mean_progress": "held-out progress reward averaged over evaluations after step 0 (area under the curve)",
+    "informative_share_last_half": "share of informative groups, mean over the last half of steps",
+    "variance_ratio": "boundary-region / other-regions within-group reward variance (pooled)",
+    "final_pool_active": "active pool size at the last step",
+    "trajectories": "trajectories consumed",
+    "median_step_s": "median wall seconds per step",
+}
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """One run folder and what its config says about it."""
+
+    run: str
+    method: str
+    seed: int
+    run_dir: Path
+
+
+@dataclass
+class Frames:
+    """Tidy tables over several runs; every table carries run, method and seed columns."""
+
+    evals: pd.DataFrame  # step, split, trajectories, progress, accuracy
+    steps: pd.DataFrame  # step, trajectories_total, informative_share, pool sizes, time/*
+    variance: pd.DataFrame  # step, region, mean_var, n
+
+
+# ----- loading ------------------------------------------------------------------------------------------
+def discover_runs(folder: str | Path) -> list[RunRef]:
+    """Every run folder under `folder` (searched two levels deep) that has a config.yaml and an event log."""
+    folder = Path(folder)
+    refs = []
+    for cfg_file in sorted({*folder.glob("*/config.yaml"), *folder.glob("*/*/config.yaml")}):
+        run_dir = cfg_file.parent
+        if not (run_dir / "events").is_dir():
+            continue
+        cfg = yaml.safe_load(cfg_file.read_text()) or {}
+        refs.append(RunRef(run_dir.name, str(cfg.get("method", "?")), int(cfg.get("seed", 0)), run_dir))
+    return refs
+
+
+_STEP_COLUMNS = {
+    "train/trajectories": "trajectories",
+    "boundary/informative_share": "informative_share",
+    "reward/mean": "reward",
+    "buffer/active": "pool_active",
+    "buffer/staged": "pool_staged",
+    "buffer/retired": "pool_retired",
+    "train/tokens": "tokens",
+    "time/step_s": "step_s",
+    "time/gen_s": "gen_s",
+    "time/env_s": "env_s",
+    "time/reward_s": "reward_s",
+    "time/opt_s": "opt_s",
+    "time/store_s": "store_s",
+    "time/detect_s": "detect_s",
+}
+
+
+def load_run(ref: RunRef) -> Frames:
+    reader = RunReader(ref.run_dir)
+    ev = reader.eval_curve().drop(columns=["per_category"])
+    st = reader.step_metrics()
+    st = st[[c for c in ("step", *_STEP_COLUMNS) if c in st.columns]].rename(columns=_STEP_COLUMNS)
+    st = st.drop_duplicates("step", keep="last").sort_values("step")  # a resumed run may log a step twice
+    st["trajectories_total"] = st.get("trajectories", pd.Series(0.0, index=st.index)).fillna(0).cumsum()
+    var = reader.variance_by_region()
+    tag = {"run": ref.run, "method": ref.method, "seed": ref.seed}
+    return Frames(ev.assign(**tag), st.assign(**tag), var.assign(**tag))
+
+
+def load_runs(refs: list[RunRef]) -> Frames:
+    parts = [load_run(r) for r in refs]
+
+    def cat(name: str) -> pd.DataFrame:
+        frames = [getattr(p, name) for p in parts if not getattr(p, name).empty]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run", "method", "seed"])
+
+    return Frames(cat("evals"), cat("steps"), cat("variance"))
+
+
+# ----- pure statistics ----------------------------------------------------------------------------------
+def t_interval(values) -> tuple[float, float | None, int]:
+    """(mean, 95% half-width or None when n < 2, n) over the finite values."""
+    xs = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    n = len(xs)
+    if n == 0:
+        return float("nan"), None, 0
+    mean = sum(xs) / n
+    if n < 2:
+        return mean, None, n
+    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
+    df = n - 1
+    t = _T975[df - 1] if df <= len(_T975) else 1.95996 + 2.3722 / df
+    return mean, t * sd / math.sqrt(n), n
+
+
+def fmt_ci(mean: float, half: float | None, digits: int = 3) -> str:
+    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
+        return "n/a"
+    return f"{mean:.{digits}f} ± {half:.{digits}f}" if half is not None else f"{mean:.{digits}f} (CI n/a)"
+
+
+def variance_ratio(variance: pd.DataFrame) -> float:
+    """Pooled boundary variance over pooled other-region variance (nan when either side is missing/zero)."""
+    if variance.empty:
+        return float("nan")
+    w = variance.mean_var.fillna(0) * variance.n
+    is_b = variance.region == "boundary"
+    nb, no = variance.n[is_b].sum(), variance.n[~is_b].sum()
+    if nb == 0 or no == 0:
+        return float("nan")
+    vb, vo = w[is_b].sum() / nb, w[~is_b].sum() / no
+    return float(vb / vo) if vo > 0 else (float("inf") if vb > 0 else float("nan"))
+
+
+def last_half_mean(steps: pd.DataFrame, col: str) -> float:
+    """Mean of a step metric over the steps in the second half of the run (step > max_step / 2)."""
+    if steps.empty or col not in steps:
+        return float("nan")
+    cut = steps.step.max() / 2
+    return float(steps.loc[steps.step > cut, col].mean())
+
+
+def run_table(frames: Frames) -> pd.DataFrame:
+    """One row per run with the RUN_METRICS columns."""
+    rows = []
+    for run, st in frames.steps.groupby("run", sort=True):
+        ev = frames.evals[frames.evals.run == run].sort_values("step") if not frames.evals.empty else frames.evals
+        var = frames.variance[frames.variance.run == run] if not frames.variance.empty else frames.variance
+        later = ev[ev.step > 0] if not ev.empty else ev
+        rows.append({
+            "run": run, "method": st.method.iat[0], "seed": int(st.seed.iat[0]), "steps": int(st.step.max()),
+            "final_progress": float(ev.progress.iat[-1]) if not ev.empty else float("nan"),
+            "final_accuracy": float(ev.accuracy.iat[-1]) if not ev.empty else float("nan"),
+            "mean_progress": float(later.progress.mean()) if not later.empty else float("nan"),
+            "informative_share_last_half": last_half_mean(st, "informative_share"),
+            "variance_ratio": variance_ratio(var),
+            "final_pool_active": float(st.pool_active.iat[-1]) if "pool_active" in st else float("nan"),
+            "trajectories": float(st.trajectories_total.iat[-1]),
+            "median_step_s": float(st.step_s.median()) if "step_s" in st else float("nan"),
+        })
+    return pd.DataFrame(rows, columns=["run", "method", "seed", "steps", *RUN_METRICS])
+
+
+def method_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per method and metric: mean, 95% half-width (None with one repeat) and n."""
+    rows = []
+    for method, g in runs.groupby("method", sort=False):
+        for metric in RUN_METRICS:
+            mean, half, n = t_interval(g[metric])
+            rows.append({"method": method, "metric": metric, "mean": mean, "ci95": half, "n": n})
+    return pd.DataFrame(rows, columns=["method", "metric", "mean", "ci95", "n"])
+
+
+def mean_curve(df: pd.DataFrame, y: str, x: str = "trajectories", by: str = "step") -> pd.DataFrame:
+    """Per method and `by` point: mean x, mean y and the 95% half-width of y over runs."""
+    if df.empty or y not in df:
+        return pd.DataFrame(columns=["method", by, x, y, "ci95", "n"])
+    rows = []
+    for (method, key), g in df.groupby(["method", by], sort=True):
+        mean, half, n = t_interval(g[y])
+        rows.append({"method": method, by: key, x: float(g[x].mean()), y: mean, "ci95": half, "n": n})
+    return pd.DataFrame(rows)
+
+
+# ----- the goals ----------------------------------------------------------------------------------------
+def _mean_of(methods: pd.DataFrame, method: str, metric: str) -> tuple[float, float | None, int]:
+    row = methods[(methods.method == method) & (methods.metric == metric)]
+    if row.empty:
+        return float("nan"), None, 0
+    return float(row["mean"].iat[0]), row["ci95"].iat[0], int(row["n"].iat[0])
+
+
+def goal_checks(methods: pd.DataFrame, overhead_pct: float | None = None) -> list[dict]:
+    """The issue's goals against the per-method table: goal, measured, target, met (None = not measurable)."""
+    out = []
+    r_inf, _, n_r = _mean_of(methods, "rods", "informative_share_last_half")
+    s_inf, _, n_s = _mean_of(methods, "static", "informative_share_last_half")
+    if n_r and n_s:
+        ratio = r_inf / s_inf if s_inf > 0 else float("inf") if r_inf > 0 else float("nan")
+        out.append({"goal": "informative share (last half): rods / static", "measured": ratio, "target": ">= 2.0",
+                    "met": None if math.isnan(ratio) else bool(ratio >= 2.0),
+                    "detail": f"rods {r_inf:.3f} vs static {s_inf:.3f}"})
+    if "rods" in set(methods.method):
+        v, vh, n_v = _mean_of(methods, "rods", "variance_ratio")
+        detail = fmt_ci(v, vh) if n_v else "no run had tasks in both the boundary and the other regions"
+        out.append({"goal": "rods boundary / other-region variance", "measured": v, "target": ">= 2.0",
+                    "met": bool(v >= 2.0) if n_v and not math.isnan(v) else None, "detail": detail})
+    r_p, r_h, _ = _mean_of(methods, "rods", "final_progress")
+    s_p, s_h, _ = _mean_of(methods, "static", "final_progress")
+    if n_r and n_s:
+        out.append({"goal": "held-out progress at equal trajectories: rods - static", "measured": r_p - s_p,
+                    "target": ">= 0", "met": bool(r_p >= s_p) if math.isfinite(r_p - s_p) else None,
+                    "detail": f"rods {fmt_ci(r_p, r_h)} vs static {fmt_ci(s_p, s_h)}"})
+    if overhead_pct is not None:
+        out.append({"goal": "rods step wall time over a plain TRL GRPO step", "measured": overhead_pct,
+                    "target": "<= 5%", "met": bool(overhead_pct <= 5.0), "detail": "from `rods bench systems`"})
+    return out

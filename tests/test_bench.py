@@ -1,0 +1,148 @@
+"""Benchmark aggregation (rods_core.experiments), the step-overhead statistics, and `rods bench curriculum`.
+
+The synthetic runs are written with the real EventLog, so the tests go through the same Parquet
+files and DuckDB queries as a training run's report.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+
+import pytest
+import yaml
+
+from bench.step_overhead import overhead
+from rods_core.experiments import (discover_runs, goal_checks, load_runs, mean_curve, method_table, run_table,
+                                   t_interval, variance_ratio)
+from storage.events import EventLog
+
+
+def write_run(root, name, method, seed, info_shares, progress, var_rows, active=(3, 4, 5, 6)):
+    """A finished run: config.yaml, 4 steps of 12 trajectories, evals at steps 0/2/4, task statistics."""
+    run_dir = root / name
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump({"method": method, "seed": seed, "name": name}))
+    with EventLog(run_dir) as log:
+        for i, share in enumerate(info_shares, start=1):
+            log.append("step", {"step": i, "wall_s": 1.0, "train/trajectories": 12.0,
+                                "boundary/informative_share": share, "buffer/active": float(active[i - 1]),
+                                "time/step_s": float(i)})
+        for step, p in zip((0, 2, 4), progress, strict=True):
+            log.append("eval", {"step": step, "split": "variants", "accuracy": p / 2, "progress": p,
+                                "per_category": {}, "trajectories": step * 12})
+        log.append("task_stats", [{"step": s, "task_id": f"t{k}", "n": 4, "mean": 0.5, "var": v,
+                                   "smoothed_mean": 0.5, "smoothed_var": v, "region": region}
+                                  for k, (s, region, v) in enumerate(var_rows)])
+    return run_dir
+
+
+@pytest.fixture
+def bench_folder(tmp_path):
+    root = tmp_path / "runs"
+    # rods: informative share 0.2, 0.4 | 0.6, 0.8 (last half mean 0.7); boundary var (0.2*2 rows), others 0.05
+    rods_vars = [(1, "boundary", 0.2), (1, "boundary", 0.2), (1, "mastered", 0.0), (2, "hard", 0.1)]
+    write_run(root, "rods-r0", "rods", 0, [0.2, 0.4, 0.6, 0.8], [0.1, 0.3, 0.5], rods_vars)
+    write_run(root, "rods-r1", "rods", 1, [0.2, 0.4, 0.5, 0.7], [0.1, 0.2, 0.3], rods_vars)
+    static_vars = [(1, "boundary", 0.1), (1, "hard", 0.1)]
+    write_run(root, "static-r0", "static", 0, [0.3, 0.3, 0.2, 0.2], [0.1, 0.2, 0.2], static_vars, active=(6, 6, 6, 6))
+    write_run(root, "static-r1", "static", 1, [0.3, 0.3, 0.4, 0.2], [0.1, 0.1, 0.4], static_vars, active=(6, 6, 6, 6))
+    return root
+
+
+def test_t_interval_matches_student_t():
+    mean, half, n = t_interval([1.0, 3.0])
+    assert (mean, n) == (2.0, 2)
+    assert half == pytest.approx(12.706 * statistics.stdev([1.0, 3.0]) / math.sqrt(2))
+    assert t_interval([0.4])[1] is None  # one repeat: no interval
+    assert t_interval([float("nan")])[2] == 0
+
+
+def test_runs_are_discovered_and_summarised(bench_folder):
+    refs = discover_runs(bench_folder)
+    assert {(r.run, r.method, r.seed) for r in refs} == {
+        ("rods-r0", "rods", 0), ("rods-r1", "rods", 1), ("static-r0", "static", 0), ("static-r1", "static", 1)}
+    frames = load_runs(refs)
+    runs = run_table(frames).set_index("run")
+    assert runs.loc["rods-r0", "informative_share_last_half"] == pytest.approx(0.7)  # steps 3, 4 of 4
+    assert runs.loc["static-r0", "informative_share_last_half"] == pytest.approx(0.2)
+    assert runs.loc["rods-r0", "variance_ratio"] == pytest.approx(0.2 / 0.05)  # others pooled: (0 + 0.1) / 2
+    assert runs.loc["static-r0", "variance_ratio"] == pytest.approx(1.0)
+    assert runs.loc["rods-r0", "final_progress"] == pytest.approx(0.5)
+    assert runs.loc["rods-r0", "mean_progress"] == pytest.approx(0.4)  # evals after step 0
+    assert runs.loc["rods-r0", "trajectories"] == 48
+    assert runs.loc["rods-r0", "final_pool_active"] == 6
+    assert runs.loc["rods-r0", "median_step_s"] == pytest.approx(2.5)
+
+
+def test_method_table_curves_and_goals(bench_folder):
+    frames = load_runs(discover_runs(bench_folder))
+    methods = method_table(run_table(frames))
+    row = methods[(methods.method == "rods") & (methods.metric == "final_progress")].iloc[0]
+    assert row["mean"] == pytest.approx(0.4) and row["n"] == 2
+    assert row["ci95"] == pytest.approx(12.706 * statistics.stdev([0.5, 0.3]) / math.sqrt(2))
+    curve = mean_curve(frames.evals, "progress")
+    at4 = curve[(curve.method == "rods") & (curve.step == 4)].iloc[0]
+    assert (at4.trajectories, at4.progress) == (48, pytest.approx(0.4))
+    goals = {g["goal"].split(":")[0]: g for g in goal_checks(methods, overhead_pct=7.5)}
+    info = goals["informative share (last half)"]
+    assert info["measured"] == pytest.approx(0.65 / 0.25) and info["met"] is True
+    assert goals["rods boundary / other-region variance"]["met"] is True
+    assert goals["held-out progress at equal trajectories"]["measured"] == pytest.approx(0.4 - 0.3)
+    assert goals["rods step wall time over a plain TRL GRPO step"]["met"] is False  # 7.5% > 5%
+
+
+def test_variance_ratio_without_a_boundary_region_is_not_a_number():
+    import pandas as pd
+
+    df = pd.DataFrame({"step": [1], "region": ["hard"], "mean_var": [0.1], "n": [3]})
+    assert math.isnan(variance_ratio(df))
+    goals = goal_checks(method_table(pd.DataFrame([{"run": "a", "method": "rods", "seed": 0, "steps": 1,
+                                                   "variance_ratio": float("nan")}]).reindex(
+        columns=["run", "method", "seed", "steps", "final_progress", "final_accuracy", "mean_progress",
+                 "informative_share_last_half", "variance_ratio", "final_pool_active", "trajectories",
+                 "median_step_s"])))
+    assert [g["met"] for g in goals if g["goal"].startswith("rods boundary")] == [None]
+
+
+def test_overhead_is_the_ratio_of_medians_with_a_paired_interval():
+    plain = [10.0, 11.0, 12.0, 10.5, 11.5]
+    rods = [p * 1.1 for p in plain]  # exactly 10% slower on every step
+    pct, (lo, hi) = overhead(rods, plain, boots=300)
+    assert pct == pytest.approx(10.0)
+    assert lo <= 10.0 + 1e-9 and hi >= 10.0 - 1e-9
+
+
+@pytest.mark.slow
+def test_bench_curriculum_runs_two_methods_and_writes_its_report(tmp_path, tiny_model_dir):
+    from typer.testing import CliRunner
+
+    from rods_core.cli import app
+
+    out = tmp_path / "bench"
+    args = ["bench", "curriculum", "--budget", "8", "--methods", "rods,static", "--evals", "1", "--out", str(out),
+            "--set", f"model.path={tiny_model_dir}", "--set", "seeds.limit=6", "--set", "grpo.num_generations=2",
+            "--set", "grpo.tasks_per_step=2", "--set", "eval.limit=2", "--set", "eval.split=train",
+            "--set", "episode.sampling.max_new_tokens=16", "--set", "episode.max_steps_per_turn=1"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert [m["status"] for m in summary["runs_meta"]] == ["finished", "finished"]
+    assert {r["method"] for r in summary["runs"]} == {"rods", "static"}
+    assert all(r["trajectories"] == 8 for r in summary["runs"])  # 2 steps x 2 tasks x 2 rollouts each
+    assert (out / "summary.md").read_text().startswith("# Curriculum benchmark")
+    for fig in ("progress", "accuracy", "informative_share", "pool_size", "variance_ratio"):
+        assert (out / f"{fig}.html").exists()
+    assert (out / "runs" / "rods-r0" / "events").is_dir() and (out / "workspace" / "control.duckdb").exists()
+
+
+def test_bench_curriculum_rejects_an_unknown_method(tmp_path):
+    from typer.testing import CliRunner
+
+    from rods_core.cli import app
+
+    result = CliRunner().invoke(app, ["bench", "curriculum", "--budget", "8", "--methods", "rods,grpo++",
+                                      "--out", str(tmp_path / "x")])
+    assert result.exit_code == 2
+    assert "grpo++" in result.output
