@@ -181,16 +181,29 @@ def _key(v: Any) -> tuple[str, str]:
 
 
 MAX_LOCAL_RETRIES = 2  # redraws of one call's new values before falling back to the parent's
+MAX_BACKTRACKS = 3  # walks restarted with one more earlier value pinned to the parent's
+
+
+class _Failed(Exception):
+    """A call of the walk failed; `suspects` are the values drawn anew before it, oldest first."""
+
+    def __init__(self, reason: str, suspects: list):
+        super().__init__(reason)
+        self.reason, self.suspects = reason, suspects
 
 
 class _Walk:
     """The value map of one planning walk: each stated value is resampled once, where first used."""
 
-    def __init__(self, rng: random.Random, keep_prob: float, compose: bool, taken: set):
-        self.rng, self.keep_prob, self.compose = rng, keep_prob, compose
+    def __init__(self, rng: random.Random, keep_prob: float, compose: bool, taken: set, pinned: set):
+        self.rng, self.keep_prob, self.compose, self.pinned = rng, keep_prob, compose, pinned
         self.mapping: dict[tuple[str, str], tuple[Any, Any]] = {}
         self.taken = set(taken)
         self.result_changes: list[tuple[Any, Any]] = []
+
+    def changed_keys(self) -> list[tuple[str, str]]:
+        """Keys of the values drawn anew so far, in the order they were drawn."""
+        return [k for k, (o, n) in self.mapping.items() if o != n]
 
     def changes(self) -> list[tuple[Any, Any]]:
         return [(o, n) for o, n in self.mapping.values() if o != n] + self.result_changes
@@ -217,7 +230,8 @@ class _Walk:
             if piece.kind == "dep" or _key(piece.value) in self.mapping:
                 continue
             new = None
-            if self._resamplable(info.name, piece, said_so_far) and self.rng.random() >= self.keep_prob:
+            pinned = _key(piece.value) in self.pinned
+            if not pinned and self._resamplable(info.name, piece, said_so_far) and self.rng.random() >= self.keep_prob:
                 new = self._draw(info, piece, env)
             self._record(piece, new)
             if new is not None:
@@ -256,14 +270,29 @@ class Planner:
         self.can_compose = spec.category != "miss_param" or bool(spec.withheld)
 
     def plan(self, rng: random.Random, *, compose: bool = False, keep_prob: float | None = None) -> Plan:
-        """One candidate; raises StageError('plan', why) when no valid call sequence was found."""
+        """One candidate; raises StageError('plan', why) when no valid call sequence was found.
+
+        When a call fails because of a value drawn at an earlier call (a new folder, then a file that
+        is not in it), the walk starts over with the latest such value pinned to the parent's.
+        """
         keep = self.keep_prob if keep_prob is None else keep_prob
         compose = compose and self.can_compose
         cfg = copy.deepcopy(self.parent.initial_config)
         if self.perturb:
             cfg = perturb_config(cfg, rng, self._protected)
+        pinned: set = set()
+        for tries in range(MAX_BACKTRACKS + 1):
+            try:
+                return self._walk(rng, cfg, compose, keep, pinned)
+            except _Failed as e:
+                if tries == MAX_BACKTRACKS or not e.suspects:
+                    raise StageError("plan", e.reason) from None
+                pinned.add(e.suspects[-1])
+        raise AssertionError("unreachable")
+
+    def _walk(self, rng: random.Random, cfg: dict, compose: bool, keep: float, pinned: set) -> Plan:
         env = BfclEnvironment(self.base.task.model_copy(update={"initial_config": cfg}))
-        walk = _Walk(rng, keep, compose, {p.value for i in self.infos for p in i.pieces})
+        walk = _Walk(rng, keep, compose, {p.value for i in self.infos for p in i.pieces}, pinned)
         texts = self.base.task.user_texts
         calls, results, swaps = [], [], []
         for info in self.infos:
@@ -271,9 +300,13 @@ class Planner:
             said_so_far = " ".join(texts[: info.turn + 1])
             name = self._maybe_swap(info, rng) if compose else info.name
             planned = PlannedCall(info.index, info.turn, Call(name), info)
+            earlier = walk.changed_keys()
             fresh = walk.introduce(info, env, said_so_far)
             for attempt in range(MAX_LOCAL_RETRIES + 2):
-                kwargs = self._kwargs(info, planned, results, walk)
+                try:
+                    kwargs = self._kwargs(info, planned, results, walk)
+                except StageError as e:
+                    raise _Failed(e.reason, earlier) from None
                 if name != info.name:
                     kwargs = {k: v for k, v in kwargs.items() if k in function_docs()[name].params}
                 planned.call = Call(name, (), kwargs)
@@ -285,7 +318,7 @@ class Planner:
                     name = info.name  # the swapped-in function does not work here; use the parent's
                     continue
                 if not fresh or attempt > MAX_LOCAL_RETRIES:
-                    raise StageError("plan", f"call {info.index} {name}() failed: {failed[:100]}")
+                    raise _Failed(f"call {info.index} {name}() failed: {failed[:100]}", earlier)
                 # Draw this call's new values again; the last try keeps the parent's values.
                 walk.redraw(fresh, info, env, revert=attempt == MAX_LOCAL_RETRIES)
             if name != info.name:
