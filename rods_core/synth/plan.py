@@ -23,7 +23,7 @@ from typing import Any
 from rods_core.envs.bfcl import BfclEnvironment, function_docs
 from rods_core.envs.parsing import Call
 from rods_core.signature import skill_of
-from rods_core.synth.samplers import WORDS, SampleContext, sample_value
+from rods_core.synth.samplers import WORDLIKE_CHOICES, WORDS, SampleContext, sample_value
 from rods_core.synth.stages import StageError
 from rods_core.synth.values import (
     CallInfo,
@@ -210,6 +210,8 @@ class _Walk:
 
     def _resamplable(self, function: str, piece: Piece, said_so_far: str) -> bool:
         if piece.kind == "said":
+            if not self.compose and (function, piece.param) in WORDLIKE_CHOICES:
+                return False
             return is_mentioned(said_so_far, piece.value, exact=True)
         # Composed turns state every value, so a value the parent only implied may change too.
         return self.compose and piece.kind == "fixed" and not _is_default(function, piece)

@@ -322,6 +322,10 @@ def card_id(ctx: SampleContext) -> Any:
     return ctx.pick(list(travel.credit_card_list)) if travel is not None else None
 
 
+# Choices that are everyday words in the user's sentence ("How much fuel do I have?"): swapping them
+# inside the parent's words reads wrong ("How much engine..."), so only composed turns change them.
+WORDLIKE_CHOICES: frozenset[tuple[str, str]] = frozenset({("displayCarStatus", "option")})
+
 # (function, param) first, then the param alone; anything not listed is kept as it is.
 BY_CALL: dict[tuple[str, str], Sampler] = {
     ("cd", "folder"): existing_dir,
