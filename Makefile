@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv app test test-all lint bench clean
+.PHONY: venv app test test-all test-browser lint bench clean
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -25,6 +25,10 @@ app: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow and not browser"
+
+# Drives the served app with headless chromium (Debian's: apt-get install -y chromium); not part of `make test`.
+test-browser: $(STAMP)
+	$(BIN)/python -m pytest -q -m browser tests/test_browser.py
 
 test-all: $(STAMP)
 	$(BIN)/python -m pytest -q

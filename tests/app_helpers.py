@@ -57,6 +57,15 @@ def app_env(tmp_path_factory):
             os.environ[k] = v
 
 
+def page(path: str):
+    """An AppTest of one page (path from the project root), with the query caches emptied first."""
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    st.cache_data.clear()  # queries are cached for a few seconds; each test reads the store afresh
+    return AppTest.from_file(str(ROOT / path), default_timeout=60)
+
+
 def kill_group(pid: int) -> None:
     """End a process this test started (its own session) and wait until it is gone."""
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from app_helpers import app_env  # noqa: F401 - the app tests' run store (one per session)
 
 from rods_core.seeds import load_seeds
 

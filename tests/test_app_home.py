@@ -1,12 +1,91 @@
-"""The first page renders the seed set and switches split and task without an exception."""
+"""Home and Launch pages over a real run's store: status, progress, Stop; launching a background run."""
 
-from streamlit.testing.v1 import AppTest
+from __future__ import annotations
+
+import subprocess
+import time
+
+from app_helpers import RUN_ID, kill_group, page
+
+from rods_core.launch import AppPaths
+from storage.control import process_alive, process_start
 
 
-def test_home_renders_and_reacts():
-    at = AppTest.from_file("../app.py", default_timeout=60).run()
+def test_home_lists_the_run_with_progress_and_curves(app_env):
+    at = page("app.py").run()
     assert not at.exception
-    assert at.metric[0].value == "400"
-    at.selectbox(key="home_task").select(at.selectbox(key="home_task").options[3]).run()
+    assert any(RUN_ID in m.value and "finished" in m.value for m in at.markdown)
+    assert int(at.metric[2].value) >= 1  # finished runs
+    bars = at.get("progress")
+    assert bars and "step 3 / 3" in bars[0].proto.text
+    assert at.get("plotly_chart")
+
+
+def test_home_stop_button_stops_a_running_run(app_env):
+    ws, runs, _, _ = app_env
+    db = AppPaths.from_env().db()
+    proc = subprocess.Popen(["sleep", "120"], start_new_session=True)
+    try:
+        db.create_run("fx-sleeper", runs / "fx-sleeper", {"grpo": {"max_steps": 10}}, "rods")
+        db.update_run("fx-sleeper", status="running", pid=proc.pid, proc_start=process_start(proc.pid))
+        db.heartbeat("fx-sleeper", 1)
+        at = page("app.py").run()
+        assert not at.exception
+        at.button(key="home_stop_fx-sleeper").click().run()
+        assert not at.exception
+        assert db.get_run("fx-sleeper").status == "stopped"
+        assert proc.wait(timeout=10) == -15  # SIGTERM reached the process group
+    finally:
+        kill_group(proc.pid)
+
+
+def test_launch_shows_field_errors_and_refuses_paths_outside(app_env):
+    db = AppPaths.from_env().db()
+    before = {r.id for r in db.list_runs()}
+    try:
+        field_errors_shown()
+    finally:  # a refused launch starts nothing; end anything that did start
+        new = [r for r in db.list_runs() if r.id not in before]
+        for r in new:
+            kill_group(r.pid)
+    assert not new
+
+
+def field_errors_shown() -> None:
+    at = page("pages/1_Launch.py").run()
     assert not at.exception
-    assert any("Turn 1" in m.value for m in at.markdown)
+    at.text_area(key="launch_more").input("grpo.learning_rate=-1")
+    at.button[0].click().run()  # the form's submit button
+    assert not at.exception
+    assert any("grpo.learning_rate" in e.value and "greater than 0" in e.value for e in at.error)
+    at.text_area(key="launch_more").input("")
+    at.text_input(key="launch_model").input("/etc")
+    at.button[0].click().run()
+    assert any("outside the workspace" in e.value for e in at.error)
+
+
+def test_launch_starts_a_background_run(app_env):
+    ws, runs, model, _ = app_env
+    db = AppPaths.from_env().db()
+    before = {r.id for r in db.list_runs()}
+    at = page("pages/1_Launch.py").run()
+    at.text_input(key="launch_name").input("launched")
+    at.text_input(key="launch_model").input(str(model))
+    at.number_input(key="launch_steps").set_value(1)
+    at.button[0].click().run()
+    assert not at.exception and not at.error
+    new = [r for r in db.list_runs() if r.id not in before]
+    assert len(new) == 1 and new[0].status in ("queued", "running")
+    run = new[0]
+    try:
+        assert process_alive(run.pid, run.proc_start)
+        assert (runs / run.id / "launch.yaml").exists()
+        assert run.config_dict()["grpo"]["max_steps"] == 1 and run.config_dict()["workspace"] == str(ws)
+        for _ in range(100):  # the log fills as the process starts
+            if (runs / run.id / "train.log").stat().st_size:
+                break
+            time.sleep(0.1)
+        at = page("pages/1_Launch.py").run()
+        assert at.selectbox(key="launch_run").value == run.id
+    finally:
+        kill_group(run.pid)

@@ -1,0 +1,103 @@
+"""Boundary, Review, Buffer and Compare pages over a real run's store, and every button's effect."""
+
+from __future__ import annotations
+
+import json
+
+from app_helpers import RUN_ID, page
+
+from rods_core import lab
+from rods_core.launch import AppPaths, read_prefs
+
+
+def test_boundary_renders_and_steps_back(app_env):
+    at = page("pages/2_Boundary.py").run()
+    assert not at.exception
+    assert len(at.get("plotly_chart")) == 5
+    at.toggle(key="boundary_follow").set_value(False).run()
+    slider = at.select_slider(key="boundary_step")
+    assert slider.value == 3
+    slider.set_value(1).run()
+    assert not at.exception
+    combo = at.selectbox(key="boundary_combo")
+    assert combo.options[0] == "all" and len(combo.options) > 1
+    combo.select(combo.options[1]).run()
+    assert not at.exception
+
+
+def test_review_buttons_write_decisions(app_env):
+    _, _, _, run_dir = app_env
+    db = AppPaths.from_env().db()
+    queue = [i for i in lab.review_queue(run_dir) if i.status == "awaiting_review"]
+    assert len(queue) >= 4
+    at = page("pages/3_Review.py").run()
+    assert not at.exception
+    a, b, c, d = (i.task.id for i in queue[:4])
+    at.button(key=f"review_approve_{a}").click().run()
+    assert any(f"approve {a}" in s.value for s in at.success)
+    at.button(key=f"review_reject_{b}").click().run()
+    at.button(key=f"review_promote_{c}").click().run()
+    at.button(key=f"review_more_{d}").click().run()
+    assert not at.exception
+    got = [(x.task_id, x.action, x.payload_dict(), x.status) for x in db.decisions(RUN_ID)]
+    assert got[-4:] == [(a, "approve", {}, "pending"), (b, "reject", {}, "pending"),
+                        (c, "reseed", {"mode": "promote"}, "pending"), (d, "reseed", {"mode": "synthesize"}, "pending")]
+
+
+def submit(at, form: str):
+    return next(b for b in at.button if b.proto.form_id == form)
+
+
+def test_review_edit_is_verified_first(app_env):
+    _, _, _, run_dir = app_env
+    db = AppPaths.from_env().db()
+    item = [i for i in lab.review_queue(run_dir) if i.status == "awaiting_review"][0]
+    tid, n = item.task.id, len(db.decisions(RUN_ID))
+    at = page("pages/3_Review.py").run()
+    at.text_area(key=f"review_c_{tid}_0").input("rm(file_name='no_such_file.txt')")
+    submit(at, f"review_edit_{tid}").click().run()
+    assert not at.exception
+    assert any("Not submitted" in e.value for e in at.error)
+    assert len(db.decisions(RUN_ID)) == n  # nothing recorded for a failing edit
+    at = page("pages/3_Review.py").run()
+    said = item.task.user_texts[0]
+    at.text_area(key=f"review_u_{tid}_0").input(said + " Thanks a lot!")
+    submit(at, f"review_edit_{tid}").click().run()
+    assert not at.exception and not at.error
+    last = db.decisions(RUN_ID)[-1]
+    assert (last.task_id, last.action) == (tid, "edit")
+    assert last.payload_dict()["task"]["question"][0][0]["content"].endswith("Thanks a lot!")
+
+
+def test_review_switch_sets_the_mode_for_new_runs(app_env):
+    at = page("pages/3_Review.py").run()
+    at.toggle(key="review_gated").set_value(True).run()
+    assert read_prefs(AppPaths.from_env())["review"] == "gated"
+    assert any("launched **gated**" in m.value for m in at.caption)
+    at.toggle(key="review_gated").set_value(False).run()
+    assert read_prefs(AppPaths.from_env())["review"] == "auto"
+
+
+def test_buffer_filters_history_and_export(app_env):
+    ws, _, _, run_dir = app_env
+    at = page("pages/4_Buffer.py").run()
+    assert not at.exception
+    total = len(lab.pool_table(run_dir))
+    at.multiselect(key="buffer_pools").set_value(["staged"]).run()
+    staged = len(lab.snapshot(run_dir).tasks("staged"))
+    assert any(m.value == f"{staged} of {total} tasks" for m in at.markdown)
+    at.selectbox(key="buffer_task").select(at.selectbox(key="buffer_task").options[0]).run()
+    assert not at.exception
+    at.selectbox(key="buffer_export_pool").select("staged").run()
+    lines = (ws / "exports" / f"{RUN_ID}-staged.jsonl").read_text().splitlines()
+    assert len(lines) == staged and {json.loads(ln)["pool"] for ln in lines} == {"staged"}
+    assert "provenance" in json.loads(lines[0])
+
+
+def test_compare_plots_the_runs(app_env):
+    at = page("pages/6_Compare.py").run()
+    assert not at.exception
+    assert len(at.get("plotly_chart")) == 4
+    at.multiselect(key="compare_runs").set_value([RUN_ID]).run()
+    assert not at.exception
+    assert at.dataframe  # the latest eval of each run

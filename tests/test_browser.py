@@ -1,0 +1,204 @@
+"""End to end in a real browser (Playwright + Debian's chromium, headless): serve the app, launch a run from
+the Launch page, watch the boundary chart update, approve one variant and edit another (the trainer applies
+both), export the active pool and import it back as seeds. Screenshots go to bench/results/screenshots/.
+
+The run is demo-cpu with a tiny untrained model (so it starts in seconds) and uniform synthesis with
+review-gated variants (an untrained policy has no boundary tasks to synthesize from). `make test-browser`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+ROOT = Path(__file__).resolve().parent.parent
+SHOTS = ROOT / "bench" / "results" / "screenshots"
+CHROMIUM = "/usr/bin/chromium"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait(predicate, timeout: float, what: str, every: float = 1.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """(base url, workspace, runs folder, model folder) of an app served on 127.0.0.1."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} missing: apt-get install -y chromium")
+    base = tmp_path_factory.mktemp("browser")
+    ws, runs = base / "ws", base / "runs"
+    model = ws / "models" / "tiny"
+    subprocess.run([sys.executable, "-m", "rods_core.cli", "model", "init-tiny", "--out", str(model), "--hidden", "64",
+                    "--layers", "2", "--ffn", "128", "--vocab", "1000"], cwd=ROOT, check=True, capture_output=True)
+    port = _free_port()
+    env = {**os.environ, "RODS_WORKSPACE": str(ws), "RODS_RUNS": str(runs)}
+    server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)],
+                              cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+
+    def healthy() -> bool:
+        try:
+            return urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).status == 200
+        except OSError:
+            return False
+    try:
+        _wait(healthy, 60, "the streamlit server")
+        yield url, ws, runs, model
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=20)
+        _end_runs(ws)
+
+
+def _end_runs(ws: Path) -> None:
+    """Runs launched by the served app live in their own sessions: end any still alive."""
+    from storage.control import ControlDB, process_alive
+
+    for run in ControlDB(ws / "control.duckdb").list_runs():
+        if process_alive(run.pid, run.proc_start):
+            os.killpg(run.pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def page(served):
+    from playwright.sync_api import sync_playwright
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        pg = browser.new_page(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+        pg.set_default_timeout(60_000)
+        yield pg
+        browser.close()
+
+
+def key(name: str) -> str:
+    """CSS for the container Streamlit gives a widget with `key=name` (ids may hold '~': match the token)."""
+    return f'[class~="st-key-{name}"]'
+
+
+def shot(pg, name: str) -> None:
+    pg.wait_for_timeout(1500)  # let charts finish drawing
+    pg.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def open_page(pg, url: str, title: str) -> None:
+    pg.goto(url)
+    pg.get_by_role("heading", name=title).wait_for()
+
+
+def test_launch_watch_review_export_import(served, page):
+    from rods_core import lab
+    from storage.control import ControlDB
+    from storage.reader import RunReader
+
+    url, ws, runs, model = served
+    db = ControlDB(ws / "control.duckdb")
+    pg = page
+
+    # Launch a run from the Launch page.
+    open_page(pg, f"{url}/Launch", "Launch a run")
+    pg.locator(key("launch_name")).locator("input").fill("browser")
+    pg.locator(key("launch_method")).click()
+    pg.get_by_role("option", name="uniform_synth").click()
+    pg.locator(key("launch_review")).get_by_text("gated").click()
+    pg.locator(key("launch_model")).locator("input").fill(str(model))
+    pg.locator(key("launch_limit")).locator("input").fill("6")
+    pg.locator(key("launch_steps")).locator("input").fill("12")
+    pg.locator(key("launch_gens")).locator("input").fill("2")
+    pg.locator(key("launch_tasks")).locator("input").fill("2")
+    pg.locator(key("launch_more")).locator("textarea").fill("\n".join([
+        "episode.max_steps_per_turn=2", "episode.max_context_tokens=1024", "episode.sampling.max_new_tokens=24",
+        "grpo.learning_rate=1.0e-3", "grpo.save_steps=4", "eval.every=4", "eval.split=train", "eval.limit=2",
+        "buffer.probe_slots=1", "synthesis.parents_per_step=2", "synthesis.variants_per_parent=2"]))
+    pg.get_by_role("button", name="Launch").click()
+    pg.get_by_text("Launched run").wait_for()
+    (run,) = db.list_runs()
+    run_dir = Path(run.out_dir)
+    assert run.config_dict()["buffer"]["review"] == "gated"
+    _wait(lambda: "step" in (run_dir / "train.log").read_text() if (run_dir / "train.log").exists() else False,
+          240, "the first step in the log")
+    shot(pg, "1-launch")
+
+    # The boundary chart follows the run.
+    open_page(pg, f"{url}/Boundary", "Capability boundary")
+    title = pg.locator(".gtitle").filter(has_text="Tasks at step").first
+    title.wait_for(timeout=240_000)
+    first = title.text_content()
+    _wait(lambda: title.text_content() != first, 240, "the boundary chart to move to a later step", every=2)
+    shot(pg, "2-boundary")
+
+    # Approve one variant, edit another.
+    queue = _wait(lambda: [i for i in lab.review_queue(run_dir) if i.status == "awaiting_review"][:2] if len(
+        [i for i in lab.review_queue(run_dir) if i.status == "awaiting_review"]) >= 2 else None,
+        300, "two variants awaiting review", every=3)
+    approve, edit = (i.task.id for i in queue)
+    open_page(pg, f"{url}/Review", "Synthesis review")
+    pg.locator(key(f"review_approve_{approve}")).locator("button").click()
+    pg.get_by_text(f"approve {approve}").wait_for()
+    box = pg.locator(key(f"review_u_{edit}_0")).locator("textarea")
+    if not box.is_visible():
+        pg.get_by_text(f"{edit} · awaiting_review").click()
+        pg.locator('[data-testid="stExpander"]').filter(has=box).get_by_text("Edit", exact=True).click()
+    box.fill(box.input_value() + " Thanks a lot!")
+    pg.locator('[data-testid="stForm"]').filter(has=box).get_by_role("button").click()
+    pg.get_by_text(f"edit {edit}").wait_for()
+    shot(pg, "3-review")
+    decided = _wait(lambda: [d for d in db.decisions(run.id) if d.status in ("applied", "refused")]
+                    if all(d.status in ("applied", "refused") for d in db.decisions(run.id)) else None,
+                    300, "the trainer to apply both decisions", every=3)
+    assert [(d.task_id, d.action, d.status) for d in decided] == [(approve, "approve", "applied"),
+                                                                  (edit, "edit", "applied")], decided
+    moves = RunReader(run_dir).query("SELECT task_id, reason FROM buffer WHERE reason LIKE 'decision/%'")
+    assert {"decision/approve", "decision/edit"} <= set(moves.reason)
+
+    # Export the active pool, then import it back as seeds.
+    open_page(pg, f"{url}/Buffer", "Replay buffer")
+    shot(pg, "4-buffer")
+    with pg.expect_download() as dl:
+        pg.locator(key("buffer_download")).locator("button").click()
+    exported = ws / "downloaded-active.jsonl"
+    dl.value.save_as(exported)
+    records = [json.loads(ln) for ln in exported.read_text().splitlines()]
+    assert records and {r["pool"] for r in records} <= {"active", "seeds"}
+    open_page(pg, f"{url}/Seeds", "Seeds")
+    pg.get_by_role("tab", name="Import").click()
+    pg.locator(key("seeds_upload")).locator('input[type="file"]').set_input_files(str(exported))
+    pg.locator(key("seeds_import")).locator("button").click()
+    pg.get_by_text(f"Imported {len(records)} new").wait_for()
+    assert {s.task_id for s in db.list_seeds()} == {r["id"] for r in records}
+    pg.get_by_role("tab", name="Catalog").click()
+    shot(pg, "5-seeds")
+
+    open_page(pg, f"{url}/Compare", "Compare runs")
+    shot(pg, "6-compare")
+    open_page(pg, url, "RODS Lab")
+    shot(pg, "0-home")
+    pg.locator(key(f"home_stop_{run.id}")).locator("button").click()
+    _wait(lambda: db.get_run(run.id).status == "stopped", 30, "the run to stop")
+    _wait(lambda: not Path(f"/proc/{run.pid}").exists() or "Z" in Path(f"/proc/{run.pid}/stat").read_text().split()[2],
+          300, "the trainer to exit at its step boundary", every=2)
