@@ -445,3 +445,20 @@ def test_cli_parent_from_a_task_file_and_content_leak_refusal(tmp_path):
     assert all(v.provenance.parent_id == variants[0].id for v in read_tasks(out))
     r = CliRunner().invoke(_cli(), ["--from", "my_task_1", "--tasks", str(tasks), "--n", "1", "--out", str(out)])
     assert r.exit_code == 2 and "test-split" in r.output
+
+
+def test_inferred_price_is_not_inherited_once_the_symbol_changed():
+    """'Buy MSFT at the current price' (310.23) cannot keep that price for AAPL."""
+    from rods_core.synth.critique import _inherited
+    from rods_core.synth.values import CallInfo, Piece
+
+    parent = CallInfo(
+        0, 0, "place_order", {"order_type": "Buy", "symbol": "MSFT", "price": 310.23, "amount": 150}, "{}"
+    )
+    parent.pieces = [Piece("symbol", None, "MSFT", "said"), Piece("price", None, 310.23, "fixed")]
+    same = parse_calls("place_order(order_type='Buy', symbol='MSFT', price=310.23, amount=150)")[0]
+    moved = parse_calls("place_order(order_type='Buy', symbol='AAPL', price=310.23, amount=150)")[0]
+    assert _inherited([parent], 0, "price", 310.23, True, [], same)
+    assert not _inherited([parent], 0, "price", 310.23, True, [], moved)
+    assert _inherited([parent], 0, "order_type", "Buy", True, [], moved)  # a word-inferred value stays
+    assert not _inherited([parent], 0, "price", 310.23, False, [], same)  # reworded turns state everything

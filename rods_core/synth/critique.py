@@ -128,7 +128,7 @@ def unstated_values(
                     or str(v).lower() in said.lower()
                     or _documented(call.name, param, v)
                     or _in_results(v, results)
-                    or _inherited(parent_infos, i, param, v, turn in inherit_turns, changes)
+                    or _inherited(parent_infos, i, param, v, turn in inherit_turns, changes, call)
                 )
                 if not ok:
                     missing.append(f"{call.name}.{param}={str(v)[:30]!r}")
@@ -137,15 +137,26 @@ def unstated_values(
 
 
 def _inherited(
-    parent_infos: list[CallInfo] | None, i: int, param: str, value: Any, kept_wording: bool, changes: list
+    parent_infos: list[CallInfo] | None, i: int, param: str, value: Any, kept_wording: bool, changes: list, call
 ) -> bool:
-    """The parent asked for this value (or its parts, changed as the words were) in the same words."""
+    """The parent asked for this value (or its parts, changed as the words were) in the same words.
+
+    An inferred fractional number (a computed amount) is inherited only if the call's other stated
+    arguments are the parent's too: "buy at the current price" stops meaning 310.23 once the symbol
+    changed. Names, codes and small integers inferred from words ('Buy', 'LAX', priority 5) stay.
+    """
     if not kept_wording or not parent_infos or i >= len(parent_infos):
         return False
-    pv = parent_infos[i].kwargs.get(param)
-    olds = pv if isinstance(pv, list) else [pv]
-    for old in olds:
-        if old == value and not _in_results(value, [info.result for info in parent_infos[:i]]):
+    info = parent_infos[i]
+    pv = info.kwargs.get(param)
+    dep_params = {p.param for p in info.pieces if p.kind == "dep"}
+    computed = isinstance(value, float) and not value.is_integer()  # 310.23, not a priority of 5
+    others_kept = not computed or (
+        all(call.kwargs.get(q) == v for q, v in info.kwargs.items() if q != param and q not in dep_params)
+        and call.name == info.name
+    )
+    for old in pv if isinstance(pv, list) else [pv]:
+        if old == value and others_kept and not _in_results(value, [x.result for x in parent_infos[:i]]):
             return True
         if isinstance(old, str) and old != value and substitute(old, changes)[0] == value:
             return True
