@@ -4,7 +4,8 @@ Checks, each a rejection reason of its own: the signature (topology hash and dep
 parent's; the ground truth replays without an error and passes the checker (accuracy 1); the task
 changes state or returns information; every argument value is stated in the user's words so far, found
 in an earlier result, a documented default / choice / boolean, or (in a turn that keeps the parent's
-wording) a value the parent also left to inference; the task is in neither the pool nor the test split.
+wording) a value the parent also left to inference, unless it is a computed amount whose call changed
+its other arguments; the task is in neither the pool nor the test split.
 An optional LLM critic reads the turns against the calls. Departure from the paper: its critic is an
 LLM; here the deterministic checks are the critic and the LLM is an optional extra.
 """

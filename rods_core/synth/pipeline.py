@@ -3,7 +3,8 @@
 `synthesize(parent, n, pool_keys, cfg)` makes up to `max_attempts` candidates from one parent and keeps
 the first `n` that pass every stage; each attempt records one outcome per stage it reached, so the
 result says how many candidates each stage accepted and rejected, and why. Later attempts keep more of
-the parent's values (keep_prob rises), trading variety for yield on hard parents.
+the parent's values (keep_prob rises), trading variety for yield on hard parents; a candidate whose
+parent words state nothing changeable is composed from the docs instead (`compose_fallback`).
 `SynthWorker` runs synthesis in a background thread or process; the trainer `submit`s boundary tasks
 (never blocking: a full queue refuses) and takes finished results with a non-blocking `drain()`.
 """

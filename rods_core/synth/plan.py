@@ -4,9 +4,13 @@ The parent is first brought to its *base form* (BFCL builds miss_param / miss_fu
 by inserting one empty turn; the base form undoes that and remembers where, so Augment can redo it).
 Then the parent's ground truth is walked call by call in a scratch environment: each value the user
 states is resampled once (samplers.py) and replaced consistently wherever it recurs; each value that
-came from an earlier result is re-read at the same place in the new result; the rest is kept. With
-`compose` (the rewrite will write the turns from the tool docs) a call that feeds no later call may
-swap to a function of the same class, skill and required arguments (cat -> tail).
+came from an earlier result is re-read at the same place in the new result (a rounded number is
+rounded again); a sentence built from such values ("The distance from A to B is X.") follows its
+parts; the rest is kept. A failing call first redraws its own new values, then falls back to the
+parent's; if the culprit was drawn earlier (a new folder, then a file not in it), the walk restarts
+with that value pinned. With `compose` (the rewrite will write the turns from the tool docs) values
+the parent only implied may change too, and a call that feeds no later call may swap to a function
+of the same class, skill and required arguments (cat -> tail).
 Departure from the paper: planning is a seeded, execution-guided resampling of a real task, not an
 LLM proposal; Execute still re-runs the plan from scratch as the independent check.
 """

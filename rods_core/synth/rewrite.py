@@ -2,10 +2,11 @@
 
 Two backends. `TemplateRewriter` (default, no LLM) writes a turn one of two ways: *substitute* keeps
 the parent's own words and swaps each stated value for its new value (the variant reads like a BFCL
-seed), *compose* builds the turn from the tool docs, one phrase per call naming the values the user
-gives, joined with some variety. `LlmRewriter` asks an OpenAI-compatible endpoint for the turns.
-Whatever the backend, a value the agent must take from an earlier result is never written into the
-user's words: such a turn is rejected here ("rewrite: leaks ...").
+seed), *compose* writes one request per call naming the values the user gives (phrases.py for the
+common functions, the tool doc otherwise), joined with some variety. `LlmRewriter` asks an
+OpenAI-compatible endpoint for the turns. Whatever the backend, a value the agent must take from an
+earlier result is never written into the user's words ("rewrite: leaks ..."), and words adapted from
+the parent's may not still state a value the plan replaced ("rewrite: still states ...").
 """
 
 from __future__ import annotations
