@@ -14,8 +14,7 @@ from pathlib import Path
 import pandas as pd
 import plotly.graph_objects as go
 
-from rods_core.experiments import (RUN_METRICS, Frames, discover_runs, fmt_ci, goal_checks, load_runs, mean_curve,
-                                   method_table, run_table)
+from rods_core.experiments import RUN_METRICS, Frames, fmt_ci, goal_checks, load_experiment, mean_curve
 
 _COLORS = {"rods": "#d62728", "static": "#1f77b4", "dapo_filter": "#2ca02c", "uniform_synth": "#9467bd",
            "env_augment": "#ff7f0e"}
@@ -142,9 +141,7 @@ def write_report(out: Path, settings: dict, runs_meta: list[dict], log=print) ->
     """Load the runs under out/runs, aggregate, and write summary.md, summary.json and the figures."""
     from bench.curriculum_bench import latest_systems_overhead
 
-    frames = load_runs(discover_runs(out / "runs"))
-    runs = run_table(frames)
-    methods = method_table(runs)
+    frames, runs, methods = load_experiment(out)
     overhead = latest_systems_overhead()
     goals = goal_checks(methods, overhead)
     files, png_error = save_figures(figures(frames, methods), out) if not runs.empty else ([], "no finished runs")

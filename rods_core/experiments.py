@@ -116,6 +116,14 @@ def load_runs(refs: list[RunRef]) -> Frames:
     return Frames(cat("evals"), cat("steps"), cat("variance"))
 
 
+def load_experiment(folder: str | Path) -> tuple[Frames, pd.DataFrame, pd.DataFrame]:
+    """(frames, one row per run, per-method table) of a `rods bench curriculum` folder or any runs folder."""
+    folder = Path(folder)
+    frames = load_runs(discover_runs(folder / "runs" if (folder / "runs").is_dir() else folder))
+    runs = run_table(frames)
+    return frames, runs, method_table(runs)
+
+
 # ----- pure statistics ----------------------------------------------------------------------------------
 def t_interval(values) -> tuple[float, float | None, int]:
     """(mean, 95% half-width or None when n < 2, n) over the finite values."""

@@ -14,8 +14,17 @@ import pytest
 import yaml
 
 from bench.step_overhead import overhead
-from rods_core.experiments import (discover_runs, goal_checks, load_runs, mean_curve, method_table, run_table,
-                                   t_interval, variance_ratio)
+from rods_core.experiments import (
+    discover_runs,
+    goal_checks,
+    load_experiment,
+    load_runs,
+    mean_curve,
+    method_table,
+    run_table,
+    t_interval,
+    variance_ratio,
+)
 from storage.events import EventLog
 
 
@@ -77,8 +86,8 @@ def test_runs_are_discovered_and_summarised(bench_folder):
 
 
 def test_method_table_curves_and_goals(bench_folder):
-    frames = load_runs(discover_runs(bench_folder))
-    methods = method_table(run_table(frames))
+    frames, runs, methods = load_experiment(bench_folder.parent)  # a bench folder holds runs/
+    assert len(runs) == 4
     row = methods[(methods.method == "rods") & (methods.metric == "final_progress")].iloc[0]
     assert row["mean"] == pytest.approx(0.4) and row["n"] == 2
     assert row["ci95"] == pytest.approx(12.706 * statistics.stdev([0.5, 0.3]) / math.sqrt(2))
