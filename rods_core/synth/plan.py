@@ -385,7 +385,7 @@ class Planner:
 
 # ----- config perturbation ----------------------------------------------------------------------------
 def perturb_config(cfg: dict, rng: random.Random, protected: Callable[[Any], bool]) -> dict:
-    """Rename files that no call uses and add a distractor file; raise balances a little.
+    """Rename files that no call uses, add a distractor file or an empty folder; raise balances a little.
 
     Changes what `ls`, `find` and account reads return without changing what the task asks.
     """
@@ -416,6 +416,13 @@ def _rename_unused(contents: dict, rng: random.Random, protected: Callable[[Any]
         extra = f"{rng.choice(WORDS)}_{rng.randint(1, 99)}.txt"
         if extra not in contents and not protected(extra):
             contents[extra] = {"type": "file", "content": f"{rng.choice(WORDS).capitalize()} notes."}
+    # A folder the task uses gets an empty sibling now and then, so "copy it into <another folder>"
+    # has somewhere to go (the samplers pick among existing folders).
+    used_dirs = [n for n, e in contents.items() if e.get("type") == "directory" and protected(n)]
+    if used_dirs and rng.random() < 0.5:
+        sibling = rng.choice(WORDS) + ("_" + rng.choice(WORDS) if rng.random() < 0.5 else "")
+        if sibling not in contents and not protected(sibling):
+            contents[sibling] = {"type": "directory", "contents": {}}
 
 
 def _scale_balances(state: Any, rng: random.Random, protected: Callable[[Any], bool]) -> None:
