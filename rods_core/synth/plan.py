@@ -213,12 +213,14 @@ class _Walk:
         return [(o, n) for o, n in self.mapping.values() if o != n] + self.result_changes
 
     def _resamplable(self, function: str, piece: Piece, said_so_far: str) -> bool:
+        if self.compose:
+            # Composed turns state every value, so what the parent only implied may change too.
+            return piece.kind == "said" or (piece.kind == "fixed" and not _is_default(function, piece))
         if piece.kind == "said":
-            if not self.compose and (function, piece.param) in WORDLIKE_CHOICES:
-                return False
-            return is_mentioned(said_so_far, piece.value, exact=True)
-        # Composed turns state every value, so a value the parent only implied may change too.
-        return self.compose and piece.kind == "fixed" and not _is_default(function, piece)
+            return (function, piece.param) not in WORDLIKE_CHOICES and is_mentioned(
+                said_so_far, piece.value, exact=True
+            )
+        return False
 
     def _draw(self, info: CallInfo, piece: Piece, env: BfclEnvironment) -> Any | None:
         ctx = SampleContext(env, info.name, piece.param, piece.value, self.rng, self.taken, list(self.mapping.values()))

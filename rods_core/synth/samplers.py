@@ -317,6 +317,12 @@ def zip_city(ctx: SampleContext) -> Any:
     return ctx.pick(linked or list(zips))
 
 
+def sector(ctx: SampleContext) -> Any:
+    """A sector the trading class lists stocks for (the keys of its `sector_map`)."""
+    src = inspect.getsource(api_class("TradingBot").get_available_stocks)
+    return ctx.pick(re.findall(r'"(\w+)":\s*\[', src))
+
+
 def card_id(ctx: SampleContext) -> Any:
     travel = ctx.instance("TravelAPI")
     return ctx.pick(list(travel.credit_card_list)) if travel is not None else None
@@ -362,6 +368,7 @@ BY_PARAM: dict[str, Sampler] = {
     "mentions": handle,
     "mentioned_usernames": handle,
     "symbol": stock_symbol,
+    "sector": sector,
     "stock": stock_symbol,
     "receiver_id": user_id,
     "travel_from": airport,
