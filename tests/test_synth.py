@@ -462,3 +462,13 @@ def test_inferred_price_is_not_inherited_once_the_symbol_changed():
     assert not _inherited([parent], 0, "price", 310.23, True, [], moved)
     assert _inherited([parent], 0, "order_type", "Buy", True, [], moved)  # a word-inferred value stays
     assert not _inherited([parent], 0, "price", 310.23, False, [], same)  # reworded turns state everything
+
+
+def test_process_worker_runs_beside_the_caller():
+    with SynthWorker(SynthConfig(worker="process", n_per_parent=1, max_attempts=16)) as worker:
+        assert worker.submit(FIFTY[0])
+        deadline, results = time.monotonic() + 120, []
+        while not results and time.monotonic() < deadline:
+            results = worker.drain()
+            time.sleep(0.05)
+    assert results and results[0].accepted and results[0].parent_id == FIFTY[0].id

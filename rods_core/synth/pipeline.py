@@ -12,6 +12,7 @@ parent words state nothing changeable is composed from the docs instead (`compos
 from __future__ import annotations
 
 import hashlib
+import multiprocessing
 import random
 from collections import Counter, defaultdict
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
@@ -229,7 +230,10 @@ class SynthWorker:
         self.pool_keys: set[str] = set(pool_keys or ())
         self._pending: list[Future] = []
         self._executor: Executor = (
-            ProcessPoolExecutor(max_workers=1) if self.cfg.worker == "process" else ThreadPoolExecutor(max_workers=1)
+            # spawn, not fork: forking a trainer that holds torch threads can deadlock the child.
+            ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+            if self.cfg.worker == "process"
+            else ThreadPoolExecutor(max_workers=1)
         )
         self.submitted = 0
         self.refused = 0
