@@ -30,20 +30,26 @@ class EvalConfig(BaseModel):
         default_factory=lambda: EpisodeConfig(sampling=SamplingConfig(temperature=0.0)),
         description="episode settings; the prompt format is replaced by the model card's when loading a folder",
     )
-    max_batch: int = Field(64, ge=1, description="episodes generated together")
+    max_batch: int = Field(64, ge=1, description="episodes generated together (uncached backend only)")
+    kv_cache: bool = Field(True, description="keep each episode's KV cache across messages (CachedHFGenerator)")
 
 
 def _generator(policy, cfg: EvalConfig):
     """(generator, episode config) for a model folder or a (model, tokenizer) pair."""
+    from rods_core.policy.cached_generation import CachedHFGenerator
     from rods_core.policy.generation import HFGenerator
 
+    episode = cfg.episode
     if isinstance(policy, (str, Path)):
         from rods_core.policy.tiny import load_policy
 
         model, tokenizer, prompt = load_policy(policy)
-        return HFGenerator(model, tokenizer, max_batch=cfg.max_batch), cfg.episode.model_copy(update={"prompt": prompt})
-    model, tokenizer = policy
-    return HFGenerator(model, tokenizer, max_batch=cfg.max_batch), cfg.episode
+        episode = episode.model_copy(update={"prompt": prompt})
+    else:
+        model, tokenizer = policy
+    if cfg.kv_cache:
+        return CachedHFGenerator(model, tokenizer), episode
+    return HFGenerator(model, tokenizer, max_batch=cfg.max_batch), episode
 
 
 def metrics(episodes: list[Episode], tasks: list[Task], prefix: str = "eval") -> dict[str, Any]:
