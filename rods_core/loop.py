@@ -61,10 +61,12 @@ def fresh_variants(parents: list[Task], per_parent: int, cfg: RunConfig, seed: i
     return out
 
 
-def eval_tasks(cfg: RunConfig, seeds: list[Task]) -> list[Task]:
+def eval_tasks(cfg: RunConfig, seeds: list[Task], trained_on: set[str] = frozenset()) -> list[Task]:
+    """Held-out tasks; with split=variants, fresh variants of the seeds that the warm start never saw."""
     e = cfg.eval
     if e.split == "variants":
         tasks = fresh_variants(seeds, e.variants_per_seed, cfg, seed=cfg.seed + 10_007)
+        tasks = [t for t in tasks if t.id not in trained_on]  # variant ids are content hashes
     else:
         tasks = seeds if e.split == "train" else load_seeds("test")
     tasks = [t for t in tasks if t.category in e.categories]
@@ -427,7 +429,8 @@ def train(cfg: RunConfig, *, run_id: str | None = None, resume: bool = False, lo
     # a tiny model is trained on its card's chat format; any other model uses the config's
     prompt = card_prompt if read_card(model_dir) else cfg.episode.prompt
     episode_cfg = cfg.episode.model_copy(update={"prompt": prompt, "hints": cfg.episode.hints or cfg.method == "env_augment"})
-    held_out = eval_tasks(cfg, seeds)
+    sft_ids = {tid for stage in read_card(model_dir).get("stages", []) for tid in stage.get("task_ids", [])}
+    held_out = eval_tasks(cfg, seeds, sft_ids)
     greedy = EvalConfig(episode=episode_cfg.model_copy(update={"sampling": episode_cfg.sampling.model_copy(update={"temperature": 0.0}), "hints": False}))
 
     def run_eval(step: int) -> None:
