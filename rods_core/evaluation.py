@@ -30,7 +30,7 @@ class EvalConfig(BaseModel):
         default_factory=lambda: EpisodeConfig(sampling=SamplingConfig(temperature=0.0)),
         description="episode settings; the prompt format is replaced by the model card's when loading a folder",
     )
-    max_batch: int = Field(64, ge=1, description="episodes generated together (uncached backend only)")
+    max_batch: int = Field(64, ge=1, description="episodes played together (bounds the KV cache's memory)")
     kv_cache: bool = Field(True, description="keep each episode's KV cache across messages (CachedHFGenerator)")
 
 
@@ -50,6 +50,18 @@ def _generator(policy, cfg: EvalConfig):
     if cfg.kv_cache:
         return CachedHFGenerator(model, tokenizer), episode
     return HFGenerator(model, tokenizer, max_batch=cfg.max_batch), episode
+
+
+def _play(tasks: list[Task], gen, episode: EpisodeConfig, max_batch: int, progress) -> list[Episode]:
+    """Episodes in chunks of `max_batch` (one batched KV cache per chunk), progress counted over all."""
+    out: list[Episode] = []
+    for i in range(0, len(tasks), max_batch):
+        if hasattr(gen, "reset"):
+            gen.reset()
+        done = len(out)
+        step = (lambda d, _t, done=done: progress(done + d, len(tasks))) if progress else None
+        out += run_episodes(tasks[i : i + max_batch], gen, episode, progress=step)
+    return out
 
 
 def metrics(episodes: list[Episode], tasks: list[Task], prefix: str = "eval") -> dict[str, Any]:
@@ -81,7 +93,7 @@ def evaluate(
     cfg = cfg or EvalConfig()
     gen, ep_cfg = _generator(policy, cfg)
     t0 = time.perf_counter()
-    episodes = run_episodes(tasks, gen, ep_cfg, progress=progress)
+    episodes = _play(tasks, gen, ep_cfg, cfg.max_batch, progress)
     out = metrics(episodes, tasks)
     out["eval/seconds"] = time.perf_counter() - t0
     out["eval/gen_tokens_per_s"] = gen.stats.tokens_per_s
@@ -105,7 +117,7 @@ def variance_report(
     gen, ep_cfg = _generator(policy, cfg)
     t0 = time.perf_counter()
     repeated = [t for t in tasks for _ in range(samples)]
-    episodes = run_episodes(repeated, gen, ep_cfg, progress=progress)
+    episodes = _play(repeated, gen, ep_cfg, cfg.max_batch, progress)
     groups = [episodes[i * samples : (i + 1) * samples] for i in range(len(tasks))]
     rewards = [[e.reward for e in g] for g in groups]
     differing = [len(set(r)) > 1 for r in rewards]
