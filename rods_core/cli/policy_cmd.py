@@ -34,6 +34,7 @@ def _load_tasks(tasks_file: Path | None, demo: bool):
 
 def _bar(label: str):
     """A rich progress bar and a `progress(done, total)` callback for episodes."""
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
     bar = Progress(
@@ -42,6 +43,7 @@ def _bar(label: str):
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         transient=True,
+        console=Console(stderr=True),  # stdout stays clean for --json
     )
     job = bar.add_task(label, total=None)
     return bar, lambda done, total: bar.update(job, completed=done, total=total)
