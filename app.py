@@ -1,4 +1,5 @@
-"""RODS Lab — Home: the runs, their status and progress, key curves; stop a run. Run: `make app`."""
+"""RODS Lab — the entry point (navigation) and Home: the runs, their status, progress and ETA, key curves;
+stop a run. Run: `make app`."""
 
 from __future__ import annotations
 
@@ -40,24 +41,29 @@ def run_card(run: SimpleNamespace) -> None:
                             key=f"home_curve_{run.id}")
 
 
-st.title("RODS Lab")
-st.caption("Reward-driven online data synthesis for multi-turn tool-use agents: launch GRPO runs, watch the "
-           "capability boundary move, curate synthesized tasks, export what was learned.")
-
-
 @st.fragment(run_every=lab_ui.LIVE_S)
 def runs_panel() -> None:
     table = lab_ui.all_runs()
     if table.empty:
         st.info("No runs yet.")
-        st.page_link("pages/1_Launch.py", label="Launch a run", icon="🚀")
+        st.page_link(LAUNCH, label="Launch a run", icon="🚀")
         return
     counts = table.status.value_counts()
-    cols = st.columns(4)
-    for col, s in zip(cols, ["running", "queued", "finished", "failed"], strict=True):
+    for col, s in zip(st.columns(4), ["running", "queued", "finished", "failed"], strict=True):
         col.metric(s.capitalize(), int(counts.get(s, 0)))
     for _, run in table.head(12).iterrows():
         run_card(SimpleNamespace(**run.to_dict()))
 
 
-runs_panel()
+def home() -> None:
+    st.title("RODS Lab")
+    st.caption("Reward-driven online data synthesis for multi-turn tool-use agents: launch GRPO runs, watch the "
+               "capability boundary move, curate synthesized tasks, export what was learned.")
+    runs_panel()
+
+
+LAUNCH = st.Page("pages/1_Launch.py", title="Launch", icon="🚀", url_path="Launch")
+st.navigation([st.Page(home, title="Home", icon="🧭", default=True), LAUNCH,
+               *(st.Page(f"pages/{f}.py", title=f.split("_", 1)[1], icon=i, url_path=f.split("_", 1)[1])
+                 for f, i in [("2_Boundary", "🎯"), ("3_Review", "🧪"), ("4_Buffer", "🗃️"), ("5_Seeds", "🌱"),
+                              ("6_Compare", "📊")])]).run()

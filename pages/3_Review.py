@@ -31,7 +31,9 @@ def queue(run_dir: str) -> list[lab.ReviewItem]:
 
 def decide(task_id: str, action: str, payload: dict | None = None) -> None:
     d = lab_ui.db().add_decision(run.id, task_id, action, payload)
-    st.success(f"Decision #{d.id}: {action} {task_id}; the trainer applies it at the next step boundary.")
+    msg = f"Decision #{d.id}: {action} {task_id}; the trainer applies it at the next step boundary."
+    st.success(msg)
+    st.toast(msg, icon="✅")
 
 
 def show_task(where, task, title: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -54,9 +55,9 @@ def served(tmp_path_factory):
                     "--layers", "2", "--ffn", "128", "--vocab", "1000"], cwd=ROOT, check=True, capture_output=True)
     port = _free_port()
     env = {**os.environ, "RODS_WORKSPACE": str(ws), "RODS_RUNS": str(runs)}
+    log = open(base / "server.log", "wb")  # noqa: SIM115 - closed with the server
     server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)],
-                              cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True)
+                              cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
 
     def healthy() -> bool:
@@ -70,6 +71,7 @@ def served(tmp_path_factory):
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=20)
+        log.close()
         _end_runs(ws)
 
 
@@ -97,8 +99,8 @@ def page(served):
 
 
 def key(name: str) -> str:
-    """CSS for the container Streamlit gives a widget with `key=name` (ids may hold '~': match the token)."""
-    return f'[class~="st-key-{name}"]'
+    """CSS for the container Streamlit gives a widget with `key=name` (it turns other characters into '-')."""
+    return f'[class~="st-key-{re.sub(r"[^a-zA-Z0-9_-]", "-", name)}"]'
 
 
 def shot(pg, name: str) -> None:
@@ -108,10 +110,22 @@ def shot(pg, name: str) -> None:
 
 def open_page(pg, url: str, title: str) -> None:
     pg.goto(url)
-    pg.get_by_role("heading", name=title).wait_for()
+    try:
+        pg.get_by_role("heading", name=title).wait_for(timeout=120_000)
+    except Exception:
+        shot(pg, f"failed-{title.replace(' ', '-')}")
+        raise
 
 
 def test_launch_watch_review_export_import(served, page):
+    try:
+        journey(served, page)
+    except Exception:
+        shot(page, "failed-last")
+        raise
+
+
+def journey(served, page) -> None:
     from rods_core import lab
     from storage.control import ControlDB
     from storage.reader import RunReader
@@ -158,23 +172,29 @@ def test_launch_watch_review_export_import(served, page):
         300, "two variants awaiting review", every=3)
     approve, edit = (i.task.id for i in queue)
     open_page(pg, f"{url}/Review", "Synthesis review")
-    pg.locator(key(f"review_approve_{approve}")).locator("button").click()
-    pg.get_by_text(f"approve {approve}").wait_for()
+    button = pg.locator(key(f"review_approve_{approve}")).locator("button")
+    if not button.is_visible():  # more than three items: each sits in a collapsed expander
+        pg.get_by_text(f"{approve} · awaiting_review").click()
+    button.click()
+    _wait(lambda: any(d.task_id == approve for d in db.decisions(run.id)), 60, "the approve decision")
     box = pg.locator(key(f"review_u_{edit}_0")).locator("textarea")
     if not box.is_visible():
         pg.get_by_text(f"{edit} · awaiting_review").click()
         pg.locator('[data-testid="stExpander"]').filter(has=box).get_by_text("Edit", exact=True).click()
     box.fill(box.input_value() + " Thanks a lot!")
     pg.locator('[data-testid="stForm"]').filter(has=box).get_by_role("button").click()
-    pg.get_by_text(f"edit {edit}").wait_for()
+    _wait(lambda: any(d.action == "edit" for d in db.decisions(run.id)), 60, "the edit decision")
     shot(pg, "3-review")
     decided = _wait(lambda: [d for d in db.decisions(run.id) if d.status in ("applied", "refused")]
                     if all(d.status in ("applied", "refused") for d in db.decisions(run.id)) else None,
                     300, "the trainer to apply both decisions", every=3)
     assert [(d.task_id, d.action, d.status) for d in decided] == [(approve, "approve", "applied"),
                                                                   (edit, "edit", "applied")], decided
-    moves = RunReader(run_dir).query("SELECT task_id, reason FROM buffer WHERE reason LIKE 'decision/%'")
-    assert {"decision/approve", "decision/edit"} <= set(moves.reason)
+
+    def moves() -> set[str]:  # the step's events reach the store when the step ends; reasons are "code: detail"
+        df = RunReader(run_dir).query("SELECT reason FROM buffer WHERE reason LIKE 'decision/%'")
+        return {r.split(":")[0] for r in df.reason}
+    _wait(lambda: {"decision/approve", "decision/edit"} <= moves(), 300, "the decisions' buffer events", every=3)
 
     # Export the active pool, then import it back as seeds.
     open_page(pg, f"{url}/Buffer", "Replay buffer")
