@@ -12,8 +12,10 @@ from rods_core import charts
 from rods_core.launch import format_eta, progress
 
 st.set_page_config(page_title="RODS Lab", page_icon="🧭", layout="wide")
-STATUS_ICON = {"queued": "⏳", "running": "🟢", "finished": "✅", "failed": "❌", "stopped": "⏹️", "lost": "⚠️",
-               "stale": "🟡"}
+STATUS_ICON = {"queued": ":gray[:material/schedule:]", "running": ":green[:material/play_circle:]",
+               "finished": ":blue[:material/check_circle:]", "failed": ":red[:material/error:]",
+               "stopped": ":gray[:material/stop_circle:]", "lost": ":orange[:material/warning:]",
+               "stale": ":orange[:material/hourglass_empty:]"}
 
 
 @st.cache_data(ttl=lab_ui.LIVE_S, show_spinner=False)
@@ -46,7 +48,7 @@ def runs_panel() -> None:
     table = lab_ui.all_runs()
     if table.empty:
         st.info("No runs yet.")
-        st.page_link(LAUNCH, label="Launch a run", icon="🚀")
+        st.page_link(LAUNCH, label="Launch a run", icon=":material/rocket_launch:")
         return
     counts = table.status.value_counts()
     for col, s in zip(st.columns(4), ["running", "queued", "finished", "failed"], strict=True):
@@ -62,8 +64,9 @@ def home() -> None:
     runs_panel()
 
 
-LAUNCH = st.Page("pages/1_Launch.py", title="Launch", icon="🚀", url_path="Launch")
-st.navigation([st.Page(home, title="Home", icon="🧭", default=True), LAUNCH,
-               *(st.Page(f"pages/{f}.py", title=f.split("_", 1)[1], icon=i, url_path=f.split("_", 1)[1])
-                 for f, i in [("2_Boundary", "🎯"), ("3_Review", "🧪"), ("4_Buffer", "🗃️"), ("5_Seeds", "🌱"),
-                              ("6_Compare", "📊")])]).run()
+# Material icons ship with Streamlit; emoji need a system font that servers often lack.
+LAUNCH = st.Page("pages/1_Launch.py", title="Launch", icon=":material/rocket_launch:", url_path="Launch")
+st.navigation([st.Page(home, title="Home", icon=":material/home:", default=True), LAUNCH,
+               *(st.Page(f"pages/{f}.py", title=f.split("_", 1)[1], icon=f":material/{i}:", url_path=f.split("_", 1)[1])
+                 for f, i in [("2_Boundary", "scatter_plot"), ("3_Review", "rule"), ("4_Buffer", "inventory_2"),
+                              ("5_Seeds", "eco"), ("6_Compare", "compare_arrows")])]).run()
