@@ -74,17 +74,21 @@ def _values_sql(df: pd.DataFrame, cols: list[str]) -> str:
     return ", ".join("(" + ", ".join(lit(r[c]) for c in cols) + ")" for r in df[cols].to_dict("records"))
 
 
-def success_by_complexity(reader: RunReader, structure: pd.DataFrame) -> pd.DataFrame:
-    """Mean progress reward per step, class combination and complexity (aggregated inside DuckDB)."""
+def success_by_complexity(reader: RunReader, structure: pd.DataFrame, max_points: int = 200) -> pd.DataFrame:
+    """Mean progress reward per step, class combination and complexity, aggregated inside DuckDB. Long
+    runs are binned into at most `max_points` step buckets (labelled by their first step) so the
+    result stays small (a 1M-row log gives ~30k rows, not ~200k)."""
     cols = ["step", "class_combo", "complexity", "depth", "turns", "success", "tasks"]
     if structure.empty:
         return pd.DataFrame(columns=cols)
     values = _values_sql(structure, ["task_id", "class_combo", "complexity", "depth", "turns"])
     return reader.query(f"""
-        WITH s(task_id, class_combo, complexity, depth, turns) AS (VALUES {values})
-        SELECT t.step, s.class_combo, s.complexity, CAST(s.depth AS INT) AS depth, CAST(s.turns AS INT) AS turns,
-               avg(t.mean) AS success, count(*) AS tasks
-        FROM task_stats t JOIN s USING (task_id) GROUP BY ALL ORDER BY ALL""")
+        WITH s(task_id, class_combo, complexity, depth, turns) AS (VALUES {values}),
+             w AS (SELECT greatest(1, CAST(ceil(max(step) / {int(max_points)}.0) AS BIGINT)) AS w FROM task_stats)
+        SELECT (t.step - 1) // w.w * w.w + 1 AS step, s.class_combo, s.complexity,
+               CAST(s.depth AS INT) AS depth, CAST(s.turns AS INT) AS turns,
+               sum(t.mean) / count(*) AS success, count(*) AS tasks
+        FROM task_stats t JOIN s USING (task_id) CROSS JOIN w GROUP BY ALL ORDER BY ALL""")
 
 
 def boundary_vs_others(variance_by_region: pd.DataFrame) -> pd.DataFrame:
