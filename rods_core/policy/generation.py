@@ -1,8 +1,10 @@
 """Generation backends behind one small interface: token contexts in, one assistant message each out.
 
 Episodes (rollout.py) ask for the next assistant message of every active episode at once, so a backend
-sees one batch per step of the conversation. HFGenerator runs `model.generate` (CPU, tests, small GPU
-runs); VLLMGenerator talks to TRL's vLLM server client or a colocated `vllm.LLM` on GPU hosts.
+sees one batch per step of the conversation. HFGenerator runs `model.generate` (the simple reference);
+CachedHFGenerator (cached_generation.py) keeps each episode's KV cache across messages and is several
+times faster for multi-turn episodes on CPU; VLLMGenerator talks to TRL's vLLM server client or a
+colocated `vllm.LLM` on GPU hosts (unverified here).
 """
 
 from __future__ import annotations
