@@ -21,6 +21,35 @@ from rods_core.seeds import load_seeds  # noqa: E402
 from rods_core.synth import SynthConfig, merge_counts, synthesize  # noqa: E402
 
 
+def measure(limit: int = 400, n: int = 4, attempts: int = 24, seed: int = 0) -> dict:
+    """Synthesize for `limit` train seeds spread over the split; the raw results and the timings."""
+    seeds = load_seeds("train")
+    step = max(1, len(seeds) // limit)
+    parents = seeds[::step][:limit]
+    cfg = SynthConfig(n_per_parent=n, max_attempts=attempts, seed=seed)
+    synthesize(parents[0], 1, set(), cfg)  # warm caches (docs, class imports, leak guard)
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    results = [synthesize(p, n, set(), cfg) for p in parents]
+    return {"parents": parents, "results": results, "wall_s": time.perf_counter() - wall0,
+            "cpu_s": time.process_time() - cpu0}
+
+
+def figures(limit: int = 400, n: int = 4, attempts: int = 24, seed: int = 0) -> dict:
+    """Throughput and acceptance per stage as numbers (for `rods bench systems`)."""
+    m = measure(limit, n, attempts, seed)
+    results = m["results"]
+    accepted = sum(len(r.accepted) for r in results)
+    stages = {}
+    for stage, c in merge_counts(results).items():
+        total = c["accepted"] + c["rejected"]
+        stages[stage] = {"accepted": c["accepted"], "rejected": c["rejected"],
+                         "acceptance": round(c["accepted"] / total, 3) if total else None}
+    return {"parents": len(m["parents"]), "attempts": sum(r.attempts for r in results), "accepted": accepted,
+            "accepted_per_s_wall": round(accepted / m["wall_s"], 1), "accepted_per_s_cpu": round(accepted / m["cpu_s"], 1),
+            "parent_yield": round(sum(bool(r.accepted) for r in results) / len(results), 3), "stages": stages,
+            "goal_accepted_per_s": 50}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--limit", type=int, default=400, help="train seeds to use (spread over the split)")
@@ -29,16 +58,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
 
-    seeds = load_seeds("train")
-    step = max(1, len(seeds) // args.limit)
-    parents = seeds[::step][: args.limit]
-    cfg = SynthConfig(n_per_parent=args.n, max_attempts=args.attempts, seed=args.seed)
-    synthesize(parents[0], 1, set(), cfg)  # warm caches (docs, class imports, leak guard)
-
-    wall0, cpu0 = time.perf_counter(), time.process_time()
-    results = [synthesize(p, args.n, set(), cfg) for p in parents]
-    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
-
+    m = measure(args.limit, args.n, args.attempts, args.seed)
+    parents, results, wall, cpu = m["parents"], m["results"], m["wall_s"], m["cpu_s"]
     accepted = sum(len(r.accepted) for r in results)
     attempts = sum(r.attempts for r in results)
     print(f"synth/parents {len(parents)}  attempts {attempts}  accepted {accepted}")

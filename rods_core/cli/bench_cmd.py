@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import typer
+
+from rods_core.cli._common import fail
 
 app = typer.Typer(no_args_is_help=True, help="Benchmarks: environment, store, synthesis, buffer, training.")
 
@@ -18,3 +21,53 @@ def env(repeats: int = typer.Option(3, min=1, help="take the best of this many p
     from bench.env_bench import run
 
     typer.echo(json.dumps(run(repeats), indent=2))
+
+
+@app.command("curriculum")
+def curriculum(
+    budget: int = typer.Option(..., min=1, help="trajectories per run (max_steps = budget // (tasks x rollouts))"),
+    methods: str = typer.Option("rods,static,dapo_filter,uniform_synth,env_augment", help="comma-separated methods"),
+    repeats: int = typer.Option(1, min=1, help="random seeds per method (K); intervals need K >= 2"),
+    config: Path = typer.Option(Path("configs/demo-cpu.yaml"), "--config", "-c", help="the base run config"),
+    evals: int = typer.Option(4, min=1, help="held-out evaluations per run (plus step 0)"),
+    sets: list[str] = typer.Option([], "--set", help="override a field of every run, e.g. --set eval.limit=8"),
+    out: Path = typer.Option(None, help="output folder (default bench/results/curriculum/<timestamp>)"),
+    timeout: float = typer.Option(None, help="seconds allowed per run (default: no limit)"),
+) -> None:
+    """Every method on the same model, seeds and trajectory budget; curves, intervals, goal checks.
+
+    Example: rods bench curriculum --budget 360 --methods rods,static --repeats 2
+    """
+    from bench.curriculum_bench import parse_methods, run
+    from rods_core.cli.train_cmd import _parse_sets
+    from rods_core.config import ConfigError
+
+    try:
+        folder = run(budget, parse_methods(methods), repeats, config, evals, _parse_sets(sets), out, timeout,
+                     log=typer.echo)
+    except (ValueError, ConfigError) as e:
+        fail(str(e))
+    typer.echo((folder / "summary.md").read_text())
+
+
+@app.command("systems")
+def systems(
+    as_json: bool = typer.Option(False, "--json", help="print the JSON report instead of Markdown"),
+    config: Path = typer.Option(Path("configs/demo-cpu.yaml"), "--config", "-c", help="the run config of the step timing"),
+    steps: int = typer.Option(6, min=2, help="timed training steps per arm (after one warm-up step)"),
+    model: Path = typer.Option(None, help="model folder for the step timing (default: the config's)"),
+    quick: bool = typer.Option(False, help="smaller store and synthesis workloads (for tests)"),
+) -> None:
+    """System figures: environment, replay, synthesis, detector/buffer, store, generation, step breakdown,
+    and the overhead of a rods step over a plain TRL GRPO step.
+
+    Example: rods bench systems --json
+    """
+    import contextlib
+    import sys
+
+    from bench.systems_bench import run
+
+    with contextlib.redirect_stdout(sys.stderr):  # TRL prints its step logs; stdout carries only the report
+        report = run(config, steps=steps, model=model, quick=quick, log=lambda m: typer.echo(m, err=True))
+    typer.echo(json.dumps(report["json"], indent=2) if as_json else report["markdown"])

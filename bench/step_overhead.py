@@ -1,0 +1,191 @@
+"""Step timing of a rods step against a plain TRL GRPO step on the same model, seed and tasks.
+
+The rods arm is `rods train` minus evaluation and checkpoints: RodsGRPOTrainer + RunLoop (detector,
+replay buffer, synthesis worker threads, decisions, event log). It records the task ids it drew.
+The plain arm rebuilds the model from the same folder under the same seed and replays those draws
+through the same trainer, rollout_func and reward, with a no-op `on_rewards` and no loop callback:
+what TRL's GRPOTrainer does with a multi-turn rollout_func and nothing else. A step is timed from
+`on_step_begin` to the end of its `on_log` (where the rods loop writes its step row), in both arms.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from transformers import TrainerCallback
+
+from rods_core.config import RunConfig, load_config
+
+WARMUP = 1
+PARTS = ("gen_s", "env_s", "reward_s", "hooks_s", "opt_s", "step_s")
+
+
+class StepTimer(TrainerCallback):
+    """Per step: wall time, the trainer's rollout timings, model tokens generated, and hook seconds."""
+
+    def __init__(self, hook_seconds: list[float] | None = None):
+        self.trainer = None
+        self.rows: list[dict] = []
+        self.hook_seconds = hook_seconds  # filled by the rods arm's wrapped hooks, drained per step
+        self._t = 0.0
+
+    def on_step_begin(self, args, state, control, **kw):
+        self._t = time.perf_counter()
+
+    def on_log(self, args, state, control, logs=None, **kw):
+        if not logs or "loss" not in logs:
+            return
+        wall = time.perf_counter() - self._t
+        t = dict(self.trainer.timings)
+        hooks = sum(self.hook_seconds) if self.hook_seconds is not None else 0.0
+        if self.hook_seconds is not None:
+            self.hook_seconds.clear()
+        row = {"step": state.global_step, "step_s": wall, "gen_s": t.get("time/gen_s", 0.0),
+               "env_s": t.get("time/env_s", 0.0), "reward_s": t.get("time/reward_s", 0.0), "hooks_s": hooks,
+               "tokens": sum(e.model_tokens for e in self.trainer.last_episodes)}
+        row["opt_s"] = max(wall - row["gen_s"] - row["env_s"] - row["reward_s"] - hooks, 0.0)
+        self.rows.append(row)
+
+
+def _timed(fn, sink: list[float]):
+    def wrapper(*a, **kw):
+        t0 = time.perf_counter()
+        try:
+            return fn(*a, **kw)
+        finally:
+            sink.append(time.perf_counter() - t0)
+
+    return wrapper
+
+
+def _policy(cfg: RunConfig):
+    from rods_core.policy.tiny import load_policy, read_card
+
+    model, tokenizer, card_prompt = load_policy(Path(cfg.model.path))
+    prompt = card_prompt if read_card(Path(cfg.model.path)) else cfg.episode.prompt
+    hints = cfg.episode.hints or cfg.method == "env_augment"
+    return model, tokenizer, cfg.episode.model_copy(update={"prompt": prompt, "hints": hints})
+
+
+def rods_arm(cfg: RunConfig, work: Path) -> tuple[list[dict], list[list[str]], dict]:
+    """Train with the full loop; returns (step rows, the draws, every drawn task by id)."""
+    import torch
+
+    from rods_core.loop import STATE_FILE, RunLoop, select_seeds
+    from rods_core.trainer import LoopCallback, RodsGRPOTrainer
+
+    torch.manual_seed(cfg.seed)
+    seeds = select_seeds(cfg)
+    model, tokenizer, episode_cfg = _policy(cfg)
+    run_id = f"systems-{random.Random().randrange(16**6):06x}"
+    run_dir = work / "runs" / run_id
+    run_dir.mkdir(parents=True)
+    loop = RunLoop(cfg, run_dir, run_id, seeds)
+    loop.db.create_run(run_id, run_dir, cfg.model_dump(mode="json"), cfg.method, name="systems")
+    hooks: list[float] = []
+    draws, tasks = [], {}
+
+    def draw(n: int) -> list[str]:
+        ids = loop.draw(n)
+        draws.append(ids)
+        tasks.update({t: loop.source.task(t) for t in ids})
+        return ids
+
+    loop.on_log = _timed(loop.on_log, hooks)  # the step row, flush and heartbeat: part of a rods step
+    timer = StepTimer(hooks)
+    callback = LoopCallback(loop, lambda step: None, 0, STATE_FILE)
+    trainer = RodsGRPOTrainer(model=model, tokenizer=tokenizer, cfg=cfg, out_dir=str(run_dir / "checkpoints"),
+                              draw=_timed(draw, hooks), task_of=loop.source.task,
+                              on_rewards=_timed(loop.on_rewards, hooks), episode_cfg=episode_cfg,
+                              callbacks=[callback, timer])
+    callback.trainer = timer.trainer = trainer
+    try:
+        trainer.train()
+    finally:
+        loop.close()
+    return timer.rows, draws, tasks
+
+
+def plain_arm(cfg: RunConfig, work: Path, draws: list[list[str]], tasks: dict) -> list[dict]:
+    """The same trainer, model, seed and tasks with nothing of RODS around the step."""
+    import torch
+
+    from rods_core.trainer import RodsGRPOTrainer
+
+    torch.manual_seed(cfg.seed)
+    model, tokenizer, episode_cfg = _policy(cfg)
+    replay = iter(draws)
+    timer = StepTimer()
+    trainer = RodsGRPOTrainer(model=model, tokenizer=tokenizer, cfg=cfg, out_dir=str(work / "plain"),
+                              draw=lambda n: next(replay), task_of=tasks.__getitem__,
+                              on_rewards=lambda step, groups, extras: None, episode_cfg=episode_cfg,
+                              callbacks=[timer])
+    timer.trainer = trainer
+    trainer.train()
+    return timer.rows
+
+
+# ----- pure statistics ----------------------------------------------------------------------------------
+def medians(rows: list[dict]) -> dict[str, float]:
+    return {p: statistics.median(r[p] for r in rows) for p in PARTS}
+
+
+def overhead(rods: list[float], plain: list[float], boots: int = 2000, seed: int = 0) -> tuple[float, list[float]]:
+    """100 x (median rods / median plain - 1) and a paired bootstrap 95% interval (steps resampled jointly)."""
+    n = min(len(rods), len(plain))
+    rods, plain = rods[:n], plain[:n]
+    point = 100 * (statistics.median(rods) / statistics.median(plain) - 1)
+    rng, stats = random.Random(seed), []
+    for _ in range(boots):
+        idx = [rng.randrange(n) for _ in range(n)]
+        stats.append(100 * (statistics.median(rods[i] for i in idx) / statistics.median(plain[i] for i in idx) - 1))
+    stats.sort()
+    return point, [stats[int(0.025 * boots)], stats[int(0.975 * boots) - 1]]
+
+
+def summarise(rods_rows: list[dict], plain_rows: list[dict]) -> dict:
+    r, p = rods_rows[WARMUP:], plain_rows[WARMUP:]
+    pct, ci = overhead([x["step_s"] for x in r], [x["step_s"] for x in p])
+    direct = 100 * statistics.median(x["hooks_s"] for x in r) / statistics.median(x["step_s"] for x in p)
+    same_tokens = [a["tokens"] for a in r] == [b["tokens"] for b in p]
+    note = "" if same_tokens else (
+        "The arms generated different token counts on the same tasks (sampling diverged), so part of the "
+        "difference is generation length, not machinery; the hook share is the machinery's direct cost.")
+    if ci[0] < 5.0 < ci[1]:
+        note += " The interval straddles the 5% goal: this machine's noise is too large to decide it."
+    return {"overhead_pct": round(pct, 2), "ci95_pct": [round(c, 2) for c in ci], "direct_pct": round(direct, 3),
+            "same_tokens": same_tokens, "note": note.strip()}
+
+
+def measure_steps(config: Path, steps: int = 6, model: Path | None = None, log=print) -> dict | None:
+    """Both arms on the config's model (or `model`); None when there is no model to time."""
+    overrides = {"grpo.max_steps": steps + WARMUP, "grpo.save_steps": 1_000_000, "eval.every": 0, "name": "systems"}
+    if model is not None:
+        overrides["model.path"] = str(model)
+    cfg = load_config(config, overrides)
+    if not (Path(cfg.model.path) / "config.json").exists():
+        log(f"systems: no model at {cfg.model.path}; step timing skipped (build it or pass --model)")
+        return None
+    work = Path(tempfile.mkdtemp(prefix="rods-systems-"))
+    cfg = cfg.model_copy(update={"output_dir": str(work / "runs"), "workspace": str(work / "ws")})
+    try:
+        rods_rows, draws, tasks = rods_arm(cfg, work)
+        log(f"systems: rods arm {len(rods_rows)} steps; plain arm …")
+        plain_rows = plain_arm(cfg, work, draws, tasks)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    timed = rods_rows[WARMUP:]
+    gen_s = sum(x["gen_s"] for x in timed)
+    return {
+        "model": cfg.model.path, "tasks_per_step": cfg.grpo.tasks_per_step, "num_generations": cfg.grpo.num_generations,
+        "warmup": WARMUP, "timed_steps": len(timed), "same_draws": True,
+        "rods": {"breakdown_median_s": medians(timed), "rows": rods_rows,
+                 "tokens_per_gen_s": round(sum(x["tokens"] for x in timed) / gen_s, 1) if gen_s else None},
+        "plain": {"breakdown_median_s": medians(plain_rows[WARMUP:]), "rows": plain_rows},
+        "overhead": summarise(rods_rows, plain_rows),
+    }
