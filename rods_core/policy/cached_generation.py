@@ -6,8 +6,8 @@ batch keeps one KV cache: each call feeds only the tokens appended since the las
 and the user's, left-padded to a common width) and then decodes token by token. Rows that are idle
 (finished episodes) or done generating are fed padding with attention mask 0, so the cache holds masked
 holes; positions come from each row's count of real tokens, so the model sees exactly the sequence it
-would see without the holes. Rows are matched to contexts by prefix; any context that does not extend a
-cached row starts a fresh batch. Call `reset()` after the weights change.
+would see without the holes. Rows are matched to contexts by prefix and rows no longer asked for
+(finished episodes) are dropped; any context that does not extend a cached row starts a fresh batch. Call `reset()` after the weights change.
 """
 
 from __future__ import annotations
@@ -71,6 +71,8 @@ class CachedHFGenerator:
             self.reset()
             self.rows = [[] for _ in contexts]
             rows = list(range(len(contexts)))
+        elif len(rows) < len(self.rows):
+            rows = self._keep(rows, torch)
         was_training = self.model.training
         self.model.eval()
         with torch.no_grad():
@@ -82,6 +84,14 @@ class CachedHFGenerator:
         self.stats.calls += 1
         self.stats.sequences += len(out)
         return out
+
+    def _keep(self, rows: list[int], torch) -> list[int]:
+        """Drop the rows of finished episodes from the cache, so they cost nothing from now on."""
+        keep = sorted(rows)
+        self.cache.batch_select_indices(torch.tensor(keep))
+        self.mask = self.mask[keep]
+        self.rows = [self.rows[r] for r in keep]
+        return [keep.index(r) for r in rows]
 
     def _forward(self, ids, new_mask, torch):
         """Feed (rows, width) tokens; new_mask marks real ones. Returns last-position logits."""
