@@ -59,9 +59,11 @@ def pick_run(page: str, label: str = "Run") -> SimpleNamespace | None:
         st.info("No runs yet: start one on the **Launch** page.")
         return None
     ids = table.id.tolist()
-    chosen = st.session_state.get("lab_run")
-    index = ids.index(chosen) if chosen in ids else 0
-    run_id = st.selectbox(label, ids, index=index, key=f"{page}_run",
-                          format_func=lambda i: f"{i} · {table.set_index('id').status[i]}")
+    key = f"{page}_run"
+    if st.session_state.get("lab_run") in ids:  # the run chosen (or launched) on any page
+        st.session_state[key] = st.session_state["lab_run"]
+    elif st.session_state.get(key) not in ids:
+        st.session_state[key] = ids[0]
+    run_id = st.selectbox(label, ids, key=key, format_func=lambda i: f"{i} · {table.set_index('id').status[i]}")
     st.session_state["lab_run"] = run_id
     return SimpleNamespace(**table.set_index("id").loc[run_id].to_dict(), id=run_id)

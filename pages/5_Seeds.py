@@ -11,7 +11,7 @@ from rods_core import launch
 from rods_core.seeds import leak_guard, load_seeds, split_of
 from rods_core.stats import task_rows
 from rods_core.tasks import TaskFileError
-from storage.catalog import seed_frame, set_seed_tags, write_subset
+from storage.catalog import retag, seed_frame
 from storage.export import ImportRefused, import_seeds
 
 st.set_page_config(page_title="Seeds · RODS Lab", page_icon="🌱", layout="wide")
@@ -42,13 +42,8 @@ with add:
     tags = [t.strip() for t in st.text_input("Tags (comma separated)", key="seeds_import_tags").split(",") if t.strip()]
     if st.button("Import", key="seeds_import", type="primary"):
         try:
-            if upload is not None:
-                target = paths.workspace / "imports" / launch.confine(upload.name, paths.workspace).name
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(upload.getvalue())
-            else:
-                target = launch.confine(typed, paths.workspace)
-            import_file(target, tags)
+            import_file(launch.save_upload(paths, upload.name, upload.getvalue()) if upload is not None
+                        else launch.confine(typed, paths.workspace), tags)
         except (launch.OutsideWorkspace, FileNotFoundError, IsADirectoryError) as e:
             st.error(str(e))
     if st.button("Add the BFCL train split (400 seeds)", key="seeds_add_bfcl"):
@@ -70,29 +65,22 @@ with catalog:
         if col.button(label, key=f"seeds_{label.lower()}", disabled=not picked):
             st.success(f"{label}d {sum(db.set_seed_enabled(t, on) for t in picked)} seed(s).")
     new_tag = c3.text_input("Tag", key="seeds_new_tag", label_visibility="collapsed", placeholder="tag")
-    current = dict(zip(df.task_id, df.tags.str.split(", "), strict=True))
     for adding, col, label in ((True, c4, "Add tag"), (False, c5, "Remove tag")):
         if col.button(label, key=f"seeds_{'addtag' if adding else 'untag'}", disabled=not (picked and new_tag.strip())):
-            for t in picked:
-                rest = [x for x in current[t] if x != new_tag.strip()]
-                set_seed_tags(db, t, [*rest, new_tag] if adding else rest)
-            st.success(f"{label}: {new_tag!r} on {len(picked)} seed(s).")
+            st.success(f"{label} {new_tag!r}: {retag(db, picked, new_tag, adding)} seed(s) changed.")
 
     st.subheader("Start a run on the chosen seeds")
     configs = {p.stem: p for p in launch.list_configs()}
     r1, r2, r3 = st.columns(3)
-    config = r1.selectbox("Config", list(configs), key="seeds_config")
+    config = r1.selectbox("Config", list(configs), list(configs).index("demo-cpu") if "demo-cpu" in configs else 0,
+                          key="seeds_config")
     name = r2.text_input("Run name", "subset", key="seeds_run_name")
     more = r3.text_area("More fields (key.path=value)", key="seeds_more", height=68)
     chosen = [t for t in picked if bool(df.set_index("task_id").enabled[t])]
     if st.button(f"Start a run on {len(chosen)} enabled seed(s)", key="seeds_launch", disabled=not chosen):
-        file = paths.workspace / "subsets" / f"{name}-{launch.new_run_id('s')[-4:]}.jsonl"
-        write_subset(db, chosen, file)
         try:
-            cfg = launch.build_config(configs[config], {"name": name, "seeds.subset": "file", "seeds.file": str(file),
-                                                        "seeds.limit": None, **launch.parse_overrides(more)}, paths)
-            run = launch.launch_run(cfg, paths)
-        except Exception as e:  # noqa: BLE001 - config errors are shown, not raised
+            run, file = launch.launch_on_seeds(db, chosen, configs[config], name, launch.parse_overrides(more), paths)
+        except (ValueError, KeyError, FileExistsError) as e:  # config, path and catalog errors are shown
             st.error(str(e))
         else:
             lab_ui.refresh()

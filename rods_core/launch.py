@@ -166,6 +166,26 @@ def launch_run(cfg: RunConfig, paths: AppPaths, run_id: str | None = None) -> La
     return Launched(run_id, proc.pid, run_dir, log_path)
 
 
+def launch_on_seeds(db, task_ids: list[str], base: str | Path, name: str, overrides: dict[str, Any],
+                    paths: AppPaths) -> tuple[Launched, Path]:
+    """Write the chosen catalog seeds to <workspace>/subsets/ and launch `base` on them (seeds.subset=file)."""
+    from storage.catalog import write_subset
+
+    file = paths.workspace / "subsets" / f"{name}-{os.urandom(2).hex()}.jsonl"
+    write_subset(db, task_ids, file)
+    cfg = build_config(base, {"name": name, "seeds.subset": "file", "seeds.file": str(file), "seeds.limit": None,
+                              **overrides}, paths)
+    return launch_run(cfg, paths), file
+
+
+def save_upload(paths: AppPaths, name: str, data: bytes) -> Path:
+    """Keep an uploaded file under <workspace>/imports/ (only its base name is used)."""
+    target = confine(Path("imports") / Path(name).name, paths.workspace)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
+    return target
+
+
 def effective_status(db, run) -> str:
     """The run's status as the UI should show it: a queued run whose process is gone has failed (the
     row is updated, with the log's tail as message); a running one whose process vanished is `lost`."""

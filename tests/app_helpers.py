@@ -58,12 +58,14 @@ def app_env(tmp_path_factory):
 
 
 def page(path: str):
-    """An AppTest of one page (path from the project root), with the query caches emptied first."""
+    """An AppTest of one page (path from the project root) showing the fixture's run, query caches emptied."""
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
     st.cache_data.clear()  # queries are cached for a few seconds; each test reads the store afresh
-    return AppTest.from_file(str(ROOT / path), default_timeout=60)
+    at = AppTest.from_file(str(ROOT / path), default_timeout=60)
+    at.session_state["lab_run"] = RUN_ID  # the run pickers open on the fixture's run, not the newest one
+    return at
 
 
 def kill_group(pid: int) -> None:

@@ -85,7 +85,8 @@ def test_launch_starts_a_background_run(app_env):
             if (runs / run.id / "train.log").stat().st_size:
                 break
             time.sleep(0.1)
-        at = page("pages/1_Launch.py").run()
+        at.run()  # the log panel now shows the new run and its log
         assert at.selectbox(key="launch_run").value == run.id
+        assert at.code and at.code[-1].value.strip()
     finally:
         kill_group(run.pid)

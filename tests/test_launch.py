@@ -19,6 +19,7 @@ from rods_core.launch import (
     parse_overrides,
     progress,
     read_prefs,
+    save_upload,
     tail,
     write_prefs,
 )
@@ -82,6 +83,13 @@ def test_progress_and_eta():
     assert done == 0.4 and eta == pytest.approx(18.0)
     assert progress(12, 10, [1.0]) == (1.0, 0.0)
     assert format_eta(None) == "ETA —" and format_eta(75) == "ETA 1m15s" and format_eta(7260) == "ETA 2h01m"
+
+
+def test_save_upload_keeps_only_the_base_name(tmp_path):
+    paths = AppPaths(tmp_path / "ws", tmp_path / "runs")
+    for name in ("../../evil.jsonl", "/etc/evil.jsonl", "evil.jsonl"):
+        out = save_upload(paths, name, b"{}\n")
+        assert out == (paths.workspace / "imports" / "evil.jsonl").resolve() and out.read_bytes() == b"{}\n"
 
 
 def test_prefs_roundtrip(tmp_path):
