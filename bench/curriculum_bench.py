@@ -123,9 +123,13 @@ def run(budget: int, methods: list[str], repeats: int = 1, config: Path = Path("
 
 
 def latest_systems_overhead(results: Path = Path("bench/results/systems")) -> float | None:
-    """The rods-over-plain step overhead (%) of the latest `rods bench systems`, if one was run."""
+    """The rods-over-plain step overhead (%) of the latest `rods bench systems`, if one was run.
+
+    The CPU-time figure when present: on a shared machine the wall-time one mostly measures the neighbours.
+    """
     latest = results / "latest.json"
     if not latest.exists():
         return None
     data = json.loads(latest.read_text())
-    return (data.get("overhead") or {}).get("overhead_pct")
+    o = data.get("overhead") or {}
+    return o.get("overhead_cpu_pct", o.get("overhead_pct"))

@@ -5,7 +5,9 @@ replay buffer, synthesis worker threads, decisions, event log). It records the t
 The plain arm rebuilds the model from the same folder under the same seed and replays those draws
 through the same trainer, rollout_func and reward, with a no-op `on_rewards` and no loop callback:
 what TRL's GRPOTrainer does with a multi-turn rollout_func and nothing else. A step is timed from
-`on_step_begin` to the end of its `on_log` (where the rods loop writes its step row), in both arms.
+`on_step_begin` to the end of its `on_log` (where the rods loop writes its step row), in both arms,
+in wall time and in this process's CPU time (all threads, synthesis included): on a machine shared
+with other jobs the wall time swings with their load, the CPU time much less.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from transformers import TrainerCallback
 from rods_core.config import RunConfig, load_config
 
 WARMUP = 1
-PARTS = ("gen_s", "env_s", "reward_s", "hooks_s", "opt_s", "step_s")
+PARTS = ("gen_s", "env_s", "reward_s", "hooks_s", "opt_s", "step_s", "cpu_s")
 
 
 class StepTimer(TrainerCallback):
@@ -32,20 +34,20 @@ class StepTimer(TrainerCallback):
         self.trainer = None
         self.rows: list[dict] = []
         self.hook_seconds = hook_seconds  # filled by the rods arm's wrapped hooks, drained per step
-        self._t = 0.0
+        self._t = self._c = 0.0
 
     def on_step_begin(self, args, state, control, **kw):
-        self._t = time.perf_counter()
+        self._t, self._c = time.perf_counter(), time.process_time()
 
     def on_log(self, args, state, control, logs=None, **kw):
         if not logs or "loss" not in logs:
             return
-        wall = time.perf_counter() - self._t
+        wall, cpu = time.perf_counter() - self._t, time.process_time() - self._c
         t = dict(self.trainer.timings)
         hooks = sum(self.hook_seconds) if self.hook_seconds is not None else 0.0
         if self.hook_seconds is not None:
             self.hook_seconds.clear()
-        row = {"step": state.global_step, "step_s": wall, "gen_s": t.get("time/gen_s", 0.0),
+        row = {"step": state.global_step, "step_s": wall, "cpu_s": cpu, "gen_s": t.get("time/gen_s", 0.0),
                "env_s": t.get("time/env_s", 0.0), "reward_s": t.get("time/reward_s", 0.0), "hooks_s": hooks,
                "tokens": sum(e.model_tokens for e in self.trainer.last_episodes)}
         row["opt_s"] = max(wall - row["gen_s"] - row["env_s"] - row["reward_s"] - hooks, 0.0)
@@ -151,6 +153,7 @@ def overhead(rods: list[float], plain: list[float], boots: int = 2000, seed: int
 def summarise(rods_rows: list[dict], plain_rows: list[dict]) -> dict:
     r, p = rods_rows[WARMUP:], plain_rows[WARMUP:]
     pct, ci = overhead([x["step_s"] for x in r], [x["step_s"] for x in p])
+    cpu_pct, cpu_ci = overhead([x["cpu_s"] for x in r], [x["cpu_s"] for x in p])
     direct = 100 * statistics.median(x["hooks_s"] for x in r) / statistics.median(x["step_s"] for x in p)
     same_tokens = [a["tokens"] for a in r] == [b["tokens"] for b in p]
     note = "" if same_tokens else (
@@ -159,6 +162,7 @@ def summarise(rods_rows: list[dict], plain_rows: list[dict]) -> dict:
     if ci[0] < 5.0 < ci[1]:
         note += " The interval straddles the 5% goal: this machine's noise is too large to decide it."
     return {"overhead_pct": round(pct, 2), "ci95_pct": [round(c, 2) for c in ci], "direct_pct": round(direct, 3),
+            "overhead_cpu_pct": round(cpu_pct, 2), "ci95_cpu_pct": [round(c, 2) for c in cpu_ci],
             "same_tokens": same_tokens, "note": note.strip()}
 
 

@@ -63,6 +63,8 @@ def headline(components: dict, steps: dict | None) -> dict:
             "rods_hooks_share_of_step_pct": steps["overhead"]["direct_pct"],
             "overhead_pct": steps["overhead"]["overhead_pct"],
             "overhead_ci95_pct": steps["overhead"]["ci95_pct"],
+            "overhead_cpu_pct": steps["overhead"]["overhead_cpu_pct"],
+            "overhead_cpu_ci95_pct": steps["overhead"]["ci95_cpu_pct"],
         })
     return h
 
@@ -86,6 +88,7 @@ def markdown(report: dict) -> str:
         o = st["overhead"]
         lines += [f"| generation tokens / s (tiny model, in rollouts) | {h['generation_tokens_per_s']} | |",
                   f"| rods step over plain TRL GRPO step (median) | {o['overhead_pct']:+.1f}% (95% CI {o['ci95_pct'][0]:+.1f}% .. {o['ci95_pct'][1]:+.1f}%) | <= 5% |",
+                  f"| same, process CPU time per step (all threads) | {o['overhead_cpu_pct']:+.1f}% (95% CI {o['ci95_cpu_pct'][0]:+.1f}% .. {o['ci95_cpu_pct'][1]:+.1f}%) | <= 5% |",
                   f"| time inside RODS hooks, % of the plain step | {o['direct_pct']:.2f}% | |",
                   "", f"Step timing: {st['model']}, {st['tasks_per_step']} tasks x {st['num_generations']} rollouts, "
                   f"{st['timed_steps']} timed steps per arm after {st['warmup']} warm-up; same seed and tasks in both arms "

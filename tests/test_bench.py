@@ -99,7 +99,7 @@ def test_method_table_curves_and_goals(bench_folder):
     assert info["measured"] == pytest.approx(0.65 / 0.25) and info["met"] is True
     assert goals["rods boundary / other-region variance"]["met"] is True
     assert goals["held-out progress at equal trajectories"]["measured"] == pytest.approx(0.4 - 0.3)
-    assert goals["rods step wall time over a plain TRL GRPO step"]["met"] is False  # 7.5% > 5%
+    assert goals["rods step time over a plain TRL GRPO step"]["met"] is False  # 7.5% > 5%
 
 
 def test_variance_ratio_without_a_boundary_region_is_not_a_number():
