@@ -122,8 +122,8 @@ def build_model(cfg: TinyModelConfig, tokenizer):
     return model
 
 
-def write_card(out: Path, card: dict[str, Any]) -> None:
-    (out / MODEL_CARD).write_text(json.dumps(card, indent=2, default=str) + "\n")
+def write_card(out: str | Path, card: dict[str, Any]) -> None:
+    (Path(out) / MODEL_CARD).write_text(json.dumps(card, indent=2, default=str) + "\n")
 
 
 def read_card(model_dir: str | Path) -> dict[str, Any]:
