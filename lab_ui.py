@@ -67,3 +67,16 @@ def pick_run(page: str, label: str = "Run") -> SimpleNamespace | None:
     run_id = st.selectbox(label, ids, key=key, format_func=lambda i: f"{i} · {table.set_index('id').status[i]}")
     st.session_state["lab_run"] = run_id
     return SimpleNamespace(**table.set_index("id").loc[run_id].to_dict(), id=run_id)
+
+
+def page_setup(title: str, icon: str) -> None:
+    """The first call of every page: the app's navigation (even on a deep link) and the page's title."""
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if PagesManager.uses_pages_directory:
+        # A fresh server treats pages/ as an old-style multipage folder until app.py has called st.navigation,
+        # so a first visit straight to /Launch would render without the app's navigation: switch and rerun
+        # (through app.py, which resolves the same URL).
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+    st.set_page_config(page_title=f"{title} · RODS Lab", page_icon=icon, layout="wide")

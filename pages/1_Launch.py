@@ -19,7 +19,7 @@ from rods_core.launch import (
 )
 from rods_core.sources import METHODS
 
-st.set_page_config(page_title="Launch · RODS Lab", page_icon="🚀", layout="wide")
+lab_ui.page_setup("Launch", "🚀")
 st.title("Launch a run")
 paths = lab_ui.paths()
 configs = {p.stem: p for p in list_configs()}

@@ -9,7 +9,7 @@ import lab_ui
 from rods_core import lab
 from rods_core.launch import read_prefs, write_prefs
 
-st.set_page_config(page_title="Review · RODS Lab", page_icon="🧪", layout="wide")
+lab_ui.page_setup("Review", "🧪")
 st.title("Synthesis review")
 paths = lab_ui.paths()
 gated = st.toggle("Review-gated: new variants wait for approval (applies to runs launched from now on)",

@@ -9,7 +9,7 @@ from rods_core import charts, lab
 from storage.export import export_pool
 from storage.pools import PoolsFileError
 
-st.set_page_config(page_title="Buffer · RODS Lab", page_icon="🗃️", layout="wide")
+lab_ui.page_setup("Buffer", "🗃️")
 st.title("Replay buffer")
 
 

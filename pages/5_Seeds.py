@@ -14,7 +14,7 @@ from rods_core.tasks import TaskFileError
 from storage.catalog import retag, seed_frame
 from storage.export import ImportRefused, import_seeds
 
-st.set_page_config(page_title="Seeds · RODS Lab", page_icon="🌱", layout="wide")
+lab_ui.page_setup("Seeds", "🌱")
 st.title("Seeds")
 paths, db = lab_ui.paths(), lab_ui.db()
 

@@ -8,7 +8,7 @@ import streamlit as st
 import lab_ui
 from rods_core import charts, lab
 
-st.set_page_config(page_title="Compare · RODS Lab", page_icon="📊", layout="wide")
+lab_ui.page_setup("Compare", "📊")
 st.title("Compare runs")
 
 

@@ -111,7 +111,7 @@ def shot(pg, name: str) -> None:
 def open_page(pg, url: str, title: str) -> None:
     pg.goto(url)
     try:
-        pg.get_by_role("heading", name=title).wait_for(timeout=120_000)
+        pg.get_by_role("heading", name=title, exact=True).wait_for(timeout=120_000)
     except Exception:
         shot(pg, f"failed-{title.replace(' ', '-')}")
         raise
@@ -178,9 +178,10 @@ def journey(served, page) -> None:
     button.click()
     _wait(lambda: any(d.task_id == approve for d in db.decisions(run.id)), 60, "the approve decision")
     box = pg.locator(key(f"review_u_{edit}_0")).locator("textarea")
-    if not box.is_visible():
+    if not pg.locator(key(f"review_reject_{edit}")).locator("button").is_visible():  # its item is collapsed
         pg.get_by_text(f"{edit} · awaiting_review").click()
-        pg.locator('[data-testid="stExpander"]').filter(has=box).get_by_text("Edit", exact=True).click()
+    if not box.is_visible():  # the innermost expander holding the editor is "Edit"
+        pg.locator("details").filter(has=box).last.locator("summary").click()
     box.fill(box.input_value() + " Thanks a lot!")
     pg.locator('[data-testid="stForm"]').filter(has=box).get_by_role("button").click()
     _wait(lambda: any(d.action == "edit" for d in db.decisions(run.id)), 60, "the edit decision")
