@@ -133,3 +133,15 @@ def latest_systems_overhead(results: Path = Path("bench/results/systems")) -> fl
     data = json.loads(latest.read_text())
     o = data.get("overhead") or {}
     return o.get("overhead_cpu_pct", o.get("overhead_pct"))
+
+
+def report_again(out: Path, log=print) -> Path:
+    """Rewrite a finished experiment's report from its manifest (e.g. after a newer `rods bench systems`)."""
+    from bench.curriculum_report import write_report
+
+    manifest = Path(out) / "manifest.json"
+    if not manifest.exists():
+        raise ValueError(f"{out}: no manifest.json; not a `rods bench curriculum` folder")
+    data = json.loads(manifest.read_text())
+    write_report(Path(out), data["settings"], data["runs"], log)
+    return Path(out)

@@ -68,18 +68,47 @@ def figures(frames: Frames, methods: pd.DataFrame) -> dict[str, go.Figure]:
     }
 
 
+_PNG_SCRIPT = """
+import sys
+import plotly.io as pio
+for src in sys.argv[1:]:
+    pio.read_json(src).write_image(src[: -len(".json")] + ".png", scale=1)
+"""
+
+
+def export_pngs(jsons: list[Path], timeout_s: float = 180) -> str | None:
+    """PNG beside each figure JSON through kaleido, in a child process group that is killed if it hangs
+    (kaleido drives a headless Chromium, which can stall on a loaded machine). Returns the problem or None."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", _PNG_SCRIPT, *map(str, jsons)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the exporter and its browser
+        proc.wait()
+        return f"kaleido did not finish within {timeout_s:.0f} s"
+    if proc.returncode != 0:
+        lines = [ln for ln in (err or "").strip().splitlines() if ln.strip()]
+        return lines[-1] if lines else f"exit code {proc.returncode}"
+    return None
+
+
 def save_figures(figs: dict[str, go.Figure], out: Path) -> tuple[list[str], str | None]:
     """Write every figure as HTML (plotly.js once, beside them) and PNG; returns (files, PNG problem or None)."""
-    files, png_error = [], None
+    files, jsons = [], []
     for name, fig in figs.items():
         fig.write_html(out / f"{name}.html", include_plotlyjs="directory")
+        fig.write_json(out / f"{name}.json")
+        (out / f"{name}.png").unlink(missing_ok=True)  # never list a PNG left by an earlier report
         files.append(f"{name}.html")
-        if png_error is None:
-            try:
-                fig.write_image(out / f"{name}.png", scale=1)
-                files.append(f"{name}.png")
-            except Exception as e:  # noqa: BLE001 - kaleido without Chrome raises various errors
-                png_error = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+        jsons.append(out / f"{name}.json")
+    png_error = export_pngs(jsons)
+    files += [f"{j.stem}.png" for j in jsons if (out / f"{j.stem}.png").exists()]
     return files, png_error
 
 

@@ -50,6 +50,21 @@ def curriculum(
     typer.echo((folder / "summary.md").read_text())
 
 
+@app.command("curriculum-report")
+def curriculum_report(folder: Path = typer.Argument(..., help="a bench/results/curriculum/<timestamp> folder")) -> None:
+    """Rewrite an experiment's summary and figures from its runs (e.g. after a newer `rods bench systems`).
+
+    Example: rods bench curriculum-report bench/results/curriculum/20260101-120000
+    """
+    from bench.curriculum_bench import report_again
+
+    try:
+        report_again(folder, log=typer.echo)
+    except ValueError as e:
+        fail(str(e))
+    typer.echo((folder / "summary.md").read_text())
+
+
 @app.command("systems")
 def systems(
     as_json: bool = typer.Option(False, "--json", help="print the JSON report instead of Markdown"),
