@@ -47,6 +47,11 @@ def all_runs() -> pd.DataFrame:
     return runs(str(paths().control_db))
 
 
+def structure_cache() -> str:
+    """Where task signatures are kept between pages, runs and restarts."""
+    return str(paths().workspace / "cache" / "structure.json")
+
+
 def refresh() -> None:
     """After an action: drop cached queries so the next render reads the new state."""
     st.cache_data.clear()

@@ -29,7 +29,8 @@ def regions(run_dir: str):
 
 @st.cache_data(ttl=lab_ui.LIVE_S, show_spinner=False)
 def complexity(run_dir: str):
-    return lab.success_by_complexity(lab_ui.reader(run_dir), lab.structure_table(lab.snapshot(run_dir)))
+    structure = lab.structure_table(lab.snapshot(run_dir), lab_ui.structure_cache())
+    return lab.success_by_complexity(lab_ui.reader(run_dir), structure)
 
 
 run = lab_ui.pick_run("boundary")

@@ -15,7 +15,7 @@ st.title("Replay buffer")
 
 @st.cache_data(ttl=lab_ui.LIVE_S, show_spinner=False)
 def table(run_dir: str):
-    return lab.pool_table(run_dir, lab_ui.reader(run_dir))
+    return lab.pool_table(run_dir, lab_ui.reader(run_dir), lab_ui.structure_cache())
 
 
 @st.cache_data(ttl=lab_ui.LIVE_S, show_spinner=False)

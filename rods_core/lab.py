@@ -9,9 +9,10 @@ it is being probed.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
+import os
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -48,22 +49,44 @@ def snapshot(run_dir: str | Path) -> PoolsSnapshot:
 
 
 # ----- structure and complexity ------------------------------------------------------------------------
-@lru_cache(maxsize=100_000)
-def _structure(task_json: str) -> tuple[str, int, int, int]:
-    t = Task.model_validate_json(task_json)
-    s = signature(t).summary()
-    return s["class_combo"], int(s["depth"]), t.n_turns, t.n_calls
+def _structure(task: Task) -> list:
+    s = signature(task).summary()
+    return [s["class_combo"], int(s["depth"]), task.n_turns, task.n_calls]
 
 
-def structure_table(snap: PoolsSnapshot) -> pd.DataFrame:
-    """task_id, pool, class_combo, depth, turns, calls, complexity ("depth d × turns t") per pool task."""
-    rows = []
+def _structure_key(task: Task) -> str:
+    """What a signature depends on: the task without its id and provenance (variants of seeds share seeds')."""
+    blob = task.model_dump_json(exclude={"id", "provenance"})
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+def structure_table(snap: PoolsSnapshot, cache_file: str | Path | None = None) -> pd.DataFrame:
+    """task_id, pool, class_combo, depth, turns, calls, complexity ("depth d × turns t") per pool task.
+
+    Signatures replay each task (~1 ms each); `cache_file` (JSON, e.g. in the workspace) keeps them across
+    pages, runs that share seeds, and app restarts."""
+    cache: dict[str, list] = {}
+    if cache_file and Path(cache_file).exists():
+        try:
+            cache = json.loads(Path(cache_file).read_text(encoding="utf-8"))
+        except ValueError:
+            cache = {}  # a damaged cache is rebuilt
+    rows, new = [], 0
     pool_of = snap.pool_of()
     for t in snap.tasks("all"):
-        combo, depth, turns, calls = _structure(t.model_dump_json())
+        key = _structure_key(t)
+        if key not in cache:
+            cache[key], new = _structure(t), new + 1
+        combo, depth, turns, calls = cache[key]
         rows.append({"task_id": t.id, "pool": pool_of.get(t.id), "category": t.category, "class_combo": combo,
                      "depth": depth, "turns": turns, "calls": calls, "complexity": f"depth {depth} × turns {turns}",
                      "source": t.provenance.source, "parent_id": t.provenance.parent_id})
+    if cache_file and new:
+        path = Path(cache_file)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(cache), encoding="utf-8")
+        os.replace(tmp, path)
     return pd.DataFrame(rows, columns=["task_id", "pool", "category", "class_combo", "depth", "turns", "calls",
                                        "complexity", "source", "parent_id"])
 
@@ -183,10 +206,10 @@ def turn_diff(parent: Task | None, task: Task) -> list[str]:
 
 
 # ----- pools, lineage, history -------------------------------------------------------------------------
-def pool_table(run_dir: str | Path, reader: RunReader | None = None) -> pd.DataFrame:
+def pool_table(run_dir: str | Path, reader: RunReader | None = None, cache_file: str | Path | None = None) -> pd.DataFrame:
     """Every pool task with its structure and latest statistics."""
     reader = reader or RunReader(run_dir)
-    table = structure_table(snapshot(run_dir))
+    table = structure_table(snapshot(run_dir), cache_file)
     stats = reader.latest_task_stats()
     if stats.empty:
         return table.assign(mean=float("nan"), var=float("nan"), region=None, last_step=pd.NA)

@@ -1,0 +1,43 @@
+"""The app's pure views: structure table (and its signature cache), diffs, edits, variance ratio."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from rods_core import lab
+from rods_core.seeds import load_seeds
+from storage.pools import PoolsSnapshot
+
+
+def test_structure_table_caches_signatures(tmp_path, monkeypatch):
+    seeds = load_seeds("train")[:5]
+    variant = seeds[0].model_copy(update={"id": "v1", "provenance": seeds[0].provenance.model_copy(
+        update={"source": "synth", "parent_id": seeds[0].id})})
+    snap = PoolsSnapshot(step=1, written_at=None, pools={"seeds": seeds, "staged": [variant]})
+    cache = tmp_path / "cache" / "structure.json"
+    first = lab.structure_table(snap, cache)
+    assert cache.exists() and len(first) == 6
+    assert first.set_index("task_id").loc["v1", "complexity"] == first.set_index("task_id").loc[seeds[0].id, "complexity"]
+    monkeypatch.setattr(lab, "_structure", lambda t: pytest.fail("signature recomputed despite the cache"))
+    pd.testing.assert_frame_equal(lab.structure_table(snap, cache), first)
+
+
+def test_edited_task_and_diff():
+    task = load_seeds("train")[0]
+    users = [u + (" please" if i == 0 else "") for i, u in enumerate(task.user_texts)]
+    calls = ["\n".join(c) for c in task.ground_truth]
+    edited = lab.edited_task(task, users, calls)
+    assert edited.user_texts[0].endswith(" please") and edited.ground_truth == task.ground_truth
+    diff = lab.turn_diff(task, edited)
+    assert diff[0].startswith("-user:") and "+user:" in diff[0] and " please" in diff[0]
+    assert not any(ln.startswith(("+", "-")) for ln in diff[1].splitlines())
+    with pytest.raises(ValueError, match="turns"):
+        lab.edited_task(task, users[:1], calls)
+
+
+def test_boundary_vs_others_weights_by_tasks():
+    df = pd.DataFrame({"step": [1, 1, 1], "region": ["boundary", "hard", "mastered"], "mean_var": [0.2, 0.1, 0.0],
+                       "n": [2, 1, 1]})
+    out = lab.boundary_vs_others(df).iloc[0]
+    assert out.boundary == pytest.approx(0.2) and out.others == pytest.approx(0.05) and out.ratio == pytest.approx(4)
