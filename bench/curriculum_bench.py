@@ -122,17 +122,20 @@ def run(budget: int, methods: list[str], repeats: int = 1, config: Path = Path("
     return out
 
 
-def latest_systems_overhead(results: Path = Path("bench/results/systems")) -> float | None:
-    """The rods-over-plain step overhead (%) of the latest `rods bench systems`, if one was run.
+def latest_systems_overhead(results: Path = Path("bench/results/systems")) -> dict | None:
+    """The rods-over-plain step overhead of the latest `rods bench systems`, if one was run.
 
     The CPU-time figure when present: on a shared machine the wall-time one mostly measures the neighbours.
     """
     latest = results / "latest.json"
     if not latest.exists():
         return None
-    data = json.loads(latest.read_text())
-    o = data.get("overhead") or {}
-    return o.get("overhead_cpu_pct", o.get("overhead_pct"))
+    o = json.loads(latest.read_text()).get("overhead") or {}
+    if "overhead_cpu_pct" in o:
+        return {"pct": o["overhead_cpu_pct"], "ci95": o.get("ci95_cpu_pct"), "basis": "process CPU time per step"}
+    if "overhead_pct" in o:
+        return {"pct": o["overhead_pct"], "ci95": o.get("ci95_pct"), "basis": "wall time per step"}
+    return None
 
 
 def report_again(out: Path, log=print) -> Path:

@@ -118,11 +118,21 @@ def _num(v) -> str:
     return f"{v:.3f}"
 
 
-def findings(goals: list[dict]) -> list[str]:
-    """One plain sentence per goal, saying 'not met' where RODS did not beat the target."""
+def findings(goals: list[dict], runs: pd.DataFrame, settings: dict, runs_meta: list[dict]) -> list[str]:
+    """One plain sentence per goal, saying 'not met' where RODS did not beat the target, and what is missing."""
     out = []
+    planned = [f"{m}-r{k}" for k in range(settings["repeats"]) for m in settings["methods"]]
+    done = {m["run"] for m in runs_meta if m["status"] == "finished"}
+    missing = [r for r in planned if r not in done]
+    if missing:
+        out.append(f"- **INCOMPLETE** — runs planned but not finished: {', '.join(missing)}; goals that compare "
+                   "methods are measured only over the finished runs.")
+    if not runs.empty and (runs.informative_share_last_half.fillna(0) == 0).all():
+        out.append("- **NO SIGNAL** — no run saw a single informative group (every group's rewards were equal, "
+                   "here all zero): GRPO had nothing to learn from, the detector found no boundary, and every "
+                   "method trained on nothing. The policy needs a warm start that earns partial rewards first.")
     for g in goals:
-        verdict = "MET" if g["met"] else ("NOT MET" if g["met"] is False else "NOT MEASURABLE")
+        verdict = "MET" if g["met"] else ("NOT MET" if g["met"] is False else "NOT DECIDED")
         out.append(f"- **{verdict}** — {g['goal']}: {_num(g['measured'])} (target {g['target']}; {g['detail']})")
     return out
 
@@ -136,8 +146,8 @@ def markdown(settings: dict, runs_meta: list[dict], runs: pd.DataFrame, methods:
              f"{', '.join(settings['methods'])}, {settings['repeats']} repeat(s); each run {settings['max_steps']} steps x "
              f"{settings['trajectories_per_step']} trajectories = {settings['trajectories_per_run']} trajectories "
              f"(budget {settings['budget']}), held-out eval every {settings['eval_every']} steps and at the end. "
-             f"Wall time {settings.get('wall_s', 'n/a')} s.", "", machine_md(settings["machine"]), "",
-             "## Findings against the goals", "", *findings(goals), ""]
+             f"Wall time {settings.get('wall_s', 'n/a')} s ({sum(m['wall_s'] for m in runs_meta):.0f} s in runs).", "", machine_md(settings["machine"]), "",
+             "## Findings against the goals", "", *findings(goals, runs, settings, runs_meta), ""]
     if settings["repeats"] < 2:
         lines += ["With one repeat per method the intervals are n/a and differences between methods are within "
                   "run-to-run noise unless large; read them as one sample each.", ""]
