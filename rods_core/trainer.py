@@ -132,12 +132,13 @@ class RodsGRPOTrainer(GRPOTrainer):
     # ----- rollouts --------------------------------------------------------------------------------
     def generator(self):
         if self._generator is None:
-            from rods_core.policy.generation import HFGenerator, VLLMGenerator
+            from rods_core.policy.cached_generation import CachedHFGenerator
+            from rods_core.policy.generation import VLLMGenerator
 
             if self.use_vllm:
                 self._generator = VLLMGenerator.from_trainer(self)
-            else:
-                self._generator = HFGenerator(self.accelerator.unwrap_model(self.model), self.processing_class)
+            else:  # keeps each episode's KV cache across its messages (~2x plain generate on CPU)
+                self._generator = CachedHFGenerator(self.accelerator.unwrap_model(self.model), self.processing_class)
         return self._generator
 
     def _rollout(self, prompts: list[str], trainer) -> dict[str, Any]:
@@ -145,11 +146,14 @@ class RodsGRPOTrainer(GRPOTrainer):
         drawn = self._draw(self.n_slots)  # the whole generation batch, the same on every rank
         tasks = [self._task_of(drawn[int(p.removeprefix(SLOT_PREFIX))]) for p in prompts]
         model = self.accelerator.unwrap_model(self.model)
+        generator = self.generator()
+        if hasattr(generator, "reset"):
+            generator.reset()  # the weights changed since the last step: no cache may outlive them
         was_training = model.training
         model.eval()
         try:
             with torch.no_grad():
-                episodes = run_episodes(tasks, self.generator(), self.episode_cfg)
+                episodes = run_episodes(tasks, generator, self.episode_cfg)
         finally:
             model.train(was_training)
         self.last_episodes = episodes
