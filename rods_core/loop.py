@@ -228,6 +228,9 @@ class RunLoop:
         parents = self.source.boundary_tasks(k) + self._reseed_requests()  # every rank: keeps RNGs in step
         accepted, variant_rows = [], []
         if self.worker is not None:
+            # a fresh synthesis seed per step: the same boundary parent asked again yields new variants,
+            # not the duplicates of last step's (which the critic would reject)
+            self.worker.cfg = self.cfg.synth.model_copy(update={"seed": self.cfg.synth.seed * 1_000_003 + step})
             for tid in parents:
                 self.worker.submit(self.source.task(tid), self.cfg.synthesis.variants_per_parent)
             for result in self.worker.drain():
