@@ -17,3 +17,12 @@ def fail(msg: str, code: int = 2) -> None:
     """Print an error to stderr and exit; for bad input the user can fix."""
     typer.secho(f"error: {msg}", fg="red", err=True)
     raise typer.Exit(code)
+
+
+def seeds_of_split(split: str):
+    """The BFCL seeds of a split named on the command line (train | test | all)."""
+    from rods_core.seeds import load_seeds
+
+    if split not in ("train", "test", "all"):
+        raise typer.BadParameter("must be train, test or all", param_hint="--split")
+    return load_seeds(split)  # type: ignore[arg-type]

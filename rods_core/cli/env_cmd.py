@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from rods_core.cli._common import emit_json, fail
+from rods_core.cli._common import emit_json, fail, seeds_of_split
 
 app = typer.Typer(no_args_is_help=True, help="The BFCL multi-turn environment: replay ground truth, score answers.")
 
@@ -21,11 +21,8 @@ def replay(
     Example: rods env replay --split all --json
     """
     from rods_core.envs.scoring import replay_report
-    from rods_core.seeds import load_seeds
 
-    if split not in ("train", "test", "all"):
-        raise typer.BadParameter("must be train, test or all", param_hint="--split")
-    report = replay_report(load_seeds(split))  # type: ignore[arg-type]
+    report = replay_report(seeds_of_split(split))
     if json_out:
         emit_json(report)
     else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from rods_core.cli._common import emit_json
+from rods_core.cli._common import emit_json, seeds_of_split
 
 app = typer.Typer(no_args_is_help=True, help="The BFCL multi-turn seed set: statistics, import.")
 
@@ -18,12 +18,9 @@ def stats(
 
     Example: rods seeds stats --split train --json
     """
-    from rods_core.seeds import load_seeds
     from rods_core.stats import seed_stats
 
-    if split not in ("train", "test", "all"):
-        raise typer.BadParameter("must be train, test or all", param_hint="--split")
-    report = seed_stats(load_seeds(split))  # type: ignore[arg-type]
+    report = seed_stats(seeds_of_split(split))
     if json_out:
         emit_json({"split": split, **report})
         return
