@@ -131,6 +131,9 @@ def latest_systems_overhead(results: Path = Path("bench/results/systems")) -> di
     if not latest.exists():
         return None
     o = json.loads(latest.read_text()).get("overhead") or {}
+    if o.get("drift"):
+        return {"pct": o.get("overhead_cpu_pct", o.get("overhead_pct")), "ci95": None, "undecided": True,
+                "basis": f"not decided: load drifted between the arms; RODS hooks {o.get('direct_pct')}% of a plain step"}
     if "overhead_cpu_pct" in o:
         return {"pct": o["overhead_cpu_pct"], "ci95": o.get("ci95_cpu_pct"), "basis": "process CPU time per step"}
     if "overhead_pct" in o:

@@ -161,9 +161,13 @@ def summarise(rods_rows: list[dict], plain_rows: list[dict]) -> dict:
         "difference is generation length, not machinery; the hook share is the machinery's direct cost.")
     if ci[0] < 5.0 < ci[1]:
         note += " The interval straddles the 5% goal: this machine's noise is too large to decide it."
+    drift = same_tokens and (ci[1] < 0 or cpu_ci[1] < 0)
+    if drift:
+        note += (" The rods arm was faster on identical work, which machinery cannot cause: the load of other jobs "
+                 "changed between the arms, so the end-to-end figure is not evidence either way; the hook share is.")
     return {"overhead_pct": round(pct, 2), "ci95_pct": [round(c, 2) for c in ci], "direct_pct": round(direct, 3),
             "overhead_cpu_pct": round(cpu_pct, 2), "ci95_cpu_pct": [round(c, 2) for c in cpu_ci],
-            "same_tokens": same_tokens, "note": note.strip()}
+            "same_tokens": same_tokens, "drift": drift, "note": note.strip()}
 
 
 def measure_steps(config: Path, steps: int = 6, model: Path | None = None, log=print) -> dict | None:

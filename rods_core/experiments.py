@@ -244,7 +244,8 @@ def goal_checks(methods: pd.DataFrame, overhead: dict | None = None) -> list[dic
                     "detail": f"rods {fmt_ci(r_p, r_h)} vs static {fmt_ci(s_p, s_h)}"})
     if overhead is not None:
         pct, ci = overhead["pct"], overhead.get("ci95")
-        met = (bool(pct <= 5.0) if ci is None else True if ci[1] <= 5.0 else False if ci[0] > 5.0 else None)
+        met = (None if overhead.get("undecided") else bool(pct <= 5.0) if ci is None
+               else True if ci[1] <= 5.0 else False if ci[0] > 5.0 else None)
         span = f"95% CI {ci[0]:+.1f}% .. {ci[1]:+.1f}%" if ci else "no interval"
         out.append({"goal": "rods step time over a plain TRL GRPO step (%)", "measured": pct, "target": "<= 5",
                     "met": met, "detail": f"{overhead.get('basis', '')}, {span}, latest `rods bench systems`"})
