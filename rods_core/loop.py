@@ -323,10 +323,9 @@ class RunLoop:
 
     def on_log(self, step: int, logs: dict[str, Any], timings: dict[str, float], wall_s: float) -> None:
         names = {"loss": "train/loss", "kl": "train/kl", "grad_norm": "train/grad_norm",
-                 "learning_rate": "train/learning_rate", "reward_std": "reward/std", "num_tokens": "train/tokens"}
+                 "learning_rate": "train/learning_rate", "reward_std": "reward/std"}
         row = {"step": step, "wall_s": wall_s, **self.pending, **self.pending_synth, **timings}
         row.update({new: float(logs[old]) for old, new in names.items() if old in logs})
-        row.pop("time/detect_s", None)
         self.events.append("step", row)
         self.events.flush()
         if self.main:

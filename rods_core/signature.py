@@ -18,7 +18,6 @@ from dataclasses import asdict, dataclass
 from functools import cached_property
 
 from rods_core.envs.bfcl import BfclEnvironment, function_docs
-from rods_core.envs.parsing import parse_calls
 from rods_core.tasks import Task
 
 # Skill of each function: a documented grouping shared across classes.

@@ -104,6 +104,7 @@ class RodsGRPOTrainer(GRPOTrainer):
         self.n_slots = cfg.grpo.tasks_per_step * PartialState().num_processes
         self.timings: dict[str, float] = {}
         self.last_episodes: list[Episode] = []
+        self.step_tokens = 0
         self._generator = None
         os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is the documented multi-turn path
         super().__init__(
@@ -164,6 +165,7 @@ class RodsGRPOTrainer(GRPOTrainer):
             "time/env_s": env_s,
             "time/reward_s": check_s,
         }
+        self.step_tokens = sum(e.model_tokens for e in episodes)
         out = rollout_output(episodes)
         out["n_calls"] = [e.n_calls for e in episodes]
         return out
@@ -209,11 +211,13 @@ class LoopCallback(TrainerCallback):
         timings = dict(self.trainer.timings)
         timings["time/opt_s"] = max(wall - sum(timings.values()), 0.0)  # the rest of the step is TRL's update
         timings["time/step_s"] = wall
+        timings["train/tokens"] = float(self.trainer.step_tokens)
         self.loop.on_log(state.global_step, logs, timings, wall)
-
-    def on_step_end(self, args, state, control, **kw):
+        # evaluation runs after the step's row is written, so it never counts as step time
         if self.eval_every and state.global_step % self.eval_every == 0 and state.global_step < state.max_steps:
             self.evaluate_fn(state.global_step)
+
+    def on_step_end(self, args, state, control, **kw):
         if self.loop.stop_requested:
             control.should_save = True
             control.should_training_stop = True
