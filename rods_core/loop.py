@@ -176,7 +176,8 @@ class RunLoop:
         before = {t: self.detector.region(t) for t in matrix}
         moves += self.source.observe(step, matrix)
         t_detect = time.perf_counter() - t0
-        self.trajectories += sum(len(r) for r in matrix.values())
+        n_traj = sum(len(r) for r in matrix.values())
+        self.trajectories += n_traj
         rows = []
         for tid in matrix:
             st = self.detector.stats(tid)
@@ -199,9 +200,9 @@ class RunLoop:
         regions = [self.detector.region(t) for t in matrix]
         pools = self.pool_sizes()
         self.pending = {
-            "reward/mean": sum(sum(r) for r in matrix.values()) / max(self.trajectories_in(matrix), 1),
+            "reward/mean": sum(sum(r) for r in matrix.values()) / max(n_traj, 1),
             "reward/accuracy": sum(extras["accuracy"]) / max(len(extras["accuracy"]), 1),
-            "train/trajectories": float(self.trajectories_in(matrix)),
+            "train/trajectories": float(n_traj),
             "boundary/informative_share": sum(v > 0 for v in variances) / max(len(variances), 1),
             **{f"boundary/{r}": float(regions.count(r)) for r in ("mastered", "boundary", "hard")},
             **{f"buffer/{p}": float(n) for p, n in pools.items()},
@@ -209,10 +210,6 @@ class RunLoop:
         }
         self._write_pools(step)
         self.pending["time/store_s"] = time.perf_counter() - t0 - t_detect
-
-    @staticmethod
-    def trajectories_in(matrix: dict[str, list[float]]) -> int:
-        return sum(len(r) for r in matrix.values())
 
     def pool_sizes(self) -> dict[str, int]:
         pools = self.source.pools()
@@ -379,9 +376,6 @@ def install_stop_handler(loop: RunLoop) -> None:
 def run_dir_for(cfg: RunConfig, run_id: str) -> Path:
     return Path(cfg.output_dir) / run_id
 
-
-def env_info() -> dict[str, Any]:
-    return {"pid": os.getpid(), "cpus": os.cpu_count()}
 
 
 # ----- the driver -------------------------------------------------------------------------------------
