@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv app test test-all test-browser lint bench clean
+.PHONY: venv app test test-all test-browser demo-model lint bench clean
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -26,8 +26,13 @@ app: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow and not browser"
 
-# Drives the served app with headless chromium (Debian's: apt-get install -y chromium); not part of `make test`.
-test-browser: $(STAMP)
+# The demo's warm-started tiny model (models/tiny-demo, ~25 min on 2 cores); `rods train` builds it too when missing.
+demo-model: $(STAMP)
+	$(BIN)/rods model demo --config configs/demo-cpu.yaml
+
+# Drives the served app with headless chromium (Debian's: apt-get install -y chromium) against a real
+# demo-cpu run on the warm-started model; not part of `make test`.
+test-browser: demo-model
 	$(BIN)/python -m pytest -q -m browser tests/test_browser.py
 
 test-all: $(STAMP)

@@ -21,9 +21,8 @@ import time
 from pathlib import Path
 
 from rods_core.config import RunConfig, dump_config, load_config
+from rods_core.experiments import EXPERIMENTS as RESULTS
 from rods_core.sources import METHODS
-
-RESULTS = Path("bench/results/curriculum")
 
 
 def parse_methods(text: str) -> list[str]:

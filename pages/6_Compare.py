@@ -1,42 +1,64 @@
-"""Compare: two or more runs side by side — held-out accuracy and progress vs trajectories, informative
-groups, pool size."""
+"""Compare: runs side by side — held-out accuracy and progress vs trajectories, informative groups, pool
+size — either runs of this lab or a `rods bench curriculum` experiment (the same tables its report uses)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pandas as pd
 import streamlit as st
 
 import lab_ui
-from rods_core import charts, lab
+from rods_core import charts, experiments
 
 lab_ui.page_setup("Compare", "📊")
 st.title("Compare runs")
 
 
 @st.cache_data(ttl=lab_ui.LIVE_S, show_spinner=False)
-def frames(runs: dict[str, str]):
-    return lab.compare_frames(runs)
+def load(refs: tuple[tuple[str, str, int, str], ...]) -> experiments.Frames:
+    return experiments.load_runs([experiments.RunRef(r, m, s, Path(d)) for r, m, s, d in refs])
 
 
-table = lab_ui.all_runs()
-if table.empty:
-    st.info("No runs yet: start one on the **Launch** page.")
+def lab_runs() -> tuple | None:
+    table = lab_ui.all_runs()
+    if table.empty:
+        st.info("No runs yet: start one on the **Launch** page.")
+        return None
+    by_id = table.set_index("id")
+    chosen = st.multiselect("Runs", table.id.tolist(), default=table.id.tolist()[:2], key="compare_runs",
+                            format_func=lambda i: f"{i} · {by_id.method[i]}")
+    return tuple((i, by_id.method[i], 0, by_id.out_dir[i]) for i in chosen)
+
+
+def experiment_runs() -> tuple | None:
+    folders = experiments.list_experiments(lab_ui.paths().experiments)
+    if not folders:
+        st.info("No experiments yet: `rods bench curriculum --budget N` writes them to bench/results/curriculum/.")
+        return None
+    folder = st.selectbox("Experiment", folders, key="compare_experiment", format_func=lambda p: p.name)
+    return tuple((r.run, r.method, r.seed, str(r.run_dir)) for r in experiments.discover_runs(folder / "runs"))
+
+
+source = st.radio("Compare", ["runs of this lab", "a curriculum experiment"], horizontal=True, key="compare_source")
+refs = lab_runs() if source == "runs of this lab" else experiment_runs()
+if not refs:
     st.stop()
-ids = table.id.tolist()
-chosen = st.multiselect("Runs", ids, default=ids[:2], key="compare_runs",
-                        format_func=lambda i: f"{i} · {table.set_index('id').method[i]}")
-if not chosen:
-    st.stop()
-dirs = table.set_index("id").out_dir
-evals, steps = frames({f"{i} ({table.set_index('id').method[i]})": dirs[i] for i in chosen})
+frames = load(refs)
+color = "run" if source == "runs of this lab" else "method"
 a, b = st.columns(2)
-a.plotly_chart(charts.by_run(evals, "trajectories", "accuracy", "Held-out accuracy vs trajectories"),
+a.plotly_chart(charts.by_run(frames.evals, "trajectories", "accuracy", "Held-out accuracy vs trajectories", color=color),
                key="compare_acc")
-b.plotly_chart(charts.by_run(evals, "trajectories", "progress", "Held-out progress reward vs trajectories"),
-               key="compare_prog")
-a.plotly_chart(charts.by_run(steps, "trajectories_total", "informative_share",
-                             "Share of informative groups vs trajectories", markers=False), key="compare_info")
-b.plotly_chart(charts.by_run(steps, "trajectories_total", "active", "Active pool size vs trajectories",
-                             markers=False), key="compare_pool")
-if not evals.empty:
-    last = evals.sort_values("step").groupby("run").tail(1)[["run", "step", "split", "accuracy", "progress", "trajectories"]]
-    st.dataframe(last, hide_index=True)
+b.plotly_chart(charts.by_run(frames.evals, "trajectories", "progress", "Held-out progress reward vs trajectories",
+                             color=color), key="compare_prog")
+a.plotly_chart(charts.by_run(frames.steps, "trajectories_total", "informative_share",
+                             "Share of informative groups vs trajectories", markers=False, color=color), key="compare_info")
+b.plotly_chart(charts.by_run(frames.steps, "trajectories_total", "pool_active", "Active pool size vs trajectories",
+                             markers=False, color=color), key="compare_pool")
+runs = experiments.run_table(frames)
+st.dataframe(runs, hide_index=True)
+if source == "a curriculum experiment":
+    methods = experiments.method_table(runs)
+    methods["mean ± 95% CI"] = [experiments.fmt_ci(m, h) for m, h in zip(methods["mean"], methods.ci95, strict=True)]
+    st.dataframe(methods.pivot(index="metric", columns="method", values="mean ± 95% CI"), key="compare_methods")
+    st.dataframe(pd.DataFrame(experiments.goal_checks(methods)), hide_index=True)

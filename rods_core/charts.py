@@ -88,11 +88,12 @@ def metric_lines(df: pd.DataFrame, metrics: list[str], title: str, x: str = "ste
     return fig.update_layout(height=220, **_LAYOUT)
 
 
-def by_run(df: pd.DataFrame, x: str, y: str, title: str, markers: bool = True) -> go.Figure:
-    """One line per run (the Compare page)."""
+def by_run(df: pd.DataFrame, x: str, y: str, title: str, markers: bool = True, color: str = "run") -> go.Figure:
+    """One line per run (the Compare page), coloured by run or by method."""
     if df.empty or y not in df or df[y].isna().all():
         return _empty(title)
-    fig = px.line(df.dropna(subset=[y]), x=x, y=y, color="run", markers=markers, title=title)
+    fig = px.line(df.dropna(subset=[y]).sort_values(["run", x]), x=x, y=y, color=color, line_group="run",
+                  markers=markers, title=title)
     return fig.update_layout(**_LAYOUT)
 
 

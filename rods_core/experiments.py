@@ -25,6 +25,9 @@ import yaml
 
 from storage.reader import RunReader
 
+# Where `rods bench curriculum` writes its experiments (relative to the project root; RODS_EXPERIMENTS moves it).
+EXPERIMENTS = Path("bench/results/curriculum")
+
 # Two-sided 95% Student-t quantiles t_{0.975, df}; above 30 df the Cornish-Fisher term is within 0.001.
 _T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
          2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
@@ -114,6 +117,12 @@ def load_runs(refs: list[RunRef]) -> Frames:
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run", "method", "seed"])
 
     return Frames(cat("evals"), cat("steps"), cat("variance"))
+
+
+def list_experiments(folder: str | Path) -> list[Path]:
+    """The experiment folders (each holding runs/) under `folder`, newest first (names are timestamps)."""
+    folder = Path(folder)
+    return sorted((p for p in folder.glob("*") if (p / "runs").is_dir()), key=lambda p: p.name, reverse=True)
 
 
 def load_experiment(folder: str | Path) -> tuple[Frames, pd.DataFrame, pd.DataFrame]:

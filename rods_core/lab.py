@@ -243,22 +243,5 @@ def task_history(reader: RunReader, task_id: str) -> tuple[pd.DataFrame, pd.Data
     return stats, moves
 
 
-# ----- compare -----------------------------------------------------------------------------------------
-def compare_frames(runs: dict[str, str | Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(eval curves, step metrics) of several runs, with a `run` column and cumulative trajectories."""
-    evals, steps = [], []
-    for name, run_dir in runs.items():
-        reader = RunReader(run_dir)
-        ev = reader.eval_curve()
-        evals.append(ev.drop(columns=["per_category"]).assign(run=name))
-        st = reader.query('SELECT step, "train/trajectories" AS trajectories, "boundary/informative_share" AS '
-                          'informative_share, "buffer/active" AS active, "buffer/staged" AS staged, '
-                          '"reward/mean" AS reward FROM step ORDER BY step')
-        st["trajectories_total"] = st.trajectories.fillna(0).cumsum()
-        steps.append(st.assign(run=name))
-    cat = lambda fs: pd.concat(fs, ignore_index=True) if fs else pd.DataFrame()  # noqa: E731
-    return cat(evals), cat(steps)
-
-
 def pools_list() -> tuple[str, ...]:
     return (*POOLS, "all")

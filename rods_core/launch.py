@@ -58,6 +58,13 @@ class AppPaths:
         return cls(ws, runs)
 
     @property
+    def experiments(self) -> Path:
+        """Where `rods bench curriculum` experiments are read from (the Compare page)."""
+        from rods_core.experiments import EXPERIMENTS
+
+        return Path(os.environ.get("RODS_EXPERIMENTS", PROJECT_ROOT / EXPERIMENTS)).resolve()
+
+    @property
     def control_db(self) -> Path:
         return self.workspace / "control.duckdb"
 

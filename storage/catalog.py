@@ -11,17 +11,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
-from sqlalchemy import update
 
 from rods_core.tasks import Task, write_tasks
-from storage.control import ControlDB, Seed
-
-
-def set_seed_tags(db: ControlDB, task_id: str, tags: Iterable[str]) -> bool:
-    """Replace a seed's tags (sorted, unique, blank ones dropped); False if the seed is not in the catalog."""
-    clean = sorted({t.strip() for t in tags if t and t.strip()})
-    stmt = update(Seed).where(Seed.task_id == task_id).values(tags=json.dumps(clean))
-    return db._tx(lambda s: s.exec(stmt).rowcount) == 1
+from storage.control import ControlDB
 
 
 def retag(db: ControlDB, task_ids: Iterable[str], tag: str, add: bool = True) -> int:
@@ -32,7 +24,7 @@ def retag(db: ControlDB, task_ids: Iterable[str], tag: str, add: bool = True) ->
         old = tags.get(tid)
         if old is None or (tag in old) == add:
             continue
-        changed += set_seed_tags(db, tid, [*old, tag] if add else [t for t in old if t != tag])
+        changed += db.set_seed_tags(tid, [*old, tag] if add else [t for t in old if t != tag])
     return changed
 
 

@@ -352,3 +352,9 @@ class ControlDB:
     def set_seed_enabled(self, task_id: str, enabled: bool) -> bool:
         stmt = update(Seed).where(Seed.task_id == task_id).values(enabled=enabled)
         return self._tx(lambda s: s.exec(stmt).rowcount) == 1
+
+    def set_seed_tags(self, task_id: str, tags: Iterable[str]) -> bool:
+        """Replace a seed's tags (sorted, unique, blank ones dropped); False if the seed is not in the catalog."""
+        clean = sorted({t.strip() for t in tags if t and t.strip()})
+        stmt = update(Seed).where(Seed.task_id == task_id).values(tags=json.dumps(clean))
+        return self._tx(lambda s: s.exec(stmt).rowcount) == 1

@@ -2,8 +2,10 @@
 the Launch page, watch the boundary chart update, approve one variant and edit another (the trainer applies
 both), export the active pool and import it back as seeds. Screenshots go to bench/results/screenshots/.
 
-The run is demo-cpu with a tiny untrained model (so it starts in seconds) and uniform synthesis with
-review-gated variants (an untrained policy has no boundary tasks to synthesize from). `make test-browser`.
+The run is demo-cpu as a researcher launches it: method rods on the warm-started demo model
+(models/tiny-demo, built by `make demo-model`, which `make test-browser` runs first), so the variants to
+review are synthesized from the boundary tasks the detector found; only the run's length, the rollouts per
+task and the evaluation are cut down so the test ends in minutes. Variants are review-gated.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parent.parent
 SHOTS = ROOT / "bench" / "results" / "screenshots"
 CHROMIUM = "/usr/bin/chromium"
+DEMO_MODEL = ROOT / "models" / "tiny-demo"
 
 
 def _free_port() -> int:
@@ -45,14 +48,13 @@ def _wait(predicate, timeout: float, what: str, every: float = 1.0):
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    """(base url, workspace, runs folder, model folder) of an app served on 127.0.0.1."""
+    """(base url, workspace, runs folder) of an app served on 127.0.0.1."""
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} missing: apt-get install -y chromium")
+    if not (DEMO_MODEL / "config.json").exists():
+        pytest.skip(f"{DEMO_MODEL} missing: `make demo-model` builds it (`make test-browser` does)")
     base = tmp_path_factory.mktemp("browser")
     ws, runs = base / "ws", base / "runs"
-    model = ws / "models" / "tiny"
-    subprocess.run([sys.executable, "-m", "rods_core.cli", "model", "init-tiny", "--out", str(model), "--hidden", "64",
-                    "--layers", "2", "--ffn", "128", "--vocab", "1000"], cwd=ROOT, check=True, capture_output=True)
     port = _free_port()
     env = {**os.environ, "RODS_WORKSPACE": str(ws), "RODS_RUNS": str(runs)}
     log = open(base / "server.log", "wb")  # noqa: SIM115 - closed with the server
@@ -67,7 +69,7 @@ def served(tmp_path_factory):
             return False
     try:
         _wait(healthy, 60, "the streamlit server")
-        yield url, ws, runs, model
+        yield url, ws, runs
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=20)
@@ -130,30 +132,25 @@ def journey(served, page) -> None:
     from storage.control import ControlDB
     from storage.reader import RunReader
 
-    url, ws, runs, model = served
+    url, ws, runs = served
     db = ControlDB(ws / "control.duckdb")
     pg = page
 
     # Launch a run from the Launch page.
     open_page(pg, f"{url}/Launch", "Launch a run")
+    # demo-cpu is the default config, rods its method and models/tiny-demo its model: only cut the run down.
     pg.locator(key("launch_name")).locator("input").fill("browser")
-    pg.locator(key("launch_method")).click()
-    pg.get_by_role("option", name="uniform_synth").click()
     pg.locator(key("launch_review")).get_by_text("gated").click()
-    pg.locator(key("launch_model")).locator("input").fill(str(model))
-    pg.locator(key("launch_limit")).locator("input").fill("6")
-    pg.locator(key("launch_steps")).locator("input").fill("12")
-    pg.locator(key("launch_gens")).locator("input").fill("2")
-    pg.locator(key("launch_tasks")).locator("input").fill("2")
+    pg.locator(key("launch_steps")).locator("input").fill("14")
+    pg.locator(key("launch_gens")).locator("input").fill("4")
     pg.locator(key("launch_more")).locator("textarea").fill("\n".join([
-        "episode.max_steps_per_turn=2", "episode.max_context_tokens=1024", "episode.sampling.max_new_tokens=24",
-        "grpo.learning_rate=1.0e-3", "grpo.save_steps=4", "eval.every=4", "eval.split=train", "eval.limit=2",
-        "buffer.probe_slots=1", "synthesis.parents_per_step=2", "synthesis.variants_per_parent=2"]))
+        "grpo.save_steps=4", "eval.every=7", "eval.limit=4", "synthesis.parents_per_step=3"]))
     pg.get_by_role("button", name="Launch").click()
     pg.get_by_text("Launched run").wait_for()
     (run,) = db.list_runs()
     run_dir = Path(run.out_dir)
-    assert run.config_dict()["buffer"]["review"] == "gated"
+    cfg = run.config_dict()
+    assert (cfg["method"], cfg["buffer"]["review"], Path(cfg["model"]["path"])) == ("rods", "gated", DEMO_MODEL)
     _wait(lambda: "step" in (run_dir / "train.log").read_text() if (run_dir / "train.log").exists() else False,
           240, "the first step in the log")
     shot(pg, "1-launch")

@@ -64,3 +64,21 @@ def init_tiny_cmd(
         emit_json(card)
     else:
         typer.echo(f"{out}: {card['arch']} {card['params'] / 1e6:.2f}M parameters, vocab {card['tokenizer']['vocab']}")
+
+
+@app.command("demo")
+def demo_cmd(
+    config: Path = typer.Option(Path("configs/demo-cpu.yaml"), "--config", "-c", help="the run config naming the model"),
+) -> None:
+    """Build the config's tiny model and warm-start it (init-tiny + SFT on the demo seeds and their variants),
+    exactly as `rods train` does when model.build_if_missing is set; nothing happens if the folder holds a model.
+
+    Example: rods model demo
+    """
+    from rods_core.config import ConfigError, load_config
+    from rods_core.loop import ensure_model
+
+    try:
+        typer.echo(f"model ready: {ensure_model(load_config(config), log=typer.echo)}")
+    except (ConfigError, FileNotFoundError) as e:
+        fail(str(e))
