@@ -2,12 +2,15 @@
 
 The rods arm is `rods train` minus evaluation and checkpoints: RodsGRPOTrainer + RunLoop (detector,
 replay buffer, synthesis worker threads, decisions, event log). It records the task ids it drew.
-The plain arm rebuilds the model from the same folder under the same seed and replays those draws
+The plain arm builds the model from the same folder under the same seed and replays those draws
 through the same trainer, rollout_func and reward, with a no-op `on_rewards` and no loop callback:
 what TRL's GRPOTrainer does with a multi-turn rollout_func and nothing else. A step is timed from
 `on_step_begin` to the end of its `on_log` (where the rods loop writes its step row), in both arms,
-in wall time and in this process's CPU time (all threads, synthesis included): on a machine shared
-with other jobs the wall time swings with their load, the CPU time much less.
+in wall time and in the arm's process CPU time (all threads, synthesis included).
+
+The arms run in two processes that take turns step by step (rods step k, then plain step k with the
+same draws, then rods step k+1, …), so a change in the load of other jobs hits both arms alike instead
+of whichever arm ran while it lasted; the interval is a bootstrap over the paired steps.
 """
 
 from __future__ import annotations
@@ -74,28 +77,46 @@ def _policy(cfg: RunConfig):
     return model, tokenizer, cfg.episode.model_copy(update={"prompt": prompt, "hints": hints})
 
 
-def rods_arm(cfg: RunConfig, work: Path) -> tuple[list[dict], list[list[str]], dict]:
-    """Train with the full loop; returns (step rows, the draws, every drawn task by id)."""
+class Turns(TrainerCallback):
+    """Hands the turn over at step boundaries: waits for "go" before a step, reports the step after its row.
+
+    The rods arm reports the task ids it drew during the step; the plain arm gets them with its "go".
+    """
+
+    def __init__(self, conn, timer: StepTimer, draws: list[list[str]] | None = None):
+        self.conn, self.timer, self.draws, self.given = conn, timer, draws, None
+
+    def on_step_begin(self, args, state, control, **kw):
+        self.given = self.conn.recv()
+
+    def on_log(self, args, state, control, logs=None, **kw):
+        if logs and "loss" in logs:
+            self.conn.send((self.timer.rows[-1], self.draws[-1] if self.draws else None))
+
+
+def _rods_arm(cfg_data: dict, work: str, conn) -> None:
+    """Child process: train with the full loop, one step per turn."""
     import torch
 
     from rods_core.loop import STATE_FILE, RunLoop, select_seeds
     from rods_core.trainer import LoopCallback, RodsGRPOTrainer
 
+    cfg = RunConfig.model_validate(cfg_data)
     torch.manual_seed(cfg.seed)
     seeds = select_seeds(cfg)
     model, tokenizer, episode_cfg = _policy(cfg)
     run_id = f"systems-{random.Random().randrange(16**6):06x}"
-    run_dir = work / "runs" / run_id
+    run_dir = Path(work) / "runs" / run_id
     run_dir.mkdir(parents=True)
     loop = RunLoop(cfg, run_dir, run_id, seeds)
     loop.db.create_run(run_id, run_dir, cfg.model_dump(mode="json"), cfg.method, name="systems")
     hooks: list[float] = []
-    draws, tasks = [], {}
+    draws: list[list[str]] = []
 
     def draw(n: int) -> list[str]:
         ids = loop.draw(n)
         draws.append(ids)
-        tasks.update({t: loop.source.task(t) for t in ids})
+        conn.send(("tasks", {t: loop.source.task(t).model_dump(mode="json") for t in ids}))
         return ids
 
     loop.on_log = _timed(loop.on_log, hooks)  # the step row, flush and heartbeat: part of a rods step
@@ -104,32 +125,83 @@ def rods_arm(cfg: RunConfig, work: Path) -> tuple[list[dict], list[list[str]], d
     trainer = RodsGRPOTrainer(model=model, tokenizer=tokenizer, cfg=cfg, out_dir=str(run_dir / "checkpoints"),
                               draw=_timed(draw, hooks), task_of=loop.source.task,
                               on_rewards=_timed(loop.on_rewards, hooks), episode_cfg=episode_cfg,
-                              callbacks=[callback, timer])
+                              callbacks=[callback, timer, Turns(conn, timer, draws)])
     callback.trainer = timer.trainer = trainer
     try:
         trainer.train()
     finally:
         loop.close()
-    return timer.rows, draws, tasks
 
 
-def plain_arm(cfg: RunConfig, work: Path, draws: list[list[str]], tasks: dict) -> list[dict]:
-    """The same trainer, model, seed and tasks with nothing of RODS around the step."""
+def _plain_arm(cfg_data: dict, work: str, conn) -> None:
+    """Child process: the same trainer, model, seed and tasks with nothing of RODS around the step."""
     import torch
 
+    from rods_core.tasks import Task
     from rods_core.trainer import RodsGRPOTrainer
 
+    cfg = RunConfig.model_validate(cfg_data)
     torch.manual_seed(cfg.seed)
     model, tokenizer, episode_cfg = _policy(cfg)
-    replay = iter(draws)
     timer = StepTimer()
-    trainer = RodsGRPOTrainer(model=model, tokenizer=tokenizer, cfg=cfg, out_dir=str(work / "plain"),
-                              draw=lambda n: next(replay), task_of=tasks.__getitem__,
+    turns = Turns(conn, timer)
+    tasks: dict[str, Task] = {}
+
+    def draw(n: int) -> list[str]:
+        got, ids = turns.given
+        tasks.update({k: Task.model_validate(v) for k, v in got.items()})
+        return ids
+
+    trainer = RodsGRPOTrainer(model=model, tokenizer=tokenizer, cfg=cfg, out_dir=str(Path(work) / "plain"),
+                              draw=draw, task_of=tasks.__getitem__,
                               on_rewards=lambda step, groups, extras: None, episode_cfg=episode_cfg,
-                              callbacks=[timer])
+                              callbacks=[timer, turns])
     timer.trainer = trainer
     trainer.train()
-    return timer.rows
+
+
+def alternate(cfg: RunConfig, work: Path, steps: int) -> tuple[list[dict], list[dict]]:
+    """Both arms in their own processes, taking turns step by step; (rods rows, plain rows)."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")  # fresh interpreters: no torch thread pool or model state is inherited
+    (r_here, r_there), (p_here, p_there) = ctx.Pipe(), ctx.Pipe()
+    procs = [ctx.Process(name="rods", target=_rods_arm, args=(cfg.model_dump(mode="json"), str(work), r_there), daemon=True),
+             ctx.Process(name="plain", target=_plain_arm, args=(cfg.model_dump(mode="json"), str(work), p_there), daemon=True)]
+    for p in procs:
+        p.start()
+    rods_rows, plain_rows = [], []
+    try:
+        for _ in range(steps):
+            r_here.send("go")
+            tasks = {}
+            while True:  # the rods arm streams the tasks it draws, then its step row
+                msg = _recv(r_here, procs[0])
+                if msg[0] == "tasks":
+                    tasks.update(msg[1])
+                    continue
+                row, ids = msg
+                break
+            rods_rows.append(row)
+            p_here.send((tasks, ids))
+            plain_rows.append(_recv(p_here, procs[1])[0])
+    finally:
+        for p in procs:
+            p.join(timeout=60)
+            if p.is_alive():
+                p.terminate()
+    return rods_rows, plain_rows
+
+
+def _recv(conn, proc, timeout: float = 1800):
+    """The next message from an arm, or a clear error if its process died instead."""
+    deadline = time.monotonic() + timeout
+    while not conn.poll(1.0):
+        if not proc.is_alive():
+            raise RuntimeError(f"systems: the {proc.name} arm exited (code {proc.exitcode}) in the middle of a step")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"systems: no step from the {proc.name} arm in {timeout:.0f} s")
+    return conn.recv()
 
 
 # ----- pure statistics ----------------------------------------------------------------------------------
@@ -181,17 +253,16 @@ def measure_steps(config: Path, steps: int = 6, model: Path | None = None, log=p
         return None
     work = Path(tempfile.mkdtemp(prefix="rods-systems-"))
     cfg = cfg.model_copy(update={"output_dir": str(work / "runs"), "workspace": str(work / "ws")})
+    log(f"systems: rods and plain arms, {steps + WARMUP} steps each, taking turns …")
     try:
-        rods_rows, draws, tasks = rods_arm(cfg, work)
-        log(f"systems: rods arm {len(rods_rows)} steps; plain arm …")
-        plain_rows = plain_arm(cfg, work, draws, tasks)
+        rods_rows, plain_rows = alternate(cfg, work, steps + WARMUP)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     timed = rods_rows[WARMUP:]
     gen_s = sum(x["gen_s"] for x in timed)
     return {
         "model": cfg.model.path, "tasks_per_step": cfg.grpo.tasks_per_step, "num_generations": cfg.grpo.num_generations,
-        "warmup": WARMUP, "timed_steps": len(timed), "same_draws": True,
+        "warmup": WARMUP, "timed_steps": len(timed), "same_draws": True, "arms": "alternating step by step",
         "rods": {"breakdown_median_s": medians(timed), "rows": rods_rows,
                  "tokens_per_gen_s": round(sum(x["tokens"] for x in timed) / gen_s, 1) if gen_s else None},
         "plain": {"breakdown_median_s": medians(plain_rows[WARMUP:]), "rows": plain_rows},
