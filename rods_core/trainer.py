@@ -62,6 +62,7 @@ def grpo_args(cfg: RunConfig, out_dir: str) -> GRPOConfig:
         use_vllm=g.use_vllm,
         vllm_mode=g.vllm_mode,
         bf16=g.bf16,
+        gradient_checkpointing=g.gradient_checkpointing,
         use_cpu=g.use_cpu,
         save_strategy="steps",
         save_steps=g.save_steps,

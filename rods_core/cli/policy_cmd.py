@@ -67,6 +67,8 @@ def sft(
     out: Path = typer.Option(..., help="folder to write the warm-started model to"),
     tasks_file: Path | None = typer.Option(None, "--tasks", help="JSONL task file (train-split tasks only)"),
     demo: bool = typer.Option(False, "--demo", help="use the demo seeds (single-class base train seeds)"),
+    variants: int = typer.Option(0, "--variants", min=0, help="also train on N verified variants of each task "
+                                 "(template synthesis): the model learns to use the values it is given"),
     loss_target: float = typer.Option(_S.loss_target, help="stop when an epoch's mean loss reaches this"),
     max_epochs: int = typer.Option(_S.max_epochs, help="upper bound on epochs"),
     lr: float = typer.Option(_S.learning_rate, help="learning rate"),
@@ -77,7 +79,7 @@ def sft(
     """Warm-start a model on ground-truth conversations (TRL SFTTrainer), then report format validity,
     greedy progress reward and sampled reward variance on the same tasks.
 
-    Example: rods sft --model models/tiny --out models/tiny-sft --demo
+    Example: rods sft --model models/tiny --out models/tiny-demo --demo --variants 2
     """
     from rods_core.evaluation import evaluate, variance_report
     from rods_core.policy.sft import run_sft
@@ -89,9 +91,16 @@ def sft(
     if not (model / "config.json").exists():
         fail(f"{model}: no model here; build one with `rods model init-tiny --out {model}`")
     settings = SFTSettings(loss_target=loss_target, max_epochs=max_epochs, learning_rate=lr, batch_size=batch_size)
+    extra = []
+    if variants:
+        from rods_core.config import RunConfig
+        from rods_core.loop import fresh_variants
+
+        extra = fresh_variants(tasks, variants, RunConfig(), seed=1)  # the seed `rods train` builds the demo with
     # TRL prints its log lines on stdout; with --json they go to stderr so stdout stays one JSON document.
     with contextlib.redirect_stdout(sys.stderr) if json_out else contextlib.nullcontext():
-        report = run_sft(model, out, tasks, settings)
+        report = run_sft(model, out, tasks + extra, settings)
+    report["sft/variants"] = len(extra)  # the reports below are on the given tasks only
     bar, step = _bar("greedy episodes")
     with bar:
         greedy = evaluate(out, tasks, progress=step)

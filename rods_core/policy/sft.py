@@ -33,6 +33,7 @@ class SFTSettings(BaseModel):
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay")
     seed: int = Field(0, description="data order and dropout seed")
     use_cpu: bool = Field(True, description="train on CPU even when a GPU is visible")
+    gradient_checkpointing: bool = Field(False, description="recompute activations in backward (large models only)")
 
 
 def tokenize_demonstrations(tasks: list[Task], tokenizer, prompt: PromptConfig) -> list[dict[str, list[int]]]:
@@ -91,6 +92,7 @@ def run_sft(
         save_strategy="no",
         report_to="none",
         use_cpu=settings.use_cpu,
+        gradient_checkpointing=settings.gradient_checkpointing,
         bf16=False,
         assistant_only_loss=False,  # masks come pre-tokenized in `assistant_masks` (see module docstring)
         max_length=None,
