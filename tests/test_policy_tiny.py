@@ -101,3 +101,33 @@ def test_cli_rejects_bad_input_clearly(tmp_path, tiny_model_dir):
     assert r.exit_code != 0 and "multiple of --heads" in r.output
     r = runner.invoke(app, ["sft", "--model", str(tiny_model_dir), "--out", str(tmp_path / "o")])
     assert r.exit_code != 0 and "--tasks FILE or --demo" in r.output
+
+
+def test_sft_cli_adds_verified_variants_and_reports_on_the_given_tasks(tiny_model_dir, tmp_path):
+    from typer.testing import CliRunner
+
+    from rods_core.cli import app
+    from rods_core.tasks import write_tasks
+
+    seeds = demo_seeds()[:1]
+    write_tasks(tmp_path / "one.jsonl", seeds)
+    out = tmp_path / "o"
+    r = CliRunner().invoke(app, ["sft", "--model", str(tiny_model_dir), "--out", str(out), "--tasks",
+                                 str(tmp_path / "one.jsonl"), "--variants", "2", "--max-epochs", "1", "--samples", "0",
+                                 "--json"])
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.stdout[r.stdout.index("{"):])
+    stage = json.loads((out / MODEL_CARD).read_text())["stages"][-1]
+    assert report["sft/variants"] == 2 and report["eval/tasks"] == 1  # trained on 3, evaluated on the seed
+    assert stage["task_ids"][0] == seeds[0].id and len(set(stage["task_ids"])) == 3
+
+
+def test_model_demo_refuses_a_missing_model_it_may_not_build(tmp_path):
+    from typer.testing import CliRunner
+
+    from rods_core.cli import app
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"model:\n  path: {tmp_path / 'none'}\n  build_if_missing: false\n")
+    r = CliRunner().invoke(app, ["model", "demo", "--config", str(cfg)])
+    assert r.exit_code != 0 and "holds no model" in r.output
