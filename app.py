@@ -12,16 +12,22 @@ from rods_core import charts
 from rods_core.launch import format_eta, progress
 
 st.set_page_config(page_title="RODS Lab", page_icon="🧭", layout="wide")
-STATUS_ICON = {"queued": ":gray[:material/schedule:]", "running": ":green[:material/play_circle:]",
-               "finished": ":blue[:material/check_circle:]", "failed": ":red[:material/error:]",
-               "stopped": ":gray[:material/stop_circle:]", "lost": ":orange[:material/warning:]",
-               "stale": ":orange[:material/hourglass_empty:]"}
+STATUS_ICON = {
+    "queued": ":gray[:material/schedule:]",
+    "running": ":green[:material/play_circle:]",
+    "finished": ":blue[:material/check_circle:]",
+    "failed": ":red[:material/error:]",
+    "stopped": ":gray[:material/stop_circle:]",
+    "lost": ":orange[:material/warning:]",
+    "stale": ":orange[:material/hourglass_empty:]",
+}
 
 
 @st.cache_data(ttl=lab_ui.LIVE_S, show_spinner=False)
 def curves(run_dir: str):
-    return lab_ui.reader(run_dir).query('SELECT step, "reward/mean", "boundary/informative_share", '
-                                        '"time/step_s" FROM step ORDER BY step')
+    return lab_ui.reader(run_dir).query(
+        'SELECT step, "reward/mean", "boundary/informative_share", "time/step_s" FROM step ORDER BY step'
+    )
 
 
 def run_card(run: SimpleNamespace) -> None:
@@ -35,12 +41,16 @@ def run_card(run: SimpleNamespace) -> None:
         df = curves(run.out_dir)
         step = int(df.step.max()) if not df.empty else int(run.step)
         done, eta = progress(step, int(run.max_steps), df["time/step_s"].tolist())
-        st.progress(done, text=f"step {step} / {run.max_steps} · {format_eta(eta) if run.status == 'running' else run.status}")
+        st.progress(
+            done, text=f"step {step} / {run.max_steps} · {format_eta(eta) if run.status == 'running' else run.status}"
+        )
         if run.message and run.status in ("failed", "stopped", "lost"):
             st.caption(run.message[-300:])
         if not df.empty:
-            st.plotly_chart(charts.metric_lines(df, ["reward/mean", "boundary/informative_share"], "Key curves"),
-                            key=f"home_curve_{run.id}")
+            st.plotly_chart(
+                charts.metric_lines(df, ["reward/mean", "boundary/informative_share"], "Key curves"),
+                key=f"home_curve_{run.id}",
+            )
 
 
 @st.fragment(run_every=lab_ui.LIVE_S)
@@ -59,14 +69,28 @@ def runs_panel() -> None:
 
 def home() -> None:
     st.title("RODS Lab")
-    st.caption("Reward-driven online data synthesis for multi-turn tool-use agents: launch GRPO runs, watch the "
-               "capability boundary move, curate synthesized tasks, export what was learned.")
+    st.caption(
+        "Reward-driven online data synthesis for multi-turn tool-use agents: launch GRPO runs, watch the "
+        "capability boundary move, curate synthesized tasks, export what was learned."
+    )
     runs_panel()
 
 
 # Material icons ship with Streamlit; emoji need a system font that servers often lack.
 LAUNCH = st.Page("pages/1_Launch.py", title="Launch", icon=":material/rocket_launch:", url_path="Launch")
-st.navigation([st.Page(home, title="Home", icon=":material/home:", default=True), LAUNCH,
-               *(st.Page(f"pages/{f}.py", title=f.split("_", 1)[1], icon=f":material/{i}:", url_path=f.split("_", 1)[1])
-                 for f, i in [("2_Boundary", "scatter_plot"), ("3_Review", "rule"), ("4_Buffer", "inventory_2"),
-                              ("5_Seeds", "eco"), ("6_Compare", "compare_arrows")])]).run()
+st.navigation(
+    [
+        st.Page(home, title="Home", icon=":material/home:", default=True),
+        LAUNCH,
+        *(
+            st.Page(f"pages/{f}.py", title=f.split("_", 1)[1], icon=f":material/{i}:", url_path=f.split("_", 1)[1])
+            for f, i in [
+                ("2_Boundary", "scatter_plot"),
+                ("3_Review", "rule"),
+                ("4_Buffer", "inventory_2"),
+                ("5_Seeds", "eco"),
+                ("6_Compare", "compare_arrows"),
+            ]
+        ),
+    ]
+).run()

@@ -20,8 +20,15 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = ["app.py", "pages/1_Launch.py", "pages/2_Boundary.py", "pages/3_Review.py", "pages/4_Buffer.py",
-         "pages/5_Seeds.py", "pages/6_Compare.py"]
+PAGES = [
+    "app.py",
+    "pages/1_Launch.py",
+    "pages/2_Boundary.py",
+    "pages/3_Review.py",
+    "pages/4_Buffer.py",
+    "pages/5_Seeds.py",
+    "pages/6_Compare.py",
+]
 STEPS, TASKS, ROLLOUT_TASKS, G = 1250, 800, 50, 16
 
 
@@ -32,9 +39,16 @@ def _tasks():
     variants = []
     for i, s in enumerate(seeds):
         said = s.question[0][0].content if s.question and s.question[0] else ""
-        q = [[{"role": "user", "content": f"{said} (variant {i})"}], *[[m.model_dump() for m in t] for t in s.question[1:]]]
-        rec = {**s.to_record(), "id": f"{s.id}~v{i}", "question": q,
-               "provenance": {"source": "synth", "parent_id": s.id, "created_step": i}}
+        q = [
+            [{"role": "user", "content": f"{said} (variant {i})"}],
+            *[[m.model_dump() for m in t] for t in s.question[1:]],
+        ]
+        rec = {
+            **s.to_record(),
+            "id": f"{s.id}~v{i}",
+            "question": q,
+            "provenance": {"source": "synth", "parent_id": s.id, "created_step": i},
+        }
         variants.append(type(s).model_validate(rec))
     return seeds, variants
 
@@ -57,37 +71,108 @@ def build_store(run_dir: Path, rng: np.random.Generator) -> dict[str, int]:
         mean = rng.random(hi - lo)
         var = mean * (1 - mean) * rng.random(hi - lo) * 0.5
         reg = np.where(mean >= 0.8, "mastered", np.where(mean <= 0.2, "hard", "boundary"))
-        log.append("task_stats", [{"step": int(s), "task_id": str(t), "n": G, "mean": float(m), "var": float(v),
-                                   "smoothed_mean": float(m), "smoothed_var": float(v), "region": str(r)}
-                                  for s, t, m, v, r in zip(k // TASKS + 1, ids[k % TASKS], mean, var, reg, strict=True)])
+        log.append(
+            "task_stats",
+            [
+                {
+                    "step": int(s),
+                    "task_id": str(t),
+                    "n": G,
+                    "mean": float(m),
+                    "var": float(v),
+                    "smoothed_mean": float(m),
+                    "smoothed_var": float(v),
+                    "region": str(r),
+                }
+                for s, t, m, v, r in zip(k // TASKS + 1, ids[k % TASKS], mean, var, reg, strict=True)
+            ],
+        )
     n_roll = STEPS * ROLLOUT_TASKS * G
     for lo, hi in _chunks(n_roll):
         k = np.arange(lo, hi)
         reward = rng.random(hi - lo)
-        log.append("rollouts", [{"step": int(s), "task_id": str(t), "sample": int(j), "reward": float(r),
-                                 "accuracy": float(r > 0.9), "n_calls": 3}
-                                for s, t, j, r in zip(k // (ROLLOUT_TASKS * G) + 1, ids[(k // G) % TASKS], k % G,
-                                                      reward, strict=True)])
-    log.append("step", [{"step": s, "wall_s": 30.0 * s, "reward/mean": float(rng.random()), "time/step_s": 30.0,
-                         "train/trajectories": float(ROLLOUT_TASKS * G), "boundary/informative_share": float(rng.random()),
-                         "buffer/active": 600.0, "buffer/staged": 50.0} for s in range(1, STEPS + 1)])
-    log.append("eval", [{"step": s, "split": "test", "accuracy": s / STEPS / 2, "progress": s / STEPS,
-                         "per_category": {"base": 0.5}, "trajectories": s * ROLLOUT_TASKS * G}
-                        for s in range(50, STEPS + 1, 50)])
-    log.append("variant", [{"step": v.provenance.created_step, "variant_id": v.id, "parent_id": v.provenance.parent_id,
-                            "accepted": True, "reason": "accepted", "task": v.to_record(),
-                            "stages": [{"stage": s, "accepted": True, "reason": "ok"} for s in
-                                       ("plan", "execute", "rewrite", "critique", "augment")]} for v in variants])
+        log.append(
+            "rollouts",
+            [
+                {
+                    "step": int(s),
+                    "task_id": str(t),
+                    "sample": int(j),
+                    "reward": float(r),
+                    "accuracy": float(r > 0.9),
+                    "n_calls": 3,
+                }
+                for s, t, j, r in zip(k // (ROLLOUT_TASKS * G) + 1, ids[(k // G) % TASKS], k % G, reward, strict=True)
+            ],
+        )
+    log.append(
+        "step",
+        [
+            {
+                "step": s,
+                "wall_s": 30.0 * s,
+                "reward/mean": float(rng.random()),
+                "time/step_s": 30.0,
+                "train/trajectories": float(ROLLOUT_TASKS * G),
+                "boundary/informative_share": float(rng.random()),
+                "buffer/active": 600.0,
+                "buffer/staged": 50.0,
+            }
+            for s in range(1, STEPS + 1)
+        ],
+    )
+    log.append(
+        "eval",
+        [
+            {
+                "step": s,
+                "split": "test",
+                "accuracy": s / STEPS / 2,
+                "progress": s / STEPS,
+                "per_category": {"base": 0.5},
+                "trajectories": s * ROLLOUT_TASKS * G,
+            }
+            for s in range(50, STEPS + 1, 50)
+        ],
+    )
+    log.append(
+        "variant",
+        [
+            {
+                "step": v.provenance.created_step,
+                "variant_id": v.id,
+                "parent_id": v.provenance.parent_id,
+                "accepted": True,
+                "reason": "accepted",
+                "task": v.to_record(),
+                "stages": [
+                    {"stage": s, "accepted": True, "reason": "ok"}
+                    for s in ("plan", "execute", "rewrite", "critique", "augment")
+                ],
+            }
+            for v in variants
+        ],
+    )
     staged, active, retired = variants[:50], variants[50:250], variants[250:]
-    log.append("buffer", [{"step": 1, "task_id": v.id, "from_pool": None, "to_pool": "staged",
-                           "reason": "offer/awaiting_review"} for v in variants]
-               + [{"step": 2, "task_id": v.id, "from_pool": "staged", "to_pool": "active", "reason": "promote/boundary"}
-                  for v in active + retired]
-               + [{"step": 3, "task_id": v.id, "from_pool": "active", "to_pool": "retired", "reason": "retire/mastered"}
-                  for v in retired])
+    log.append(
+        "buffer",
+        [
+            {"step": 1, "task_id": v.id, "from_pool": None, "to_pool": "staged", "reason": "offer/awaiting_review"}
+            for v in variants
+        ]
+        + [
+            {"step": 2, "task_id": v.id, "from_pool": "staged", "to_pool": "active", "reason": "promote/boundary"}
+            for v in active + retired
+        ]
+        + [
+            {"step": 3, "task_id": v.id, "from_pool": "active", "to_pool": "retired", "reason": "retire/mastered"}
+            for v in retired
+        ],
+    )
     log.close()
-    write_pools_snapshot(run_dir, {"seeds": seeds, "staged": staged, "active": seeds + active, "retired": retired},
-                         STEPS)
+    write_pools_snapshot(
+        run_dir, {"seeds": seeds, "staged": staged, "active": seeds + active, "retired": retired}, STEPS
+    )
     return {"task_stats": n, "rollouts": n_roll, "tasks": len(ids)}
 
 

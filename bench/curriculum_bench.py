@@ -37,15 +37,18 @@ def plan_steps(cfg: RunConfig, budget: int, evals: int) -> tuple[int, int, int]:
     """(max_steps, eval.every, trajectories per step) for a trajectory budget and a number of evaluations."""
     per_step = cfg.grpo.tasks_per_step * cfg.grpo.num_generations
     if budget < per_step:
-        raise ValueError(f"--budget {budget} is below one step ({per_step} trajectories: "
-                         f"{cfg.grpo.tasks_per_step} tasks x {cfg.grpo.num_generations} rollouts)")
+        raise ValueError(
+            f"--budget {budget} is below one step ({per_step} trajectories: "
+            f"{cfg.grpo.tasks_per_step} tasks x {cfg.grpo.num_generations} rollouts)"
+        )
     steps = budget // per_step
     every = max(1, math.ceil(steps / max(evals, 1)))
     return steps, every, per_step
 
 
-def run_configs(base: Path, out: Path, methods: list[str], repeats: int, budget: int, evals: int,
-                sets: dict) -> list[tuple[str, str, int, RunConfig]]:
+def run_configs(
+    base: Path, out: Path, methods: list[str], repeats: int, budget: int, evals: int, sets: dict
+) -> list[tuple[str, str, int, RunConfig]]:
     """(run id, method, repeat, config) for every run of the experiment, all validated before any starts."""
     probe = load_config(base, sets)
     steps, every, _ = plan_steps(probe, budget, evals)
@@ -54,9 +57,17 @@ def run_configs(base: Path, out: Path, methods: list[str], repeats: int, budget:
         seed = probe.seed + k
         for method in methods:
             overrides = {
-                **sets, "name": method, "method": method, "seed": seed, "buffer.seed": seed, "synth.seed": seed,
-                "output_dir": str(out / "runs"), "workspace": str(out / "workspace"),
-                "grpo.max_steps": steps, "grpo.save_steps": steps, "eval.every": every,
+                **sets,
+                "name": method,
+                "method": method,
+                "seed": seed,
+                "buffer.seed": seed,
+                "synth.seed": seed,
+                "output_dir": str(out / "runs"),
+                "workspace": str(out / "workspace"),
+                "grpo.max_steps": steps,
+                "grpo.save_steps": steps,
+                "eval.every": every,
             }
             plans.append((f"{method}-r{k}", method, k, load_config(base, overrides)))
     return plans
@@ -80,9 +91,16 @@ def launch(run_id: str, cfg: RunConfig, out: Path, timeout_s: float | None, log=
     tail = log_file.read_text(errors="replace").splitlines()[-15:]
     status = "finished" if rc == 0 else f"failed ({rc})"
     log(f"  {run_id}: {status} in {wall:.0f} s")
-    return {"run": run_id, "method": cfg.method, "seed": cfg.seed, "status": status, "wall_s": round(wall, 1),
-            "run_dir": str(Path(cfg.output_dir) / run_id), "log": str(log_file),
-            "log_tail": tail if rc != 0 else []}
+    return {
+        "run": run_id,
+        "method": cfg.method,
+        "seed": cfg.seed,
+        "status": status,
+        "wall_s": round(wall, 1),
+        "run_dir": str(Path(cfg.output_dir) / run_id),
+        "log": str(log_file),
+        "log_tail": tail if rc != 0 else [],
+    }
 
 
 def ensure_model_once(cfg: RunConfig, log=print) -> None:
@@ -92,9 +110,17 @@ def ensure_model_once(cfg: RunConfig, log=print) -> None:
     ensure_model(cfg, log)
 
 
-def run(budget: int, methods: list[str], repeats: int = 1, config: Path = Path("configs/demo-cpu.yaml"),
-        evals: int = 4, sets: dict | None = None, out: Path | None = None, timeout_s: float | None = None,
-        log=print) -> Path:
+def run(
+    budget: int,
+    methods: list[str],
+    repeats: int = 1,
+    config: Path = Path("configs/demo-cpu.yaml"),
+    evals: int = 4,
+    sets: dict | None = None,
+    out: Path | None = None,
+    timeout_s: float | None = None,
+    log=print,
+) -> Path:
     """Run the experiment and write its report; returns the output folder."""
     from bench.curriculum_report import write_report
     from bench.machine import describe
@@ -105,10 +131,19 @@ def run(budget: int, methods: list[str], repeats: int = 1, config: Path = Path("
     plans = run_configs(Path(config), out, methods, repeats, budget, evals, sets)
     ensure_model_once(plans[0][3], log)
     steps, every, per_step = plan_steps(plans[0][3], budget, evals)
-    settings = {"budget": budget, "methods": methods, "repeats": repeats, "config": str(config), "sets": sets,
-                "max_steps": steps, "eval_every": every, "trajectories_per_step": per_step,
-                "trajectories_per_run": steps * per_step, "machine": describe(),
-                "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    settings = {
+        "budget": budget,
+        "methods": methods,
+        "repeats": repeats,
+        "config": str(config),
+        "sets": sets,
+        "max_steps": steps,
+        "eval_every": every,
+        "trajectories_per_step": per_step,
+        "trajectories_per_run": steps * per_step,
+        "machine": describe(),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
     log(f"curriculum: {len(plans)} runs x {steps} steps ({steps * per_step} trajectories each) into {out}")
     runs = []
     t0 = time.perf_counter()
@@ -131,8 +166,12 @@ def latest_systems_overhead(results: Path = Path("bench/results/systems")) -> di
         return None
     o = json.loads(latest.read_text()).get("overhead") or {}
     if o.get("drift"):
-        return {"pct": o.get("overhead_cpu_pct", o.get("overhead_pct")), "ci95": None, "undecided": True,
-                "basis": f"not decided: load drifted between the arms; RODS hooks {o.get('direct_pct')}% of a plain step"}
+        return {
+            "pct": o.get("overhead_cpu_pct", o.get("overhead_pct")),
+            "ci95": None,
+            "undecided": True,
+            "basis": f"not decided: load drifted between the arms; RODS hooks {o.get('direct_pct')}% of a plain step",
+        }
     if "overhead_cpu_pct" in o:
         return {"pct": o["overhead_cpu_pct"], "ci95": o.get("ci95_cpu_pct"), "basis": "process CPU time per step"}
     if "overhead_pct" in o:

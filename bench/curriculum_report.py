@@ -16,8 +16,13 @@ import plotly.graph_objects as go
 
 from rods_core.experiments import RUN_METRICS, Frames, fmt_ci, goal_checks, load_experiment, mean_curve
 
-_COLORS = {"rods": "#d62728", "static": "#1f77b4", "dapo_filter": "#2ca02c", "uniform_synth": "#9467bd",
-           "env_augment": "#ff7f0e"}
+_COLORS = {
+    "rods": "#d62728",
+    "static": "#1f77b4",
+    "dapo_filter": "#2ca02c",
+    "uniform_synth": "#9467bd",
+    "env_augment": "#ff7f0e",
+}
 
 
 def _rgba(hex_color: str, alpha: float) -> str:
@@ -33,37 +38,78 @@ def band_figure(curve: pd.DataFrame, x: str, y: str, title: str, y_title: str) -
         color = _COLORS.get(method, "#444444")
         half = g.ci95.astype(float).fillna(0.0) if "ci95" in g else 0.0
         if "ci95" in g and g.ci95.notna().any():
-            fig.add_trace(go.Scatter(x=list(g[x]) + list(g[x])[::-1], y=list(g[y] + half) + list(g[y] - half)[::-1],
-                                     fill="toself", fillcolor=_rgba(color, 0.15), line={"width": 0},
-                                     hoverinfo="skip", showlegend=False, name=f"{method} 95% CI"))
+            fig.add_trace(
+                go.Scatter(
+                    x=list(g[x]) + list(g[x])[::-1],
+                    y=list(g[y] + half) + list(g[y] - half)[::-1],
+                    fill="toself",
+                    fillcolor=_rgba(color, 0.15),
+                    line={"width": 0},
+                    hoverinfo="skip",
+                    showlegend=False,
+                    name=f"{method} 95% CI",
+                )
+            )
         fig.add_trace(go.Scatter(x=g[x], y=g[y], mode="lines+markers", name=method, line={"color": color}))
-    fig.update_layout(title=title, xaxis_title="trajectories consumed", yaxis_title=y_title, template="plotly_white",
-                      width=800, height=450)
+    fig.update_layout(
+        title=title,
+        xaxis_title="trajectories consumed",
+        yaxis_title=y_title,
+        template="plotly_white",
+        width=800,
+        height=450,
+    )
     return fig
 
 
 def ratio_figure(methods: pd.DataFrame) -> go.Figure:
     rows = methods[methods.metric == "variance_ratio"]
-    fig = go.Figure(go.Bar(x=rows.method, y=rows["mean"], error_y={"type": "data", "array": rows.ci95.fillna(0)},
-                           marker_color=[_COLORS.get(m, "#444444") for m in rows.method]))
+    fig = go.Figure(
+        go.Bar(
+            x=rows.method,
+            y=rows["mean"],
+            error_y={"type": "data", "array": rows.ci95.fillna(0)},
+            marker_color=[_COLORS.get(m, "#444444") for m in rows.method],
+        )
+    )
     fig.add_hline(y=2.0, line_dash="dash", annotation_text="goal 2x (paper 2.0-2.2x)")
-    fig.update_layout(title="Boundary / other-region within-group reward variance", yaxis_title="ratio",
-                      template="plotly_white", width=800, height=450)
+    fig.update_layout(
+        title="Boundary / other-region within-group reward variance",
+        yaxis_title="ratio",
+        template="plotly_white",
+        width=800,
+        height=450,
+    )
     return fig
 
 
 def figures(frames: Frames, methods: pd.DataFrame) -> dict[str, go.Figure]:
     steps = frames.steps.rename(columns={"trajectories_total": "traj_total"})
     return {
-        "progress": band_figure(mean_curve(frames.evals, "progress"), "trajectories", "progress",
-                                "Held-out progress reward vs trajectories", "progress reward"),
-        "accuracy": band_figure(mean_curve(frames.evals, "accuracy"), "trajectories", "accuracy",
-                                "Held-out accuracy vs trajectories", "accuracy"),
-        "informative_share": band_figure(mean_curve(steps, "informative_share", x="traj_total"), "traj_total",
-                                         "informative_share", "Share of informative groups (reward variance > 0)",
-                                         "share of groups"),
-        "pool_size": band_figure(mean_curve(steps, "pool_active", x="traj_total"), "traj_total", "pool_active",
-                                 "Active pool size", "tasks"),
+        "progress": band_figure(
+            mean_curve(frames.evals, "progress"),
+            "trajectories",
+            "progress",
+            "Held-out progress reward vs trajectories",
+            "progress reward",
+        ),
+        "accuracy": band_figure(
+            mean_curve(frames.evals, "accuracy"),
+            "trajectories",
+            "accuracy",
+            "Held-out accuracy vs trajectories",
+            "accuracy",
+        ),
+        "informative_share": band_figure(
+            mean_curve(steps, "informative_share", x="traj_total"),
+            "traj_total",
+            "informative_share",
+            "Share of informative groups (reward variance > 0)",
+            "share of groups",
+        ),
+        "pool_size": band_figure(
+            mean_curve(steps, "pool_active", x="traj_total"), "traj_total", "pool_active", "Active pool size", "tasks"
+        ),
         "variance_ratio": ratio_figure(methods),
     }
 
@@ -84,8 +130,13 @@ def export_pngs(jsons: list[Path], timeout_s: float = 180) -> str | None:
     import subprocess
     import sys
 
-    proc = subprocess.Popen([sys.executable, "-c", _PNG_SCRIPT, *map(str, jsons)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _PNG_SCRIPT, *map(str, jsons)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         _, err = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -125,45 +176,83 @@ def findings(goals: list[dict], runs: pd.DataFrame, settings: dict, runs_meta: l
     done = {m["run"] for m in runs_meta if m["status"] == "finished"}
     missing = [r for r in planned if r not in done]
     if missing:
-        out.append(f"- **INCOMPLETE** — runs planned but not finished: {', '.join(missing)}; goals that compare "
-                   "methods are measured only over the finished runs.")
+        out.append(
+            f"- **INCOMPLETE** — runs planned but not finished: {', '.join(missing)}; goals that compare "
+            "methods are measured only over the finished runs."
+        )
     if not runs.empty and (runs.informative_share_last_half.fillna(0) == 0).all():
-        out.append("- **NO SIGNAL** — no run saw a single informative group (every group's rewards were equal, "
-                   "here all zero): GRPO had nothing to learn from, the detector found no boundary, and every "
-                   "method trained on nothing. The policy needs a warm start that earns partial rewards first.")
+        out.append(
+            "- **NO SIGNAL** — no run saw a single informative group (every group's rewards were equal, "
+            "here all zero): GRPO had nothing to learn from, the detector found no boundary, and every "
+            "method trained on nothing. The policy needs a warm start that earns partial rewards first."
+        )
     for g in goals:
         verdict = "MET" if g["met"] else ("NOT MET" if g["met"] is False else "NOT DECIDED")
         out.append(f"- **{verdict}** — {g['goal']}: {_num(g['measured'])} (target {g['target']}; {g['detail']})")
     return out
 
 
-def markdown(settings: dict, runs_meta: list[dict], runs: pd.DataFrame, methods: pd.DataFrame,
-             goals: list[dict], files: list[str], png_error: str | None) -> str:
+def markdown(
+    settings: dict,
+    runs_meta: list[dict],
+    runs: pd.DataFrame,
+    methods: pd.DataFrame,
+    goals: list[dict],
+    files: list[str],
+    png_error: str | None,
+) -> str:
     from bench.machine import markdown as machine_md
 
-    lines = ["# Curriculum benchmark: sample efficiency at an equal trajectory budget", "",
-             f"Config `{settings['config']}` (overrides {settings['sets'] or 'none'}), methods "
-             f"{', '.join(settings['methods'])}, {settings['repeats']} repeat(s); each run {settings['max_steps']} steps x "
-             f"{settings['trajectories_per_step']} trajectories = {settings['trajectories_per_run']} trajectories "
-             f"(budget {settings['budget']}), held-out eval every {settings['eval_every']} steps and at the end. "
-             f"Wall time {settings.get('wall_s', 'n/a')} s ({sum(m['wall_s'] for m in runs_meta):.0f} s in runs).", "", machine_md(settings["machine"]), "",
-             "## Findings against the goals", "", *findings(goals, runs, settings, runs_meta), ""]
+    lines = [
+        "# Curriculum benchmark: sample efficiency at an equal trajectory budget",
+        "",
+        f"Config `{settings['config']}` (overrides {settings['sets'] or 'none'}), methods "
+        f"{', '.join(settings['methods'])}, {settings['repeats']} repeat(s); each run {settings['max_steps']} steps x "
+        f"{settings['trajectories_per_step']} trajectories = {settings['trajectories_per_run']} trajectories "
+        f"(budget {settings['budget']}), held-out eval every {settings['eval_every']} steps and at the end. "
+        f"Wall time {settings.get('wall_s', 'n/a')} s ({sum(m['wall_s'] for m in runs_meta):.0f} s in runs).",
+        "",
+        machine_md(settings["machine"]),
+        "",
+        "## Findings against the goals",
+        "",
+        *findings(goals, runs, settings, runs_meta),
+        "",
+    ]
     if settings["repeats"] < 2:
-        lines += ["With one repeat per method the intervals are n/a and differences between methods are within "
-                  "run-to-run noise unless large; read them as one sample each.", ""]
-    lines += ["## Per method (mean ± 95% t-interval over repeats)", "",
-              "| method | " + " | ".join(RUN_METRICS) + " |", "|---" * (len(RUN_METRICS) + 1) + "|"]
+        lines += [
+            "With one repeat per method the intervals are n/a and differences between methods are within "
+            "run-to-run noise unless large; read them as one sample each.",
+            "",
+        ]
+    lines += [
+        "## Per method (mean ± 95% t-interval over repeats)",
+        "",
+        "| method | " + " | ".join(RUN_METRICS) + " |",
+        "|---" * (len(RUN_METRICS) + 1) + "|",
+    ]
     for method, g in methods.groupby("method", sort=False):
-        cells = [fmt_ci(r["mean"], r["ci95"]) for _, r in g.set_index("metric").loc[list(RUN_METRICS)].reset_index().iterrows()]
+        cells = [
+            fmt_ci(r["mean"], r["ci95"])
+            for _, r in g.set_index("metric").loc[list(RUN_METRICS)].reset_index().iterrows()
+        ]
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
-    lines += ["", "Metrics: " + "; ".join(f"`{k}` = {v}" for k, v in RUN_METRICS.items()) + ".", "",
-              "## Runs", "", "| run | status | wall s | steps | final progress | final accuracy | informative (last half) | variance ratio |",
-              "|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "Metrics: " + "; ".join(f"`{k}` = {v}" for k, v in RUN_METRICS.items()) + ".",
+        "",
+        "## Runs",
+        "",
+        "| run | status | wall s | steps | final progress | final accuracy | informative (last half) | variance ratio |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     by_run = runs.set_index("run") if not runs.empty else runs
     for meta in runs_meta:
         r = by_run.loc[meta["run"]] if meta["run"] in by_run.index else None
-        vals = [_num(r[c]) if r is not None else "n/a" for c in ("final_progress", "final_accuracy",
-                                                                 "informative_share_last_half", "variance_ratio")]
+        vals = [
+            _num(r[c]) if r is not None else "n/a"
+            for c in ("final_progress", "final_accuracy", "informative_share_last_half", "variance_ratio")
+        ]
         steps = int(r["steps"]) if r is not None else "n/a"
         lines.append(f"| {meta['run']} | {meta['status']} | {meta['wall_s']} | {steps} | " + " | ".join(vals) + " |")
     failed = [m for m in runs_meta if m["status"] != "finished"]
@@ -171,8 +260,11 @@ def markdown(settings: dict, runs_meta: list[dict], runs: pd.DataFrame, methods:
         lines += ["", f"Run {m['run']} {m['status']}; last lines of {m['log']}:", "```", *m["log_tail"], "```"]
     lines += ["", "## Figures", "", *[f"- [{f}]({f})" for f in files]]
     if png_error:
-        lines += ["", f"PNG export failed ({png_error}); the figures are interactive HTML only. Kaleido needs a "
-                  "Chrome (`plotly_get_chrome`), which this machine cannot download."]
+        lines += [
+            "",
+            f"PNG export failed ({png_error}); the figures are interactive HTML only. Kaleido needs a "
+            "Chrome (`plotly_get_chrome`), which this machine cannot download.",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -185,10 +277,19 @@ def write_report(out: Path, settings: dict, runs_meta: list[dict], log=print) ->
     goals = goal_checks(methods, overhead)
     files, png_error = save_figures(figures(frames, methods), out) if not runs.empty else ([], "no finished runs")
     (out / "summary.md").write_text(markdown(settings, runs_meta, runs, methods, goals, files, png_error))
-    summary = {"settings": settings, "runs_meta": runs_meta, "runs": runs.to_dict("records"),
-               "methods": methods.to_dict("records"), "goals": goals, "figures": files, "png_error": png_error,
-               "curves": {"progress": mean_curve(frames.evals, "progress").to_dict("records"),
-                          "accuracy": mean_curve(frames.evals, "accuracy").to_dict("records")}}
+    summary = {
+        "settings": settings,
+        "runs_meta": runs_meta,
+        "runs": runs.to_dict("records"),
+        "methods": methods.to_dict("records"),
+        "goals": goals,
+        "figures": files,
+        "png_error": png_error,
+        "curves": {
+            "progress": mean_curve(frames.evals, "progress").to_dict("records"),
+            "accuracy": mean_curve(frames.evals, "accuracy").to_dict("records"),
+        },
+    }
     (out / "summary.json").write_text(json.dumps(_clean(summary), indent=2, default=str))
     log(f"report: {out / 'summary.md'}")
     return summary

@@ -57,6 +57,8 @@ def describe() -> dict:
 
 
 def markdown(info: dict) -> str:
-    return (f"Machine: {info['cpu']}, {info['cores']} cores, {info['ram_gib']} GiB RAM, GPU: {info['gpu'] or 'none'}; "
-            f"load average {info['load_1min']} when measured (shared cores); python {info['python']}, "
-            f"torch {info['torch']}, trl {info['trl']}, transformers {info['transformers']}, duckdb {info['duckdb']}.")
+    return (
+        f"Machine: {info['cpu']}, {info['cores']} cores, {info['ram_gib']} GiB RAM, GPU: {info['gpu'] or 'none'}; "
+        f"load average {info['load_1min']} when measured (shared cores); python {info['python']}, "
+        f"torch {info['torch']}, trl {info['trl']}, transformers {info['transformers']}, duckdb {info['duckdb']}."
+    )

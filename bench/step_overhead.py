@@ -50,9 +50,16 @@ class StepTimer(TrainerCallback):
         hooks = sum(self.hook_seconds) if self.hook_seconds is not None else 0.0
         if self.hook_seconds is not None:
             self.hook_seconds.clear()
-        row = {"step": state.global_step, "step_s": wall, "cpu_s": cpu, "gen_s": t.get("time/gen_s", 0.0),
-               "env_s": t.get("time/env_s", 0.0), "reward_s": t.get("time/reward_s", 0.0), "hooks_s": hooks,
-               "tokens": sum(e.model_tokens for e in self.trainer.last_episodes)}
+        row = {
+            "step": state.global_step,
+            "step_s": wall,
+            "cpu_s": cpu,
+            "gen_s": t.get("time/gen_s", 0.0),
+            "env_s": t.get("time/env_s", 0.0),
+            "reward_s": t.get("time/reward_s", 0.0),
+            "hooks_s": hooks,
+            "tokens": sum(e.model_tokens for e in self.trainer.last_episodes),
+        }
         row["opt_s"] = max(wall - row["gen_s"] - row["env_s"] - row["reward_s"] - hooks, 0.0)
         self.rows.append(row)
 
@@ -122,10 +129,17 @@ def _rods_arm(cfg_data: dict, work: str, conn) -> None:
     loop.on_log = _timed(loop.on_log, hooks)  # the step row, flush and heartbeat: part of a rods step
     timer = StepTimer(hooks)
     callback = LoopCallback(loop, lambda step: None, 0, STATE_FILE)
-    trainer = RodsGRPOTrainer(model=model, tokenizer=tokenizer, cfg=cfg, out_dir=str(run_dir / "checkpoints"),
-                              draw=_timed(draw, hooks), task_of=loop.source.task,
-                              on_rewards=_timed(loop.on_rewards, hooks), episode_cfg=episode_cfg,
-                              callbacks=[callback, timer, Turns(conn, timer, draws)])
+    trainer = RodsGRPOTrainer(
+        model=model,
+        tokenizer=tokenizer,
+        cfg=cfg,
+        out_dir=str(run_dir / "checkpoints"),
+        draw=_timed(draw, hooks),
+        task_of=loop.source.task,
+        on_rewards=_timed(loop.on_rewards, hooks),
+        episode_cfg=episode_cfg,
+        callbacks=[callback, timer, Turns(conn, timer, draws)],
+    )
     callback.trainer = timer.trainer = trainer
     try:
         trainer.train()
@@ -152,10 +166,17 @@ def _plain_arm(cfg_data: dict, work: str, conn) -> None:
         tasks.update({k: Task.model_validate(v) for k, v in got.items()})
         return ids
 
-    trainer = RodsGRPOTrainer(model=model, tokenizer=tokenizer, cfg=cfg, out_dir=str(Path(work) / "plain"),
-                              draw=draw, task_of=tasks.__getitem__,
-                              on_rewards=lambda step, groups, extras: None, episode_cfg=episode_cfg,
-                              callbacks=[timer, turns])
+    trainer = RodsGRPOTrainer(
+        model=model,
+        tokenizer=tokenizer,
+        cfg=cfg,
+        out_dir=str(Path(work) / "plain"),
+        draw=draw,
+        task_of=tasks.__getitem__,
+        on_rewards=lambda step, groups, extras: None,
+        episode_cfg=episode_cfg,
+        callbacks=[timer, turns],
+    )
     timer.trainer = trainer
     trainer.train()
 
@@ -166,8 +187,12 @@ def alternate(cfg: RunConfig, work: Path, steps: int) -> tuple[list[dict], list[
 
     ctx = mp.get_context("spawn")  # fresh interpreters: no torch thread pool or model state is inherited
     (r_here, r_there), (p_here, p_there) = ctx.Pipe(), ctx.Pipe()
-    procs = [ctx.Process(name="rods", target=_rods_arm, args=(cfg.model_dump(mode="json"), str(work), r_there), daemon=True),
-             ctx.Process(name="plain", target=_plain_arm, args=(cfg.model_dump(mode="json"), str(work), p_there), daemon=True)]
+    procs = [
+        ctx.Process(name="rods", target=_rods_arm, args=(cfg.model_dump(mode="json"), str(work), r_there), daemon=True),
+        ctx.Process(
+            name="plain", target=_plain_arm, args=(cfg.model_dump(mode="json"), str(work), p_there), daemon=True
+        ),
+    ]
     for p in procs:
         p.start()
     rods_rows, plain_rows = [], []
@@ -228,18 +253,32 @@ def summarise(rods_rows: list[dict], plain_rows: list[dict]) -> dict:
     cpu_pct, cpu_ci = overhead([x["cpu_s"] for x in r], [x["cpu_s"] for x in p])
     direct = 100 * statistics.median(x["hooks_s"] for x in r) / statistics.median(x["step_s"] for x in p)
     same_tokens = [a["tokens"] for a in r] == [b["tokens"] for b in p]
-    note = "" if same_tokens else (
-        "The arms generated different token counts on the same tasks (sampling diverged), so part of the "
-        "difference is generation length, not machinery; the hook share is the machinery's direct cost.")
+    note = (
+        ""
+        if same_tokens
+        else (
+            "The arms generated different token counts on the same tasks (sampling diverged), so part of the "
+            "difference is generation length, not machinery; the hook share is the machinery's direct cost."
+        )
+    )
     if ci[0] < 5.0 < ci[1]:
         note += " The interval straddles the 5% goal: this machine's noise is too large to decide it."
     drift = same_tokens and (ci[1] < 0 or cpu_ci[1] < 0)
     if drift:
-        note += (" The rods arm was faster on identical work, which machinery cannot cause: the load of other jobs "
-                 "changed between the arms, so the end-to-end figure is not evidence either way; the hook share is.")
-    return {"overhead_pct": round(pct, 2), "ci95_pct": [round(c, 2) for c in ci], "direct_pct": round(direct, 3),
-            "overhead_cpu_pct": round(cpu_pct, 2), "ci95_cpu_pct": [round(c, 2) for c in cpu_ci],
-            "same_tokens": same_tokens, "drift": drift, "note": note.strip()}
+        note += (
+            " The rods arm was faster on identical work, which machinery cannot cause: the load of other jobs "
+            "changed between the arms, so the end-to-end figure is not evidence either way; the hook share is."
+        )
+    return {
+        "overhead_pct": round(pct, 2),
+        "ci95_pct": [round(c, 2) for c in ci],
+        "direct_pct": round(direct, 3),
+        "overhead_cpu_pct": round(cpu_pct, 2),
+        "ci95_cpu_pct": [round(c, 2) for c in cpu_ci],
+        "same_tokens": same_tokens,
+        "drift": drift,
+        "note": note.strip(),
+    }
 
 
 def measure_steps(config: Path, steps: int = 6, model: Path | None = None, log=print) -> dict | None:
@@ -261,10 +300,18 @@ def measure_steps(config: Path, steps: int = 6, model: Path | None = None, log=p
     timed = rods_rows[WARMUP:]
     gen_s = sum(x["gen_s"] for x in timed)
     return {
-        "model": cfg.model.path, "tasks_per_step": cfg.grpo.tasks_per_step, "num_generations": cfg.grpo.num_generations,
-        "warmup": WARMUP, "timed_steps": len(timed), "same_draws": True, "arms": "alternating step by step",
-        "rods": {"breakdown_median_s": medians(timed), "rows": rods_rows,
-                 "tokens_per_gen_s": round(sum(x["tokens"] for x in timed) / gen_s, 1) if gen_s else None},
+        "model": cfg.model.path,
+        "tasks_per_step": cfg.grpo.tasks_per_step,
+        "num_generations": cfg.grpo.num_generations,
+        "warmup": WARMUP,
+        "timed_steps": len(timed),
+        "same_draws": True,
+        "arms": "alternating step by step",
+        "rods": {
+            "breakdown_median_s": medians(timed),
+            "rows": rods_rows,
+            "tokens_per_gen_s": round(sum(x["tokens"] for x in timed) / gen_s, 1) if gen_s else None,
+        },
         "plain": {"breakdown_median_s": medians(plain_rows[WARMUP:]), "rows": plain_rows},
         "overhead": summarise(rods_rows, plain_rows),
     }

@@ -30,8 +30,12 @@ def measure(limit: int = 400, n: int = 4, attempts: int = 24, seed: int = 0) -> 
     synthesize(parents[0], 1, set(), cfg)  # warm caches (docs, class imports, leak guard)
     wall0, cpu0 = time.perf_counter(), time.process_time()
     results = [synthesize(p, n, set(), cfg) for p in parents]
-    return {"parents": parents, "results": results, "wall_s": time.perf_counter() - wall0,
-            "cpu_s": time.process_time() - cpu0}
+    return {
+        "parents": parents,
+        "results": results,
+        "wall_s": time.perf_counter() - wall0,
+        "cpu_s": time.process_time() - cpu0,
+    }
 
 
 def figures(limit: int = 400, n: int = 4, attempts: int = 24, seed: int = 0) -> dict:
@@ -42,12 +46,21 @@ def figures(limit: int = 400, n: int = 4, attempts: int = 24, seed: int = 0) -> 
     stages = {}
     for stage, c in merge_counts(results).items():
         total = c["accepted"] + c["rejected"]
-        stages[stage] = {"accepted": c["accepted"], "rejected": c["rejected"],
-                         "acceptance": round(c["accepted"] / total, 3) if total else None}
-    return {"parents": len(m["parents"]), "attempts": sum(r.attempts for r in results), "accepted": accepted,
-            "accepted_per_s_wall": round(accepted / m["wall_s"], 1), "accepted_per_s_cpu": round(accepted / m["cpu_s"], 1),
-            "parent_yield": round(sum(bool(r.accepted) for r in results) / len(results), 3), "stages": stages,
-            "goal_accepted_per_s": 50}
+        stages[stage] = {
+            "accepted": c["accepted"],
+            "rejected": c["rejected"],
+            "acceptance": round(c["accepted"] / total, 3) if total else None,
+        }
+    return {
+        "parents": len(m["parents"]),
+        "attempts": sum(r.attempts for r in results),
+        "accepted": accepted,
+        "accepted_per_s_wall": round(accepted / m["wall_s"], 1),
+        "accepted_per_s_cpu": round(accepted / m["cpu_s"], 1),
+        "parent_yield": round(sum(bool(r.accepted) for r in results) / len(results), 3),
+        "stages": stages,
+        "goal_accepted_per_s": 50,
+    }
 
 
 def main() -> None:

@@ -57,15 +57,17 @@ def headline(components: dict, steps: dict | None) -> dict:
         "store_query_p95_ms_worst": _p95(store),
     }
     if steps:
-        h.update({
-            "generation_tokens_per_s": steps["rods"]["tokens_per_gen_s"],
-            "step_breakdown_s": steps["rods"]["breakdown_median_s"],
-            "rods_hooks_share_of_step_pct": steps["overhead"]["direct_pct"],
-            "overhead_pct": steps["overhead"]["overhead_pct"],
-            "overhead_ci95_pct": steps["overhead"]["ci95_pct"],
-            "overhead_cpu_pct": steps["overhead"]["overhead_cpu_pct"],
-            "overhead_cpu_ci95_pct": steps["overhead"]["ci95_cpu_pct"],
-        })
+        h.update(
+            {
+                "generation_tokens_per_s": steps["rods"]["tokens_per_gen_s"],
+                "step_breakdown_s": steps["rods"]["breakdown_median_s"],
+                "rods_hooks_share_of_step_pct": steps["overhead"]["direct_pct"],
+                "overhead_pct": steps["overhead"]["overhead_pct"],
+                "overhead_ci95_pct": steps["overhead"]["ci95_pct"],
+                "overhead_cpu_pct": steps["overhead"]["overhead_cpu_pct"],
+                "overhead_cpu_ci95_pct": steps["overhead"]["ci95_cpu_pct"],
+            }
+        )
     return h
 
 
@@ -74,36 +76,54 @@ def markdown(report: dict) -> str:
 
     h, c = report["headline"], report["components"]
     st = report.get("steps")
-    lines = ["# System figures", "", machine_md(report["machine"]), "",
-             "| figure | measured | goal |", "|---|---|---|",
-             f"| environment tool calls / s (one core) | {h['env_calls_per_s']} | >= 5,000 |",
-             f"| replay + check, ms per task | {h['replay_ms_per_task']} | <= 2 |",
-             f"| synthesis accepted variants / s (CPU time) | {h['synth_accepted_per_s_cpu']} "
-             f"({c['synth']['parents']} parents) | >= 50 |",
-             f"| synthesis acceptance per stage | {', '.join(f'{k} {v:.0%}' for k, v in h['synth_acceptance_per_stage'].items() if v is not None)} | |",
-             f"| detector + buffer, % of a 30 s step (32 x 16 batch) | {h['detector_buffer_share_of_30s_step_pct']} | <= 0.5 |",
-             f"| store write, % of a 30 s step | {h['store_write_share_of_30s_step_pct']} | <= 2 |",
-             f"| store query p95, worst app query (ms, {c['store']['rows']['task_stats']:,} rows) | {h['store_query_p95_ms_worst']} | <= 300 |"]
+    lines = [
+        "# System figures",
+        "",
+        machine_md(report["machine"]),
+        "",
+        "| figure | measured | goal |",
+        "|---|---|---|",
+        f"| environment tool calls / s (one core) | {h['env_calls_per_s']} | >= 5,000 |",
+        f"| replay + check, ms per task | {h['replay_ms_per_task']} | <= 2 |",
+        f"| synthesis accepted variants / s (CPU time) | {h['synth_accepted_per_s_cpu']} "
+        f"({c['synth']['parents']} parents) | >= 50 |",
+        f"| synthesis acceptance per stage | {', '.join(f'{k} {v:.0%}' for k, v in h['synth_acceptance_per_stage'].items() if v is not None)} | |",
+        f"| detector + buffer, % of a 30 s step (32 x 16 batch) | {h['detector_buffer_share_of_30s_step_pct']} | <= 0.5 |",
+        f"| store write, % of a 30 s step | {h['store_write_share_of_30s_step_pct']} | <= 2 |",
+        f"| store query p95, worst app query (ms, {c['store']['rows']['task_stats']:,} rows) | {h['store_query_p95_ms_worst']} | <= 300 |",
+    ]
     if st:
         o = st["overhead"]
-        lines += [f"| generation tokens / s (tiny model, in rollouts) | {h['generation_tokens_per_s']} | |",
-                  f"| rods step over plain TRL GRPO step (median) | {o['overhead_pct']:+.1f}% (95% CI {o['ci95_pct'][0]:+.1f}% .. {o['ci95_pct'][1]:+.1f}%) | <= 5% |",
-                  f"| same, process CPU time per step (all threads) | {o['overhead_cpu_pct']:+.1f}% (95% CI {o['ci95_cpu_pct'][0]:+.1f}% .. {o['ci95_cpu_pct'][1]:+.1f}%) | <= 5% |",
-                  f"| time inside RODS hooks, % of the plain step | {o['direct_pct']:.2f}% | |",
-                  "", f"Step timing: {st['model']}, {st['tasks_per_step']} tasks x {st['num_generations']} rollouts, "
-                  f"{st['timed_steps']} timed steps per arm after {st['warmup']} warm-up; same seed and tasks in both arms "
-                  f"(same draws: {st['same_draws']}).", "",
-                  "| step part (median s) | rods | plain |", "|---|---|---|"]
+        lines += [
+            f"| generation tokens / s (tiny model, in rollouts) | {h['generation_tokens_per_s']} | |",
+            f"| rods step over plain TRL GRPO step (median) | {o['overhead_pct']:+.1f}% (95% CI {o['ci95_pct'][0]:+.1f}% .. {o['ci95_pct'][1]:+.1f}%) | <= 5% |",
+            f"| same, process CPU time per step (all threads) | {o['overhead_cpu_pct']:+.1f}% (95% CI {o['ci95_cpu_pct'][0]:+.1f}% .. {o['ci95_cpu_pct'][1]:+.1f}%) | <= 5% |",
+            f"| time inside RODS hooks, % of the plain step | {o['direct_pct']:.2f}% | |",
+            "",
+            f"Step timing: {st['model']}, {st['tasks_per_step']} tasks x {st['num_generations']} rollouts, "
+            f"{st['timed_steps']} timed steps per arm after {st['warmup']} warm-up; same seed and tasks in both arms "
+            f"(same draws: {st['same_draws']}).",
+            "",
+            "| step part (median s) | rods | plain |",
+            "|---|---|---|",
+        ]
         for part in st["rods"]["breakdown_median_s"]:
-            lines.append(f"| {part} | {st['rods']['breakdown_median_s'][part]:.3f} | "
-                         f"{st['plain']['breakdown_median_s'].get(part, float('nan')):.3f} |")
+            lines.append(
+                f"| {part} | {st['rods']['breakdown_median_s'][part]:.3f} | "
+                f"{st['plain']['breakdown_median_s'].get(part, float('nan')):.3f} |"
+            )
         if o["note"]:
             lines += ["", o["note"]]
     return "\n".join(lines) + "\n"
 
 
-def run(config: Path = Path("configs/demo-cpu.yaml"), steps: int = 6, model: Path | None = None,
-        quick: bool = False, log=print) -> dict:
+def run(
+    config: Path = Path("configs/demo-cpu.yaml"),
+    steps: int = 6,
+    model: Path | None = None,
+    quick: bool = False,
+    log=print,
+) -> dict:
     from bench.machine import describe
     from bench.step_overhead import measure_steps
 
@@ -112,9 +132,14 @@ def run(config: Path = Path("configs/demo-cpu.yaml"), steps: int = 6, model: Pat
     components = component_figures(quick, log)
     log("systems: training steps (rods arm, then plain arm) …")
     step_figs = measure_steps(config, steps=steps, model=model, log=log)
-    report = {"machine": machine, "headline": headline(components, step_figs), "components": components,
-              "steps": step_figs, "overhead": step_figs["overhead"] if step_figs else None,
-              "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    report = {
+        "machine": machine,
+        "headline": headline(components, step_figs),
+        "components": components,
+        "steps": step_figs,
+        "overhead": step_figs["overhead"] if step_figs else None,
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
     text = markdown(report)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     blob = json.dumps(report, indent=2, default=str)

@@ -23,8 +23,9 @@ lab_ui.page_setup("Launch", "🚀")
 st.title("Launch a run")
 paths = lab_ui.paths()
 configs = {p.stem: p for p in list_configs()}
-name = st.selectbox("Config", list(configs), index=list(configs).index("demo-cpu") if "demo-cpu" in configs else 0,
-                    key="launch_config")
+name = st.selectbox(
+    "Config", list(configs), index=list(configs).index("demo-cpu") if "demo-cpu" in configs else 0, key="launch_config"
+)
 try:
     base = load_config(configs[name])
 except ConfigError as e:
@@ -45,27 +46,44 @@ with st.form("launch_form"):
     err("name", a)
     method = b.selectbox("Method", METHODS, index=METHODS.index(base.method), key="launch_method")
     err("method", b)
-    review = c.radio("Synthesized variants", ["auto", "gated"], horizontal=True, key="launch_review",
-                     index=["auto", "gated"].index(read_prefs(paths).get("review", base.buffer.review)),
-                     help="gated: variants wait in staged for your approval on the Review page")
+    review = c.radio(
+        "Synthesized variants",
+        ["auto", "gated"],
+        horizontal=True,
+        key="launch_review",
+        index=["auto", "gated"].index(read_prefs(paths).get("review", base.buffer.review)),
+        help="gated: variants wait in staged for your approval on the Review page",
+    )
     model_path = a.text_input("Model folder (workspace or models/)", base.model.path, key="launch_model")
     err("model.path", a)
-    subset = b.selectbox("Seeds", ["demo", "all", "file"], index=["demo", "all", "file"].index(base.seeds.subset),
-                         key="launch_subset")
+    subset = b.selectbox(
+        "Seeds", ["demo", "all", "file"], index=["demo", "all", "file"].index(base.seeds.subset), key="launch_subset"
+    )
     err("seeds", b)
     limit = c.number_input("Seed limit (0 = all)", 0, 100_000, base.seeds.limit or 0, key="launch_limit")
     steps = a.number_input("GRPO steps", 1, 1_000_000, base.grpo.max_steps, key="launch_steps")
     err("grpo.max_steps", a)
     gens = b.number_input("Rollouts per task (G)", 2, 256, base.grpo.num_generations, key="launch_gens")
     tasks = c.number_input("Tasks per step", 1, 1024, base.grpo.tasks_per_step, key="launch_tasks")
-    more = st.text_area("More fields (key.path=value per line)", key="launch_more",
-                        placeholder="eval.every=5\nbuffer.p_max=10\nseeds.file=subsets/mine.jsonl")
+    more = st.text_area(
+        "More fields (key.path=value per line)",
+        key="launch_more",
+        placeholder="eval.every=5\nbuffer.p_max=10\nseeds.file=subsets/mine.jsonl",
+    )
     submitted = st.form_submit_button("Launch", type="primary")
 
 if submitted:
-    overrides = {"name": run_name, "method": method, "buffer.review": review, "model.path": model_path,
-                 "seeds.subset": subset, "seeds.limit": int(limit) or None, "grpo.max_steps": int(steps),
-                 "grpo.num_generations": int(gens), "grpo.tasks_per_step": int(tasks)}
+    overrides = {
+        "name": run_name,
+        "method": method,
+        "buffer.review": review,
+        "model.path": model_path,
+        "seeds.subset": subset,
+        "seeds.limit": int(limit) or None,
+        "grpo.max_steps": int(steps),
+        "grpo.num_generations": int(gens),
+        "grpo.tasks_per_step": int(tasks),
+    }
     try:
         cfg = build_config(configs[name], {**overrides, **parse_overrides(more)}, paths)
         launched = launch_run(cfg, paths)

@@ -56,8 +56,9 @@ def live(run_dir: str) -> None:
     combo = st.selectbox("Class combination", combos, key="boundary_combo")
     a, b = st.columns(2)
     a.plotly_chart(charts.complexity_lines(cx, None if combo == "all" else combo), key="boundary_cx_lines")
-    b.plotly_chart(charts.complexity_heatmap(cx if combo == "all" else cx[cx.class_combo == combo], step),
-                   key="boundary_cx_heat")
+    b.plotly_chart(
+        charts.complexity_heatmap(cx if combo == "all" else cx[cx.class_combo == combo], step), key="boundary_cx_heat"
+    )
 
 
 if run is not None:

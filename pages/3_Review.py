@@ -12,16 +12,25 @@ from rods_core.launch import read_prefs, write_prefs
 lab_ui.page_setup("Review", "🧪")
 st.title("Synthesis review")
 paths = lab_ui.paths()
-gated = st.toggle("Review-gated: new variants wait for approval (applies to runs launched from now on)",
-                  read_prefs(paths).get("review") == "gated", key="review_gated")
+gated = st.toggle(
+    "Review-gated: new variants wait for approval (applies to runs launched from now on)",
+    read_prefs(paths).get("review") == "gated",
+    key="review_gated",
+)
 if gated != (read_prefs(paths).get("review") == "gated"):
     write_prefs(paths, review="gated" if gated else "auto")
 run = lab_ui.pick_run("review")
 if run is None:
     st.stop()
 mode = lab_ui.db().get_run(run.id).config_dict().get("buffer", {}).get("review", "auto")
-st.caption(f"This run was launched **{mode}**: " + ("its variants wait here for approval." if mode == "gated" else
-           "its variants are probed at once; approve does not apply, the other actions do."))
+st.caption(
+    f"This run was launched **{mode}**: "
+    + (
+        "its variants wait here for approval."
+        if mode == "gated"
+        else "its variants are probed at once; approve does not apply, the other actions do."
+    )
+)
 
 
 @st.cache_data(ttl=lab_ui.LIVE_S, show_spinner=False)
@@ -47,8 +56,10 @@ def editor(item: lab.ReviewItem) -> None:
     t = item.task
     with st.form(f"review_edit_{t.id}"):
         users = [st.text_area(f"Turn {i + 1}: user", u, key=f"review_u_{t.id}_{i}") for i, u in enumerate(t.user_texts)]
-        calls = [st.text_area(f"Turn {i + 1}: calls (one per line)", "\n".join(c), key=f"review_c_{t.id}_{i}")
-                 for i, c in enumerate(t.ground_truth)]
+        calls = [
+            st.text_area(f"Turn {i + 1}: calls (one per line)", "\n".join(c), key=f"review_c_{t.id}_{i}")
+            for i, c in enumerate(t.ground_truth)
+        ]
         if st.form_submit_button("Verify and submit the edit"):
             try:
                 edited = lab.edited_task(t, users, calls)
@@ -95,5 +106,9 @@ for item in items[:30]:
 decisions = lab_ui.db().decisions(run.id)
 if decisions:
     st.subheader("Decisions")
-    st.dataframe(pd.DataFrame([d.model_dump(include={"id", "task_id", "action", "status", "reason", "applied_step"})
-                               for d in decisions]), hide_index=True)
+    st.dataframe(
+        pd.DataFrame(
+            [d.model_dump(include={"id", "task_id", "action", "status", "reason", "applied_step"}) for d in decisions]
+        ),
+        hide_index=True,
+    )

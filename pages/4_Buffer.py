@@ -61,5 +61,10 @@ with right:
     st.subheader("Export")
     pool = st.selectbox("Pool", lab.pools_list(), index=2, key="buffer_export_pool")
     data, n = export_bytes(run.out_dir, pool, run.id)
-    st.download_button(f"Download {pool} ({n} tasks, JSONL)", data, f"{run.id}-{pool}.jsonl",
-                       mime="application/jsonl", key="buffer_download")
+    st.download_button(
+        f"Download {pool} ({n} tasks, JSONL)",
+        data,
+        f"{run.id}-{pool}.jsonl",
+        mime="application/jsonl",
+        key="buffer_download",
+    )

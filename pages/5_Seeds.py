@@ -42,8 +42,12 @@ with add:
     tags = [t.strip() for t in st.text_input("Tags (comma separated)", key="seeds_import_tags").split(",") if t.strip()]
     if st.button("Import", key="seeds_import", type="primary"):
         try:
-            import_file(launch.save_upload(paths, upload.name, upload.getvalue()) if upload is not None
-                        else launch.confine(typed, paths.workspace), tags)
+            import_file(
+                launch.save_upload(paths, upload.name, upload.getvalue())
+                if upload is not None
+                else launch.confine(typed, paths.workspace),
+                tags,
+            )
         except (launch.OutsideWorkspace, FileNotFoundError, IsADirectoryError) as e:
             st.error(str(e))
     if st.button("Add the BFCL train split (400 seeds)", key="seeds_add_bfcl"):
@@ -72,8 +76,9 @@ with catalog:
     st.subheader("Start a run on the chosen seeds")
     configs = {p.stem: p for p in launch.list_configs()}
     r1, r2, r3 = st.columns(3)
-    config = r1.selectbox("Config", list(configs), list(configs).index("demo-cpu") if "demo-cpu" in configs else 0,
-                          key="seeds_config")
+    config = r1.selectbox(
+        "Config", list(configs), list(configs).index("demo-cpu") if "demo-cpu" in configs else 0, key="seeds_config"
+    )
     name = r2.text_input("Run name", "subset", key="seeds_run_name")
     more = r3.text_area("More fields (key.path=value)", key="seeds_more", height=68)
     chosen = [t for t in picked if bool(df.set_index("task_id").enabled[t])]
@@ -91,6 +96,10 @@ with bfcl:
     split = st.segmented_control("Split", ["train", "test", "all"], default="train", key="seeds_split") or "train"
     v = t if split == "all" else t[t.split == split]
     st.metric("Tasks", len(v))
-    st.plotly_chart(px.histogram(v, y="class_combo", color="category", title="Tasks per class combination")
-                    .update_yaxes(categoryorder="total ascending"), key="seeds_combo")
+    st.plotly_chart(
+        px.histogram(v, y="class_combo", color="category", title="Tasks per class combination").update_yaxes(
+            categoryorder="total ascending"
+        ),
+        key="seeds_combo",
+    )
     st.dataframe(v, hide_index=True, height=300)

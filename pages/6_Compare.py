@@ -26,8 +26,13 @@ def lab_runs() -> tuple | None:
         st.info("No runs yet: start one on the **Launch** page.")
         return None
     by_id = table.set_index("id")
-    chosen = st.multiselect("Runs", table.id.tolist(), default=table.id.tolist()[:2], key="compare_runs",
-                            format_func=lambda i: f"{i} · {by_id.method[i]}")
+    chosen = st.multiselect(
+        "Runs",
+        table.id.tolist(),
+        default=table.id.tolist()[:2],
+        key="compare_runs",
+        format_func=lambda i: f"{i} · {by_id.method[i]}",
+    )
     return tuple((i, by_id.method[i], 0, by_id.out_dir[i]) for i in chosen)
 
 
@@ -47,14 +52,36 @@ if not refs:
 frames = load(refs)
 color = "run" if source == "runs of this lab" else "method"
 a, b = st.columns(2)
-a.plotly_chart(charts.by_run(frames.evals, "trajectories", "accuracy", "Held-out accuracy vs trajectories", color=color),
-               key="compare_acc")
-b.plotly_chart(charts.by_run(frames.evals, "trajectories", "progress", "Held-out progress reward vs trajectories",
-                             color=color), key="compare_prog")
-a.plotly_chart(charts.by_run(frames.steps, "trajectories_total", "informative_share",
-                             "Share of informative groups vs trajectories", markers=False, color=color), key="compare_info")
-b.plotly_chart(charts.by_run(frames.steps, "trajectories_total", "pool_active", "Active pool size vs trajectories",
-                             markers=False, color=color), key="compare_pool")
+a.plotly_chart(
+    charts.by_run(frames.evals, "trajectories", "accuracy", "Held-out accuracy vs trajectories", color=color),
+    key="compare_acc",
+)
+b.plotly_chart(
+    charts.by_run(frames.evals, "trajectories", "progress", "Held-out progress reward vs trajectories", color=color),
+    key="compare_prog",
+)
+a.plotly_chart(
+    charts.by_run(
+        frames.steps,
+        "trajectories_total",
+        "informative_share",
+        "Share of informative groups vs trajectories",
+        markers=False,
+        color=color,
+    ),
+    key="compare_info",
+)
+b.plotly_chart(
+    charts.by_run(
+        frames.steps,
+        "trajectories_total",
+        "pool_active",
+        "Active pool size vs trajectories",
+        markers=False,
+        color=color,
+    ),
+    key="compare_pool",
+)
 runs = experiments.run_table(frames)
 st.dataframe(runs, hide_index=True)
 if source == "a curriculum experiment":

@@ -22,9 +22,16 @@ def boundary_scatter(stats: pd.DataFrame, step: int | None = None) -> go.Figure:
     title = f"Tasks at step {step}: mean reward vs variance" if step is not None else "Tasks: mean reward vs variance"
     if stats.empty:
         return _empty(title)
-    fig = px.scatter(stats, x="mean", y="var", color="region", color_discrete_map=REGION_COLORS,
-                     hover_data=["task_id", "n", "smoothed_mean", "smoothed_var"], title=title,
-                     category_orders={"region": list(REGION_COLORS)})
+    fig = px.scatter(
+        stats,
+        x="mean",
+        y="var",
+        color="region",
+        color_discrete_map=REGION_COLORS,
+        hover_data=["task_id", "n", "smoothed_mean", "smoothed_var"],
+        title=title,
+        category_orders={"region": list(REGION_COLORS)},
+    )
     fig.update_xaxes(range=[-0.05, 1.05], title="mean progress reward")
     fig.update_yaxes(range=[-0.01, 0.27], title="reward variance")  # a [0,1] reward has variance <= 0.25
     return fig.update_layout(**_LAYOUT)
@@ -33,8 +40,15 @@ def boundary_scatter(stats: pd.DataFrame, step: int | None = None) -> go.Figure:
 def region_counts(df: pd.DataFrame) -> go.Figure:
     if df.empty:
         return _empty("Tasks per region")
-    fig = px.area(df, x="step", y="n", color="region", color_discrete_map=REGION_COLORS, title="Tasks per region",
-                  category_orders={"region": list(REGION_COLORS)})
+    fig = px.area(
+        df,
+        x="step",
+        y="n",
+        color="region",
+        color_discrete_map=REGION_COLORS,
+        title="Tasks per region",
+        category_orders={"region": list(REGION_COLORS)},
+    )
     return fig.update_layout(**_LAYOUT)
 
 
@@ -43,8 +57,15 @@ def variance_ratio(df: pd.DataFrame) -> go.Figure:
     if df.empty:
         return _empty("Variance: boundary vs others")
     long = df.melt(id_vars="step", value_vars=["boundary", "others"], var_name="region", value_name="variance")
-    fig = px.line(long, x="step", y="variance", color="region", markers=True, title="Variance: boundary vs others",
-                  color_discrete_map={"boundary": REGION_COLORS["boundary"], "others": "#1f77b4"})
+    fig = px.line(
+        long,
+        x="step",
+        y="variance",
+        color="region",
+        markers=True,
+        title="Variance: boundary vs others",
+        color_discrete_map={"boundary": REGION_COLORS["boundary"], "others": "#1f77b4"},
+    )
     return fig.update_layout(**_LAYOUT)
 
 
@@ -55,11 +76,13 @@ def complexity_lines(df: pd.DataFrame, class_combo: str | None = None) -> go.Fig
         df = df[df.class_combo == class_combo]
     if df.empty:
         return _empty(title)
-    agg = (df.assign(w=df.success * df.tasks).groupby(["step", "complexity", "depth", "turns"], as_index=False)
-           [["w", "tasks"]].sum())
+    agg = (
+        df.assign(w=df.success * df.tasks)
+        .groupby(["step", "complexity", "depth", "turns"], as_index=False)[["w", "tasks"]]
+        .sum()
+    )
     agg = agg.assign(success=agg.w / agg.tasks).sort_values(["depth", "turns", "step"])
-    fig = px.line(agg, x="step", y="success", color="complexity", markers=True, title=title,
-                  hover_data=["tasks"])
+    fig = px.line(agg, x="step", y="success", color="complexity", markers=True, title=title, hover_data=["tasks"])
     fig.update_yaxes(range=[-0.05, 1.05], title="mean progress reward")
     return fig.update_layout(**_LAYOUT)
 
@@ -74,8 +97,16 @@ def complexity_heatmap(df: pd.DataFrame, step: int | None) -> go.Figure:
         return _empty(title)
     agg = at.assign(w=at.success * at.tasks).groupby(["depth", "turns"], as_index=False)[["w", "tasks"]].sum()
     grid = agg.assign(success=agg.w / agg.tasks).pivot(index="depth", columns="turns", values="success")
-    fig = px.imshow(grid, zmin=0, zmax=1, color_continuous_scale="RdYlGn", text_auto=".2f", title=title,
-                    labels={"x": "turns", "y": "dependency depth", "color": "reward"}, aspect="auto")
+    fig = px.imshow(
+        grid,
+        zmin=0,
+        zmax=1,
+        color_continuous_scale="RdYlGn",
+        text_auto=".2f",
+        title=title,
+        labels={"x": "turns", "y": "dependency depth", "color": "reward"},
+        aspect="auto",
+    )
     return fig.update_layout(**_LAYOUT)
 
 
@@ -92,8 +123,15 @@ def by_run(df: pd.DataFrame, x: str, y: str, title: str, markers: bool = True, c
     """One line per run (the Compare page), coloured by run or by method."""
     if df.empty or y not in df or df[y].isna().all():
         return _empty(title)
-    fig = px.line(df.dropna(subset=[y]).sort_values(["run", x]), x=x, y=y, color=color, line_group="run",
-                  markers=markers, title=title)
+    fig = px.line(
+        df.dropna(subset=[y]).sort_values(["run", x]),
+        x=x,
+        y=y,
+        color=color,
+        line_group="run",
+        markers=markers,
+        title=title,
+    )
     return fig.update_layout(**_LAYOUT)
 
 
@@ -102,8 +140,16 @@ def lineage_tree(df: pd.DataFrame) -> go.Figure:
     if len(df) <= 1:
         return _empty("Lineage", "no tasks in the pools yet")
     colors = [POOL_COLORS.get(p, "#dddddd") for p in df["pool"]]
-    fig = go.Figure(go.Treemap(ids=df["id"], labels=df["label"], parents=df["parent"],
-                               marker={"colors": colors}, hovertext=df["pool"], maxdepth=4))
+    fig = go.Figure(
+        go.Treemap(
+            ids=df["id"],
+            labels=df["label"],
+            parents=df["parent"],
+            marker={"colors": colors},
+            hovertext=df["pool"],
+            maxdepth=4,
+        )
+    )
     return fig.update_layout(title="Lineage (parent → variants), coloured by pool", height=460, **_LAYOUT)
 
 

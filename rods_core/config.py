@@ -79,8 +79,10 @@ class GRPOSettings(_Strict):
     vllm_mode: Literal["colocate", "server"] = Field("colocate", description="vLLM beside training or as a server")
     bf16: bool = Field(False, description="bfloat16 training (GPU); CPU runs keep fp32")
     gradient_checkpointing: bool = Field(
-        False, description="recompute activations in the backward pass: saves memory on large models, costs "
-        "~30% more optimizer time (TRL's default is on; a tiny model on CPU never needs it)")
+        False,
+        description="recompute activations in the backward pass: saves memory on large models, costs "
+        "~30% more optimizer time (TRL's default is on; a tiny model on CPU never needs it)",
+    )
     use_cpu: bool = Field(True, description="train on CPU even when a GPU is visible")
     save_steps: int = Field(10, ge=1, description="checkpoint every N steps (buffer and detector included)")
     save_total_limit: int = Field(2, ge=1, description="checkpoints kept")
@@ -97,7 +99,8 @@ class EvalSettings(_Strict):
 
     every: int = Field(10, ge=0, description="evaluate every N steps (0 = only at the end)")
     split: Literal["test", "train", "variants"] = Field(
-        "test", description="test = held-out BFCL tasks; train = the run's seeds; variants = fresh variants of the seeds"
+        "test",
+        description="test = held-out BFCL tasks; train = the run's seeds; variants = fresh variants of the seeds",
     )
     categories: list[str] = Field(default_factory=lambda: list(CATEGORIES), description="categories to evaluate")
     limit: int | None = Field(40, ge=1, description="evaluate the first N tasks (None = all)")
@@ -142,7 +145,9 @@ def format_validation_error(err: ValidationError, source: str = "config") -> str
     lines = [f"{source}: {len(err.errors())} problem(s):"]
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
-        hint = " (unknown field: check the spelling against `rods config show`)" if e["type"] == "extra_forbidden" else ""
+        hint = (
+            " (unknown field: check the spelling against `rods config show`)" if e["type"] == "extra_forbidden" else ""
+        )
         lines.append(f"  {loc}: {e['msg']}{hint}")
     return "\n".join(lines)
 

@@ -29,9 +29,38 @@ from storage.reader import RunReader
 EXPERIMENTS = Path("bench/results/curriculum")
 
 # Two-sided 95% Student-t quantiles t_{0.975, df}; above 30 df the Cornish-Fisher term is within 0.001.
-_T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
-         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
-         2.045, 2.042]
+_T975 = [
+    12.706,
+    4.303,
+    3.182,
+    2.776,
+    2.571,
+    2.447,
+    2.365,
+    2.306,
+    2.262,
+    2.228,
+    2.201,
+    2.179,
+    2.160,
+    2.145,
+    2.131,
+    2.120,
+    2.110,
+    2.101,
+    2.093,
+    2.086,
+    2.080,
+    2.074,
+    2.069,
+    2.064,
+    2.060,
+    2.056,
+    2.052,
+    2.048,
+    2.045,
+    2.042,
+]
 
 # Run-level figures summarised per method (column -> meaning), in report order.
 RUN_METRICS: dict[str, str] = {
@@ -183,17 +212,22 @@ def run_table(frames: Frames) -> pd.DataFrame:
         ev = frames.evals[frames.evals.run == run].sort_values("step") if not frames.evals.empty else frames.evals
         var = frames.variance[frames.variance.run == run] if not frames.variance.empty else frames.variance
         later = ev[ev.step > 0] if not ev.empty else ev
-        rows.append({
-            "run": run, "method": st.method.iat[0], "seed": int(st.seed.iat[0]), "steps": int(st.step.max()),
-            "final_progress": float(ev.progress.iat[-1]) if not ev.empty else float("nan"),
-            "final_accuracy": float(ev.accuracy.iat[-1]) if not ev.empty else float("nan"),
-            "mean_progress": float(later.progress.mean()) if not later.empty else float("nan"),
-            "informative_share_last_half": last_half_mean(st, "informative_share"),
-            "variance_ratio": variance_ratio(var),
-            "final_pool_active": float(st.pool_active.iat[-1]) if "pool_active" in st else float("nan"),
-            "trajectories": float(st.trajectories_total.iat[-1]),
-            "median_step_s": float(st.step_s.median()) if "step_s" in st else float("nan"),
-        })
+        rows.append(
+            {
+                "run": run,
+                "method": st.method.iat[0],
+                "seed": int(st.seed.iat[0]),
+                "steps": int(st.step.max()),
+                "final_progress": float(ev.progress.iat[-1]) if not ev.empty else float("nan"),
+                "final_accuracy": float(ev.accuracy.iat[-1]) if not ev.empty else float("nan"),
+                "mean_progress": float(later.progress.mean()) if not later.empty else float("nan"),
+                "informative_share_last_half": last_half_mean(st, "informative_share"),
+                "variance_ratio": variance_ratio(var),
+                "final_pool_active": float(st.pool_active.iat[-1]) if "pool_active" in st else float("nan"),
+                "trajectories": float(st.trajectories_total.iat[-1]),
+                "median_step_s": float(st.step_s.median()) if "step_s" in st else float("nan"),
+            }
+        )
     return pd.DataFrame(rows, columns=["run", "method", "seed", "steps", *RUN_METRICS])
 
 
@@ -237,25 +271,60 @@ def goal_checks(methods: pd.DataFrame, overhead: dict | None = None) -> list[dic
     s_inf, _, n_s = _mean_of(methods, "static", "informative_share_last_half")
     if n_r and n_s:
         ratio = r_inf / s_inf if s_inf > 0 else float("inf") if r_inf > 0 else float("nan")
-        out.append({"goal": "informative share (last half): rods / static", "measured": ratio, "target": ">= 2.0",
-                    "met": None if math.isnan(ratio) else bool(ratio >= 2.0),
-                    "detail": f"rods {r_inf:.3f} vs static {s_inf:.3f}"})
+        out.append(
+            {
+                "goal": "informative share (last half): rods / static",
+                "measured": ratio,
+                "target": ">= 2.0",
+                "met": None if math.isnan(ratio) else bool(ratio >= 2.0),
+                "detail": f"rods {r_inf:.3f} vs static {s_inf:.3f}",
+            }
+        )
     if "rods" in set(methods.method):
         v, vh, n_v = _mean_of(methods, "rods", "variance_ratio")
         detail = fmt_ci(v, vh) if n_v else "no run had tasks in both the boundary and the other regions"
-        out.append({"goal": "rods boundary / other-region variance", "measured": v, "target": ">= 2.0",
-                    "met": bool(v >= 2.0) if n_v and not math.isnan(v) else None, "detail": detail})
+        out.append(
+            {
+                "goal": "rods boundary / other-region variance",
+                "measured": v,
+                "target": ">= 2.0",
+                "met": bool(v >= 2.0) if n_v and not math.isnan(v) else None,
+                "detail": detail,
+            }
+        )
     r_p, r_h, _ = _mean_of(methods, "rods", "final_progress")
     s_p, s_h, _ = _mean_of(methods, "static", "final_progress")
     if n_r and n_s:
-        out.append({"goal": "held-out progress at equal trajectories: rods - static", "measured": r_p - s_p,
-                    "target": ">= 0", "met": bool(r_p >= s_p) if math.isfinite(r_p - s_p) else None,
-                    "detail": f"rods {fmt_ci(r_p, r_h)} vs static {fmt_ci(s_p, s_h)}"})
+        out.append(
+            {
+                "goal": "held-out progress at equal trajectories: rods - static",
+                "measured": r_p - s_p,
+                "target": ">= 0",
+                "met": bool(r_p >= s_p) if math.isfinite(r_p - s_p) else None,
+                "detail": f"rods {fmt_ci(r_p, r_h)} vs static {fmt_ci(s_p, s_h)}",
+            }
+        )
     if overhead is not None:
         pct, ci = overhead["pct"], overhead.get("ci95")
-        met = (None if overhead.get("undecided") else bool(pct <= 5.0) if ci is None
-               else True if ci[1] <= 5.0 else False if ci[0] > 5.0 else None)
+        met = (
+            None
+            if overhead.get("undecided")
+            else bool(pct <= 5.0)
+            if ci is None
+            else True
+            if ci[1] <= 5.0
+            else False
+            if ci[0] > 5.0
+            else None
+        )
         span = f"95% CI {ci[0]:+.1f}% .. {ci[1]:+.1f}%" if ci else "no interval"
-        out.append({"goal": "rods step time over a plain TRL GRPO step (%)", "measured": pct, "target": "<= 5",
-                    "met": met, "detail": f"{overhead.get('basis', '')}, {span}, latest `rods bench systems`"})
+        out.append(
+            {
+                "goal": "rods step time over a plain TRL GRPO step (%)",
+                "measured": pct,
+                "target": "<= 5",
+                "met": met,
+                "detail": f"{overhead.get('basis', '')}, {span}, latest `rods bench systems`",
+            }
+        )
     return out

@@ -33,11 +33,22 @@ def runs_table(db) -> pd.DataFrame:
     rows = []
     for r in db.list_runs():
         cfg = r.config_dict()
-        rows.append({"id": r.id, "name": r.name, "method": r.method, "status": effective_status(db, r),
-                     "step": r.step or 0, "max_steps": int(cfg.get("grpo", {}).get("max_steps") or 0),
-                     "out_dir": r.out_dir, "created_at": r.created_at, "message": r.message or ""})
-    return pd.DataFrame(rows, columns=["id", "name", "method", "status", "step", "max_steps", "out_dir",
-                                       "created_at", "message"])
+        rows.append(
+            {
+                "id": r.id,
+                "name": r.name,
+                "method": r.method,
+                "status": effective_status(db, r),
+                "step": r.step or 0,
+                "max_steps": int(cfg.get("grpo", {}).get("max_steps") or 0),
+                "out_dir": r.out_dir,
+                "created_at": r.created_at,
+                "message": r.message or "",
+            }
+        )
+    return pd.DataFrame(
+        rows, columns=["id", "name", "method", "status", "step", "max_steps", "out_dir", "created_at", "message"]
+    )
 
 
 def snapshot(run_dir: str | Path) -> PoolsSnapshot:
@@ -78,22 +89,47 @@ def structure_table(snap: PoolsSnapshot, cache_file: str | Path | None = None) -
         if key not in cache:
             cache[key], new = _structure(t), new + 1
         combo, depth, turns, calls = cache[key]
-        rows.append({"task_id": t.id, "pool": pool_of.get(t.id), "category": t.category, "class_combo": combo,
-                     "depth": depth, "turns": turns, "calls": calls, "complexity": f"depth {depth} × turns {turns}",
-                     "source": t.provenance.source, "parent_id": t.provenance.parent_id})
+        rows.append(
+            {
+                "task_id": t.id,
+                "pool": pool_of.get(t.id),
+                "category": t.category,
+                "class_combo": combo,
+                "depth": depth,
+                "turns": turns,
+                "calls": calls,
+                "complexity": f"depth {depth} × turns {turns}",
+                "source": t.provenance.source,
+                "parent_id": t.provenance.parent_id,
+            }
+        )
     if cache_file and new:
         path = Path(cache_file)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(cache), encoding="utf-8")
         os.replace(tmp, path)
-    return pd.DataFrame(rows, columns=["task_id", "pool", "category", "class_combo", "depth", "turns", "calls",
-                                       "complexity", "source", "parent_id"])
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "task_id",
+            "pool",
+            "category",
+            "class_combo",
+            "depth",
+            "turns",
+            "calls",
+            "complexity",
+            "source",
+            "parent_id",
+        ],
+    )
 
 
 def _values_sql(df: pd.DataFrame, cols: list[str]) -> str:
     def lit(v: Any) -> str:
         return "'" + str(v).replace("'", "''") + "'"
+
     return ", ".join("(" + ", ".join(lit(r[c]) for c in cols) + ")" for r in df[cols].to_dict("records"))
 
 
@@ -140,16 +176,18 @@ class ReviewItem:
 
 
 def latest_buffer_reasons(reader: RunReader) -> dict[str, tuple[str, int]]:
-    df = reader.query("SELECT task_id, arg_max(reason, seq) AS reason, arg_max(step, seq) AS step "
-                      "FROM buffer GROUP BY task_id")
+    df = reader.query(
+        "SELECT task_id, arg_max(reason, seq) AS reason, arg_max(step, seq) AS step FROM buffer GROUP BY task_id"
+    )
     return {r.task_id: (str(r.reason), int(r.step)) for r in df.itertuples()}
 
 
 def variant_outcomes(reader: RunReader, variant_ids: list[str]) -> dict[str, tuple[list[dict], str]]:
     if not variant_ids:
         return {}
-    df = reader.query("SELECT variant_id, stages, reason FROM variant WHERE variant_id IN (SELECT unnest(?))",
-                      [variant_ids])
+    df = reader.query(
+        "SELECT variant_id, stages, reason FROM variant WHERE variant_id IN (SELECT unnest(?))", [variant_ids]
+    )
     return {r.variant_id: (json.loads(r.stages) if r.stages else [], r.reason or "") for r in df.itertuples()}
 
 
@@ -206,7 +244,9 @@ def turn_diff(parent: Task | None, task: Task) -> list[str]:
 
 
 # ----- pools, lineage, history -------------------------------------------------------------------------
-def pool_table(run_dir: str | Path, reader: RunReader | None = None, cache_file: str | Path | None = None) -> pd.DataFrame:
+def pool_table(
+    run_dir: str | Path, reader: RunReader | None = None, cache_file: str | Path | None = None
+) -> pd.DataFrame:
     """Every pool task with its structure and latest statistics."""
     reader = reader or RunReader(run_dir)
     table = structure_table(snapshot(run_dir), cache_file)
@@ -236,10 +276,13 @@ def lineage(table: pd.DataFrame) -> pd.DataFrame:
 
 def task_history(reader: RunReader, task_id: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(its task_stats rows, its buffer events), oldest first."""
-    stats = reader.query("SELECT step, n, mean, var, smoothed_mean, smoothed_var, region FROM task_stats "
-                         "WHERE task_id = ? ORDER BY seq", [task_id])
-    moves = reader.query("SELECT step, from_pool, to_pool, reason FROM buffer WHERE task_id = ? ORDER BY seq",
-                         [task_id])
+    stats = reader.query(
+        "SELECT step, n, mean, var, smoothed_mean, smoothed_var, region FROM task_stats WHERE task_id = ? ORDER BY seq",
+        [task_id],
+    )
+    moves = reader.query(
+        "SELECT step, from_pool, to_pool, reason FROM buffer WHERE task_id = ? ORDER BY seq", [task_id]
+    )
     return stats, moves
 
 

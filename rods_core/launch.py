@@ -166,22 +166,28 @@ def launch_run(cfg: RunConfig, paths: AppPaths, run_id: str | None = None) -> La
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "rods_core.cli", "train", "--config", str(config_path), "--run-id", run_id],
-            cwd=PROJECT_ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            cwd=PROJECT_ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
     db.update_run(run_id, pid=proc.pid, proc_start=process_start(proc.pid))
     return Launched(run_id, proc.pid, run_dir, log_path)
 
 
-def launch_on_seeds(db, task_ids: list[str], base: str | Path, name: str, overrides: dict[str, Any],
-                    paths: AppPaths) -> tuple[Launched, Path]:
+def launch_on_seeds(
+    db, task_ids: list[str], base: str | Path, name: str, overrides: dict[str, Any], paths: AppPaths
+) -> tuple[Launched, Path]:
     """Write the chosen catalog seeds to <workspace>/subsets/ and launch `base` on them (seeds.subset=file)."""
     from storage.catalog import write_subset
 
     file = paths.workspace / "subsets" / f"{name}-{os.urandom(2).hex()}.jsonl"
     write_subset(db, task_ids, file)
-    cfg = build_config(base, {"name": name, "seeds.subset": "file", "seeds.file": str(file), "seeds.limit": None,
-                              **overrides}, paths)
+    cfg = build_config(
+        base, {"name": name, "seeds.subset": "file", "seeds.file": str(file), "seeds.limit": None, **overrides}, paths
+    )
     return launch_run(cfg, paths), file
 
 
@@ -221,7 +227,9 @@ def tail(path: str | Path, lines: int = 40, max_bytes: int = 64_000) -> str:
 
 
 # ----- progress ----------------------------------------------------------------------------------------
-def progress(step: int | None, max_steps: int, step_seconds: list[float], window: int = 10) -> tuple[float, float | None]:
+def progress(
+    step: int | None, max_steps: int, step_seconds: list[float], window: int = 10
+) -> tuple[float, float | None]:
     """(fraction done, seconds left) from the mean of the last `window` step durations; None before a step."""
     if not step or max_steps <= 0:
         return 0.0, None

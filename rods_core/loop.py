@@ -91,8 +91,14 @@ def ensure_model(cfg: RunConfig, log=print) -> Path:
     log(f"building the tiny model in {raw} …")
     init_tiny(cfg.model.tiny, raw)
     seeds = demo_seeds()
-    variants = fresh_variants(seeds, cfg.model.sft_variants_per_seed, cfg, seed=cfg.seed + 1) if cfg.model.sft_variants_per_seed else []
-    log(f"warm-starting on {len(seeds)} demo seeds + {len(variants)} variants (stops at loss {cfg.model.sft.loss_target}) …")
+    variants = (
+        fresh_variants(seeds, cfg.model.sft_variants_per_seed, cfg, seed=cfg.seed + 1)
+        if cfg.model.sft_variants_per_seed
+        else []
+    )
+    log(
+        f"warm-starting on {len(seeds)} demo seeds + {len(variants)} variants (stops at loss {cfg.model.sft.loss_target}) …"
+    )
     figures = run_sft(raw, path, seeds + variants, cfg.model.sft)
     log(f"warm start done: {json.dumps({k: v for k, v in figures.items() if k != 'sft/loss_curve'})}")
     return path
@@ -181,19 +187,43 @@ class RunLoop:
         rows = []
         for tid in matrix:
             st = self.detector.stats(tid)
-            rows.append({"step": step, "task_id": tid, "n": len(matrix[tid]), "mean": st.last_mean, "var": st.last_var,
-                         "smoothed_mean": st.mean, "smoothed_var": st.var, "region": st.region})
+            rows.append(
+                {
+                    "step": step,
+                    "task_id": tid,
+                    "n": len(matrix[tid]),
+                    "mean": st.last_mean,
+                    "var": st.last_var,
+                    "smoothed_mean": st.mean,
+                    "smoothed_var": st.var,
+                    "region": st.region,
+                }
+            )
         self.events.append("task_stats", rows)
         g = self.cfg.grpo.num_generations
-        self.events.append("rollouts", [
-            {"step": step, "task_id": tid, "sample": i % g, "reward": r, "accuracy": float(extras["accuracy"][k * g + i % g]),
-             "n_calls": int(extras["n_calls"][k * g + i % g])}
-            for k, (tid, rs) in enumerate(groups) for i, r in enumerate(rs)
-        ])
-        self.events.append("region_change", [
-            {"step": step, "task_id": t, "old": before[t] or "new", "new": self.detector.region(t)}
-            for t in matrix if before[t] != self.detector.region(t)
-        ])
+        self.events.append(
+            "rollouts",
+            [
+                {
+                    "step": step,
+                    "task_id": tid,
+                    "sample": i % g,
+                    "reward": r,
+                    "accuracy": float(extras["accuracy"][k * g + i % g]),
+                    "n_calls": int(extras["n_calls"][k * g + i % g]),
+                }
+                for k, (tid, rs) in enumerate(groups)
+                for i, r in enumerate(rs)
+            ],
+        )
+        self.events.append(
+            "region_change",
+            [
+                {"step": step, "task_id": t, "old": before[t] or "new", "new": self.detector.region(t)}
+                for t in matrix
+                if before[t] != self.detector.region(t)
+            ],
+        )
         moves += self._synthesis(step)
         self._log_moves(moves)
         variances = [group_stats(r)[1] for _, r in groups]
@@ -214,8 +244,12 @@ class RunLoop:
     def pool_sizes(self) -> dict[str, int]:
         pools = self.source.pools()
         seeds = [t for ids in pools.values() for t in ids if t in self.seed_ids]
-        return {"seeds": len(seeds), "staged": len(pools.get("staged", [])), "active": len(pools.get("active", [])),
-                "retired": len(pools.get("retired", []))}
+        return {
+            "seeds": len(seeds),
+            "staged": len(pools.get("staged", [])),
+            "active": len(pools.get("active", [])),
+            "retired": len(pools.get("retired", [])),
+        }
 
     # -- synthesis beside training -----------------------------------------------------------------
     def _synthesis(self, step: int) -> list:
@@ -231,20 +265,26 @@ class RunLoop:
             for tid in parents:
                 self.worker.submit(self.source.task(tid), self.cfg.synthesis.variants_per_parent)
             for result in self.worker.drain():
-                mine = [v.model_copy(update={"provenance": v.provenance.model_copy(update={"created_step": step})})
-                        for v in result.accepted]
+                mine = [
+                    v.model_copy(update={"provenance": v.provenance.model_copy(update={"created_step": step})})
+                    for v in result.accepted
+                ]
                 accepted += mine
                 variant_rows += [{"step": step, **row} for row in variant_rows_of(result, mine)]
         accepted = [Task.model_validate(r) for r in self.share([v.to_record() for v in accepted])]
         samples = []
         for tid in parents:
             st = self.detector.stats(tid)
-            samples.append({"step": step, "task_id": tid, "mean": st.mean if st else None, "var": st.var if st else None})
+            samples.append(
+                {"step": step, "task_id": tid, "mean": st.mean if st else None, "var": st.var if st else None}
+            )
         self.events.append("boundary_sample", samples)
         self.events.append("variant", variant_rows)
-        self.pending_synth = {"synth/accepted": float(len(accepted)),
-                              "synth/rejected": float(sum(not r["accepted"] for r in variant_rows)),
-                              "synth/queued": float(self.worker.in_flight if self.worker else 0)}
+        self.pending_synth = {
+            "synth/accepted": float(len(accepted)),
+            "synth/rejected": float(sum(not r["accepted"] for r in variant_rows)),
+            "synth/queued": float(self.worker.in_flight if self.worker else 0),
+        }
         return self.source.offer(accepted, step) if accepted else []
 
     def _reseed_requests(self) -> list[str]:
@@ -256,7 +296,11 @@ class RunLoop:
 
     # -- researcher decisions, applied at step boundaries exactly once ---------------------------
     def _decisions(self, step: int) -> list:
-        claimed = [(d.id, d.action, d.task_id, d.payload_dict()) for d in self.db.claim_decisions(self.run_id)] if self.main else []
+        claimed = (
+            [(d.id, d.action, d.task_id, d.payload_dict()) for d in self.db.claim_decisions(self.run_id)]
+            if self.main
+            else []
+        )
         rows = []
         for did, action, task_id, payload in self.share(claimed):
             applied, reason = self._apply(action, task_id, payload)
@@ -297,11 +341,19 @@ class RunLoop:
 
     # -- events and state ---------------------------------------------------------------------------
     def _log_moves(self, moves: list) -> None:
-        self.events.append("buffer", [
-            {"step": m.step, "task_id": m.task_id, "from_pool": m.from_pool, "to_pool": m.to_pool,
-             "reason": m.reason + (f": {m.detail}" if getattr(m, "detail", "") else "")}
-            for m in moves
-        ])
+        self.events.append(
+            "buffer",
+            [
+                {
+                    "step": m.step,
+                    "task_id": m.task_id,
+                    "from_pool": m.from_pool,
+                    "to_pool": m.to_pool,
+                    "reason": m.reason + (f": {m.detail}" if getattr(m, "detail", "") else ""),
+                }
+                for m in moves
+            ],
+        )
 
     def _write_pools(self, step: int) -> None:
         from storage.pools import write_pools_snapshot
@@ -319,8 +371,13 @@ class RunLoop:
         write_pools_snapshot(self.run_dir, by_pool, step)
 
     def on_log(self, step: int, logs: dict[str, Any], timings: dict[str, float], wall_s: float) -> None:
-        names = {"loss": "train/loss", "kl": "train/kl", "grad_norm": "train/grad_norm",
-                 "learning_rate": "train/learning_rate", "reward_std": "reward/std"}
+        names = {
+            "loss": "train/loss",
+            "kl": "train/kl",
+            "grad_norm": "train/grad_norm",
+            "learning_rate": "train/learning_rate",
+            "reward_std": "reward/std",
+        }
         row = {"step": step, "wall_s": wall_s, **self.pending, **self.pending_synth, **timings}
         row.update({new: float(logs[old]) for old, new in names.items() if old in logs})
         self.events.append("step", row)
@@ -354,12 +411,16 @@ def variant_rows_of(result, accepted: list[Task]) -> list[dict]:
         if o.accepted and o.stage != "augment":
             continue
         variant = next(ok, None) if o.accepted else None
-        rows.append({
-            "variant_id": variant.id if variant else f"{result.parent_id}~rejected{len(rows)}",
-            "parent_id": result.parent_id, "accepted": variant is not None, "stages": attempt,
-            "reason": "accepted" if variant else f"{o.stage}: {o.reason}",
-            "task": variant.to_record() if variant else None,
-        })
+        rows.append(
+            {
+                "variant_id": variant.id if variant else f"{result.parent_id}~rejected{len(rows)}",
+                "parent_id": result.parent_id,
+                "accepted": variant is not None,
+                "stages": attempt,
+                "reason": "accepted" if variant else f"{o.stage}: {o.reason}",
+                "task": variant.to_record() if variant else None,
+            }
+        )
         attempt = []
     return rows
 
@@ -377,13 +438,20 @@ def run_dir_for(cfg: RunConfig, run_id: str) -> Path:
     return Path(cfg.output_dir) / run_id
 
 
-
 # ----- the driver -------------------------------------------------------------------------------------
 def _record_eval(loop: RunLoop, step: int, result: dict, split: str) -> None:
     per_cat = {k.split("/", 2)[2]: v for k, v in result.items() if k.startswith("eval/progress/")}
-    loop.events.append("eval", {"step": step, "split": split, "accuracy": result["eval/accuracy"],
-                                "progress": result["eval/progress"], "per_category": per_cat,
-                                "trajectories": loop.trajectories})
+    loop.events.append(
+        "eval",
+        {
+            "step": step,
+            "split": split,
+            "accuracy": result["eval/accuracy"],
+            "progress": result["eval/progress"],
+            "per_category": per_cat,
+            "trajectories": loop.trajectories,
+        },
+    )
     loop.events.flush()
 
 
@@ -424,10 +492,16 @@ def train(cfg: RunConfig, *, run_id: str | None = None, resume: bool = False, lo
     model, tokenizer, card_prompt = load_policy(model_dir)
     # a tiny model is trained on its card's chat format; any other model uses the config's
     prompt = card_prompt if read_card(model_dir) else cfg.episode.prompt
-    episode_cfg = cfg.episode.model_copy(update={"prompt": prompt, "hints": cfg.episode.hints or cfg.method == "env_augment"})
+    episode_cfg = cfg.episode.model_copy(
+        update={"prompt": prompt, "hints": cfg.episode.hints or cfg.method == "env_augment"}
+    )
     sft_ids = {tid for stage in read_card(model_dir).get("stages", []) for tid in stage.get("task_ids", [])}
     held_out = eval_tasks(cfg, seeds, sft_ids)
-    greedy = EvalConfig(episode=episode_cfg.model_copy(update={"sampling": episode_cfg.sampling.model_copy(update={"temperature": 0.0}), "hints": False}))
+    greedy = EvalConfig(
+        episode=episode_cfg.model_copy(
+            update={"sampling": episode_cfg.sampling.model_copy(update={"temperature": 0.0}), "hints": False}
+        )
+    )
 
     def run_eval(step: int) -> None:
         if not held_out:
@@ -438,12 +512,22 @@ def train(cfg: RunConfig, *, run_id: str | None = None, resume: bool = False, lo
             result = evaluate((trainer.accelerator.unwrap_model(trainer.model), tokenizer), held_out, greedy)
         model.train(was_training)
         _record_eval(loop, step, result, cfg.eval.split)
-        log(f"step {step}: eval {cfg.eval.split} progress {result['eval/progress']:.3f} accuracy {result['eval/accuracy']:.3f}")
+        log(
+            f"step {step}: eval {cfg.eval.split} progress {result['eval/progress']:.3f} accuracy {result['eval/accuracy']:.3f}"
+        )
 
     callback = LoopCallback(loop, run_eval, cfg.eval.every, STATE_FILE)
-    trainer = RodsGRPOTrainer(model=model, tokenizer=tokenizer, cfg=cfg, out_dir=str(run_dir / "checkpoints"),
-                              draw=loop.draw, task_of=loop.source.task, on_rewards=loop.on_rewards,
-                              episode_cfg=episode_cfg, callbacks=[callback])
+    trainer = RodsGRPOTrainer(
+        model=model,
+        tokenizer=tokenizer,
+        cfg=cfg,
+        out_dir=str(run_dir / "checkpoints"),
+        draw=loop.draw,
+        task_of=loop.source.task,
+        on_rewards=loop.on_rewards,
+        episode_cfg=episode_cfg,
+        callbacks=[callback],
+    )
     callback.trainer = trainer
     install_stop_handler(loop)
     status = "failed"

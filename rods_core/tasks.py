@@ -93,9 +93,7 @@ class Task(BaseModel):
     @model_validator(mode="after")
     def _turns_agree(self) -> Task:
         if len(self.question) != len(self.ground_truth):
-            raise ValueError(
-                f"question has {len(self.question)} turns but ground_truth has {len(self.ground_truth)}"
-            )
+            raise ValueError(f"question has {len(self.question)} turns but ground_truth has {len(self.ground_truth)}")
         bad = [t for t in self.missed_function if not 0 <= t < len(self.question)]
         if bad:
             raise ValueError(f"missed_function turn(s) {bad} out of range 0..{len(self.question) - 1}")
@@ -171,6 +169,7 @@ def category_of(task_id: str) -> str:
 # ----- JSONL ---------------------------------------------------------------------------------------
 # Fields an export adds beside the task (statistics, the pool it was in); ignored when read back.
 EXPORT_ONLY_FIELDS = ("stats", "pool")
+
 
 class TaskFileError(ValueError):
     """A task file holds invalid records; `problems` lists (line, field, reason) for each."""

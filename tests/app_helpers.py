@@ -18,18 +18,36 @@ RUN_ID = "fx-run"
 
 
 def rods(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rods_core.cli", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, check=True)
+    return subprocess.run(
+        [sys.executable, "-m", "rods_core.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=True,
+    )
 
 
 def small_run_config(ws: Path, runs: Path, model: Path, steps: int = 3) -> dict:
     return {
-        "name": "fx", "method": "uniform_synth", "output_dir": str(runs), "workspace": str(ws),
-        "model": {"path": str(model)}, "seeds": {"subset": "demo", "limit": 6},
-        "episode": {"max_steps_per_turn": 2, "max_context_tokens": 1024,
-                    "sampling": {"temperature": 1.0, "max_new_tokens": 24}},
-        "grpo": {"num_generations": 2, "tasks_per_step": 2, "max_steps": steps, "save_steps": 2,
-                 "learning_rate": 1.0e-3},
+        "name": "fx",
+        "method": "uniform_synth",
+        "output_dir": str(runs),
+        "workspace": str(ws),
+        "model": {"path": str(model)},
+        "seeds": {"subset": "demo", "limit": 6},
+        "episode": {
+            "max_steps_per_turn": 2,
+            "max_context_tokens": 1024,
+            "sampling": {"temperature": 1.0, "max_new_tokens": 24},
+        },
+        "grpo": {
+            "num_generations": 2,
+            "tasks_per_step": 2,
+            "max_steps": steps,
+            "save_steps": 2,
+            "learning_rate": 1.0e-3,
+        },
         "eval": {"every": 2, "split": "train", "limit": 2},
         "buffer": {"review": "gated", "probe_slots": 1},
         "synthesis": {"parents_per_step": 2, "variants_per_parent": 2},
@@ -42,8 +60,9 @@ def app_env(tmp_path_factory):
     base = tmp_path_factory.mktemp("app")
     ws, runs = base / "ws", base / "runs"
     model = ws / "models" / "tiny"
-    rods("model", "init-tiny", "--out", str(model), "--hidden", "64", "--layers", "2", "--ffn", "128",
-         "--vocab", "1000")
+    rods(
+        "model", "init-tiny", "--out", str(model), "--hidden", "64", "--layers", "2", "--ffn", "128", "--vocab", "1000"
+    )
     cfg = base / "fx.yaml"
     cfg.write_text(yaml.safe_dump(small_run_config(ws, runs, model)))
     rods("train", "--config", str(cfg), "--run-id", RUN_ID)

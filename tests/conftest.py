@@ -37,8 +37,11 @@ def smoke_config(tmp_path, model_dir, **overrides) -> dict:
         "workspace": str(tmp_path / "ws"),
         "model": {"path": str(model_dir)},
         "seeds": {"subset": "demo", "limit": 6},
-        "episode": {"max_steps_per_turn": 2, "max_context_tokens": 1024,
-                    "sampling": {"temperature": 1.0, "max_new_tokens": 24}},
+        "episode": {
+            "max_steps_per_turn": 2,
+            "max_context_tokens": 1024,
+            "sampling": {"temperature": 1.0, "max_new_tokens": 24},
+        },
         "grpo": {"num_generations": 2, "tasks_per_step": 2, "max_steps": 3, "save_steps": 2, "learning_rate": 1e-3},
         "eval": {"every": 0, "split": "train", "limit": 2},
         "synthesis": {"parents_per_step": 1, "variants_per_parent": 1},

@@ -40,8 +40,12 @@ def test_review_buttons_write_decisions(app_env):
     at.button(key=f"review_more_{d}").click().run()
     assert not at.exception
     got = [(x.task_id, x.action, x.payload_dict(), x.status) for x in db.decisions(RUN_ID)]
-    assert got[-4:] == [(a, "approve", {}, "pending"), (b, "reject", {}, "pending"),
-                        (c, "reseed", {"mode": "promote"}, "pending"), (d, "reseed", {"mode": "synthesize"}, "pending")]
+    assert got[-4:] == [
+        (a, "approve", {}, "pending"),
+        (b, "reject", {}, "pending"),
+        (c, "reseed", {"mode": "promote"}, "pending"),
+        (d, "reseed", {"mode": "synthesize"}, "pending"),
+    ]
 
 
 def submit(at, form: str):

@@ -35,15 +35,45 @@ def write_run(root, name, method, seed, info_shares, progress, var_rows, active=
     (run_dir / "config.yaml").write_text(yaml.safe_dump({"method": method, "seed": seed, "name": name}))
     with EventLog(run_dir) as log:
         for i, share in enumerate(info_shares, start=1):
-            log.append("step", {"step": i, "wall_s": 1.0, "train/trajectories": 12.0,
-                                "boundary/informative_share": share, "buffer/active": float(active[i - 1]),
-                                "time/step_s": float(i)})
+            log.append(
+                "step",
+                {
+                    "step": i,
+                    "wall_s": 1.0,
+                    "train/trajectories": 12.0,
+                    "boundary/informative_share": share,
+                    "buffer/active": float(active[i - 1]),
+                    "time/step_s": float(i),
+                },
+            )
         for step, p in zip((0, 2, 4), progress, strict=True):
-            log.append("eval", {"step": step, "split": "variants", "accuracy": p / 2, "progress": p,
-                                "per_category": {}, "trajectories": step * 12})
-        log.append("task_stats", [{"step": s, "task_id": f"t{k}", "n": 4, "mean": 0.5, "var": v,
-                                   "smoothed_mean": 0.5, "smoothed_var": v, "region": region}
-                                  for k, (s, region, v) in enumerate(var_rows)])
+            log.append(
+                "eval",
+                {
+                    "step": step,
+                    "split": "variants",
+                    "accuracy": p / 2,
+                    "progress": p,
+                    "per_category": {},
+                    "trajectories": step * 12,
+                },
+            )
+        log.append(
+            "task_stats",
+            [
+                {
+                    "step": s,
+                    "task_id": f"t{k}",
+                    "n": 4,
+                    "mean": 0.5,
+                    "var": v,
+                    "smoothed_mean": 0.5,
+                    "smoothed_var": v,
+                    "region": region,
+                }
+                for k, (s, region, v) in enumerate(var_rows)
+            ],
+        )
     return run_dir
 
 
@@ -71,7 +101,11 @@ def test_t_interval_matches_student_t():
 def test_runs_are_discovered_and_summarised(bench_folder):
     refs = discover_runs(bench_folder)
     assert {(r.run, r.method, r.seed) for r in refs} == {
-        ("rods-r0", "rods", 0), ("rods-r1", "rods", 1), ("static-r0", "static", 0), ("static-r1", "static", 1)}
+        ("rods-r0", "rods", 0),
+        ("rods-r1", "rods", 1),
+        ("static-r0", "static", 0),
+        ("static-r1", "static", 1),
+    }
     frames = load_runs(refs)
     runs = run_table(frames).set_index("run")
     assert runs.loc["rods-r0", "informative_share_last_half"] == pytest.approx(0.7)  # steps 3, 4 of 4
@@ -109,11 +143,28 @@ def test_variance_ratio_without_a_boundary_region_is_not_a_number():
 
     df = pd.DataFrame({"step": [1], "region": ["hard"], "mean_var": [0.1], "n": [3]})
     assert math.isnan(variance_ratio(df))
-    goals = goal_checks(method_table(pd.DataFrame([{"run": "a", "method": "rods", "seed": 0, "steps": 1,
-                                                   "variance_ratio": float("nan")}]).reindex(
-        columns=["run", "method", "seed", "steps", "final_progress", "final_accuracy", "mean_progress",
-                 "informative_share_last_half", "variance_ratio", "final_pool_active", "trajectories",
-                 "median_step_s"])))
+    goals = goal_checks(
+        method_table(
+            pd.DataFrame(
+                [{"run": "a", "method": "rods", "seed": 0, "steps": 1, "variance_ratio": float("nan")}]
+            ).reindex(
+                columns=[
+                    "run",
+                    "method",
+                    "seed",
+                    "steps",
+                    "final_progress",
+                    "final_accuracy",
+                    "mean_progress",
+                    "informative_share_last_half",
+                    "variance_ratio",
+                    "final_pool_active",
+                    "trajectories",
+                    "median_step_s",
+                ]
+            )
+        )
+    )
     assert [g["met"] for g in goals if g["goal"].startswith("rods boundary")] == [None]
 
 
@@ -132,10 +183,34 @@ def test_bench_curriculum_runs_two_methods_and_writes_its_report(tmp_path, tiny_
     from rods_core.cli import app
 
     out = tmp_path / "bench"
-    args = ["bench", "curriculum", "--budget", "8", "--methods", "rods,static", "--evals", "1", "--out", str(out),
-            "--set", f"model.path={tiny_model_dir}", "--set", "seeds.limit=6", "--set", "grpo.num_generations=2",
-            "--set", "grpo.tasks_per_step=2", "--set", "eval.limit=2", "--set", "eval.split=train",
-            "--set", "episode.sampling.max_new_tokens=16", "--set", "episode.max_steps_per_turn=1"]
+    args = [
+        "bench",
+        "curriculum",
+        "--budget",
+        "8",
+        "--methods",
+        "rods,static",
+        "--evals",
+        "1",
+        "--out",
+        str(out),
+        "--set",
+        f"model.path={tiny_model_dir}",
+        "--set",
+        "seeds.limit=6",
+        "--set",
+        "grpo.num_generations=2",
+        "--set",
+        "grpo.tasks_per_step=2",
+        "--set",
+        "eval.limit=2",
+        "--set",
+        "eval.split=train",
+        "--set",
+        "episode.sampling.max_new_tokens=16",
+        "--set",
+        "episode.max_steps_per_turn=1",
+    ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     summary = json.loads((out / "summary.json").read_text())
@@ -153,7 +228,8 @@ def test_bench_curriculum_rejects_an_unknown_method(tmp_path):
 
     from rods_core.cli import app
 
-    result = CliRunner().invoke(app, ["bench", "curriculum", "--budget", "8", "--methods", "rods,grpo++",
-                                      "--out", str(tmp_path / "x")])
+    result = CliRunner().invoke(
+        app, ["bench", "curriculum", "--budget", "8", "--methods", "rods,grpo++", "--out", str(tmp_path / "x")]
+    )
     assert result.exit_code == 2
     assert "grpo++" in result.output

@@ -58,8 +58,14 @@ def served(tmp_path_factory):
     port = _free_port()
     env = {**os.environ, "RODS_WORKSPACE": str(ws), "RODS_RUNS": str(runs)}
     log = open(base / "server.log", "wb")  # noqa: SIM115 - closed with the server
-    server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)],
-                              cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
 
     def healthy() -> bool:
@@ -67,6 +73,7 @@ def served(tmp_path_factory):
             return urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).status == 200
         except OSError:
             return False
+
     try:
         _wait(healthy, 60, "the streamlit server")
         yield url, ws, runs
@@ -92,8 +99,10 @@ def page(served):
 
     SHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
         pg = browser.new_page(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
         pg.set_default_timeout(60_000)
         yield pg
@@ -143,16 +152,20 @@ def journey(served, page) -> None:
     pg.locator(key("launch_review")).get_by_text("gated").click()
     pg.locator(key("launch_steps")).locator("input").fill("14")
     pg.locator(key("launch_gens")).locator("input").fill("4")
-    pg.locator(key("launch_more")).locator("textarea").fill("\n".join([
-        "grpo.save_steps=4", "eval.every=7", "eval.limit=4", "synthesis.parents_per_step=3"]))
+    pg.locator(key("launch_more")).locator("textarea").fill(
+        "\n".join(["grpo.save_steps=4", "eval.every=7", "eval.limit=4", "synthesis.parents_per_step=3"])
+    )
     pg.get_by_role("button", name="Launch").click()
     pg.get_by_text("Launched run").wait_for()
     (run,) = db.list_runs()
     run_dir = Path(run.out_dir)
     cfg = run.config_dict()
     assert (cfg["method"], cfg["buffer"]["review"], Path(cfg["model"]["path"])) == ("rods", "gated", DEMO_MODEL)
-    _wait(lambda: "step" in (run_dir / "train.log").read_text() if (run_dir / "train.log").exists() else False,
-          240, "the first step in the log")
+    _wait(
+        lambda: "step" in (run_dir / "train.log").read_text() if (run_dir / "train.log").exists() else False,
+        240,
+        "the first step in the log",
+    )
     shot(pg, "1-launch")
 
     # The boundary chart follows the run.
@@ -164,9 +177,16 @@ def journey(served, page) -> None:
     shot(pg, "2-boundary")
 
     # Approve one variant, edit another.
-    queue = _wait(lambda: [i for i in lab.review_queue(run_dir) if i.status == "awaiting_review"][:2] if len(
-        [i for i in lab.review_queue(run_dir) if i.status == "awaiting_review"]) >= 2 else None,
-        300, "two variants awaiting review", every=3)
+    queue = _wait(
+        lambda: (
+            [i for i in lab.review_queue(run_dir) if i.status == "awaiting_review"][:2]
+            if len([i for i in lab.review_queue(run_dir) if i.status == "awaiting_review"]) >= 2
+            else None
+        ),
+        300,
+        "two variants awaiting review",
+        every=3,
+    )
     approve, edit = (i.task.id for i in queue)
     open_page(pg, f"{url}/Review", "Synthesis review")
     button = pg.locator(key(f"review_approve_{approve}")).locator("button")
@@ -183,15 +203,25 @@ def journey(served, page) -> None:
     pg.locator('[data-testid="stForm"]').filter(has=box).get_by_role("button").click()
     _wait(lambda: any(d.action == "edit" for d in db.decisions(run.id)), 60, "the edit decision")
     shot(pg, "3-review")
-    decided = _wait(lambda: [d for d in db.decisions(run.id) if d.status in ("applied", "refused")]
-                    if all(d.status in ("applied", "refused") for d in db.decisions(run.id)) else None,
-                    300, "the trainer to apply both decisions", every=3)
-    assert [(d.task_id, d.action, d.status) for d in decided] == [(approve, "approve", "applied"),
-                                                                  (edit, "edit", "applied")], decided
+    decided = _wait(
+        lambda: (
+            [d for d in db.decisions(run.id) if d.status in ("applied", "refused")]
+            if all(d.status in ("applied", "refused") for d in db.decisions(run.id))
+            else None
+        ),
+        300,
+        "the trainer to apply both decisions",
+        every=3,
+    )
+    assert [(d.task_id, d.action, d.status) for d in decided] == [
+        (approve, "approve", "applied"),
+        (edit, "edit", "applied"),
+    ], decided
 
     def moves() -> set[str]:  # the step's events reach the store when the step ends; reasons are "code: detail"
         df = RunReader(run_dir).query("SELECT reason FROM buffer WHERE reason LIKE 'decision/%'")
         return {r.split(":")[0] for r in df.reason}
+
     _wait(lambda: {"decision/approve", "decision/edit"} <= moves(), 300, "the decisions' buffer events", every=3)
 
     # Export the active pool, then import it back as seeds.
@@ -218,5 +248,9 @@ def journey(served, page) -> None:
     shot(pg, "0-home")
     pg.locator(key(f"home_stop_{run.id}")).locator("button").click()
     _wait(lambda: db.get_run(run.id).status == "stopped", 30, "the run to stop")
-    _wait(lambda: not Path(f"/proc/{run.pid}").exists() or "Z" in Path(f"/proc/{run.pid}/stat").read_text().split()[2],
-          300, "the trainer to exit at its step boundary", every=2)
+    _wait(
+        lambda: not Path(f"/proc/{run.pid}").exists() or "Z" in Path(f"/proc/{run.pid}/stat").read_text().split()[2],
+        300,
+        "the trainer to exit at its step boundary",
+        every=2,
+    )

@@ -39,7 +39,12 @@ def test_env_score_reports_and_rejects(tmp_path, all_seeds):
     task = all_seeds[0]
     good = tmp_path / "a.jsonl"
     half = [calls if i == 0 else [] for i, calls in enumerate(task.ground_truth)]
-    good.write_text(json.dumps({"id": task.id, "turns": task.ground_truth}) + "\n" + json.dumps({"id": all_seeds[1].id, "turns": [[]] * all_seeds[1].n_turns}) + "\n")
+    good.write_text(
+        json.dumps({"id": task.id, "turns": task.ground_truth})
+        + "\n"
+        + json.dumps({"id": all_seeds[1].id, "turns": [[]] * all_seeds[1].n_turns})
+        + "\n"
+    )
     report = json.loads(runner.invoke(app, ["env", "score", "--answers", str(good), "--json"]).output)
     assert report["n"] == 2 and report["tasks"][0]["accuracy"] == 1.0 and report["tasks"][1]["progress"] == 0.0
     partial = tmp_path / "p.jsonl"

@@ -65,9 +65,18 @@ HAND_WRITTEN = [
     "🙂(x=1)",
 ]
 TEMPLATES = [
-    "__import__({s!r})", "open({s!r})", "cd(folder={s})", "{s}()", "cd.{s}", "cd(folder=cd.{s})",
-    "eval({s!r})", "rm(file_name=__import__({s!r}))", "getattr(cd, {s!r})", "cd(folder={s!r}.join([]))",
-    "exec({s!r})", "[cd(folder={s!r}), __import__('os')]",
+    "__import__({s!r})",
+    "open({s!r})",
+    "cd(folder={s})",
+    "{s}()",
+    "cd.{s}",
+    "cd(folder=cd.{s})",
+    "eval({s!r})",
+    "rm(file_name=__import__({s!r}))",
+    "getattr(cd, {s!r})",
+    "cd(folder={s!r}.join([]))",
+    "exec({s!r})",
+    "[cd(folder={s!r}), __import__('os')]",
 ]
 
 
@@ -171,7 +180,7 @@ def test_hundredth_episode_starts_from_the_same_state(all_seeds):
 
 def test_held_back_functions_arrive_at_their_turn(all_seeds):
     task = next(t for t in all_seeds if t.category == "miss_func")
-    (turn, fns), = task.missed_function.items()
+    ((turn, fns),) = task.missed_function.items()
     env = BfclEnvironment(task)
     assert not set(fns) & set(env.available_functions(0))
     assert set(fns) <= set(env.available_functions(turn))

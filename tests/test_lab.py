@@ -12,13 +12,19 @@ from storage.pools import PoolsSnapshot
 
 def test_structure_table_caches_signatures(tmp_path, monkeypatch):
     seeds = load_seeds("train")[:5]
-    variant = seeds[0].model_copy(update={"id": "v1", "provenance": seeds[0].provenance.model_copy(
-        update={"source": "synth", "parent_id": seeds[0].id})})
+    variant = seeds[0].model_copy(
+        update={
+            "id": "v1",
+            "provenance": seeds[0].provenance.model_copy(update={"source": "synth", "parent_id": seeds[0].id}),
+        }
+    )
     snap = PoolsSnapshot(step=1, written_at=None, pools={"seeds": seeds, "staged": [variant]})
     cache = tmp_path / "cache" / "structure.json"
     first = lab.structure_table(snap, cache)
     assert cache.exists() and len(first) == 6
-    assert first.set_index("task_id").loc["v1", "complexity"] == first.set_index("task_id").loc[seeds[0].id, "complexity"]
+    assert (
+        first.set_index("task_id").loc["v1", "complexity"] == first.set_index("task_id").loc[seeds[0].id, "complexity"]
+    )
     monkeypatch.setattr(lab, "_structure", lambda t: pytest.fail("signature recomputed despite the cache"))
     pd.testing.assert_frame_equal(lab.structure_table(snap, cache), first)
 
@@ -37,7 +43,8 @@ def test_edited_task_and_diff():
 
 
 def test_boundary_vs_others_weights_by_tasks():
-    df = pd.DataFrame({"step": [1, 1, 1], "region": ["boundary", "hard", "mastered"], "mean_var": [0.2, 0.1, 0.0],
-                       "n": [2, 1, 1]})
+    df = pd.DataFrame(
+        {"step": [1, 1, 1], "region": ["boundary", "hard", "mastered"], "mean_var": [0.2, 0.1, 0.0], "n": [2, 1, 1]}
+    )
     out = lab.boundary_vs_others(df).iloc[0]
     assert out.boundary == pytest.approx(0.2) and out.others == pytest.approx(0.05) and out.ratio == pytest.approx(4)

@@ -47,7 +47,10 @@ def test_confine_extra_roots_and_base(tmp_path):
 
 def test_parse_overrides_yaml_values_and_line_errors():
     assert parse_overrides("grpo.max_steps=5\n# note\n\nseeds.limit=null\nname= x ") == {
-        "grpo.max_steps": 5, "seeds.limit": None, "name": "x"}
+        "grpo.max_steps": 5,
+        "seeds.limit": None,
+        "name": "x",
+    }
     with pytest.raises(ConfigError, match="line 2"):
         parse_overrides("a=1\nno equals sign")
 

@@ -112,11 +112,27 @@ def test_sft_cli_adds_verified_variants_and_reports_on_the_given_tasks(tiny_mode
     seeds = demo_seeds()[:1]
     write_tasks(tmp_path / "one.jsonl", seeds)
     out = tmp_path / "o"
-    r = CliRunner().invoke(app, ["sft", "--model", str(tiny_model_dir), "--out", str(out), "--tasks",
-                                 str(tmp_path / "one.jsonl"), "--variants", "2", "--max-epochs", "1", "--samples", "0",
-                                 "--json"])
+    r = CliRunner().invoke(
+        app,
+        [
+            "sft",
+            "--model",
+            str(tiny_model_dir),
+            "--out",
+            str(out),
+            "--tasks",
+            str(tmp_path / "one.jsonl"),
+            "--variants",
+            "2",
+            "--max-epochs",
+            "1",
+            "--samples",
+            "0",
+            "--json",
+        ],
+    )
     assert r.exit_code == 0, r.output
-    report = json.loads(r.stdout[r.stdout.index("{"):])
+    report = json.loads(r.stdout[r.stdout.index("{") :])
     stage = json.loads((out / MODEL_CARD).read_text())["stages"][-1]
     assert report["sft/variants"] == 2 and report["eval/tasks"] == 1  # trained on 3, evaluated on the seed
     assert stage["task_ids"][0] == seeds[0].id and len(set(stage["task_ids"])) == 3

@@ -18,8 +18,13 @@ from tests.conftest import smoke_config
 
 def _launch(config: Path, *args: str, log: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen([sys.executable, "-m", "rods_core.cli", "train", "--config", str(config), *args],
-                            stdout=log.open("ab"), stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "rods_core.cli", "train", "--config", str(config), *args],
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+        env=env,
+        start_new_session=True,
+    )
 
 
 def test_sigkill_mid_step_then_resume(tmp_path, tiny_model_dir):
@@ -52,7 +57,9 @@ def test_sigkill_mid_step_then_resume(tmp_path, tiny_model_dir):
     assert "resuming killme from checkpoint-" in log.read_text()
     reader = RunReader(run_dir)
     assert reader.query("select step from step order by step")["step"].tolist() == list(range(1, 8))
-    per_step = reader.query("select step, count(*) n, count(distinct task_id) d from task_stats group by step order by step")
+    per_step = reader.query(
+        "select step, count(*) n, count(distinct task_id) d from task_stats group by step order by step"
+    )
     assert per_step["step"].tolist() == list(range(1, 8)) and (per_step["n"] == per_step["d"]).all()
     saved = json.loads((run_dir / "checkpoints" / "checkpoint-6" / "rods_state.json").read_text())
     assert saved["step"] == 6 and saved["trajectories"] == 6 * 2 * 2  # counters carried across the kill

@@ -11,9 +11,16 @@ from rods_core.tasks import Message
 def test_split_sizes_and_no_shared_scenarios():
     train, test = load_seeds("train"), load_seeds("test")
     assert len(train) == len(test) == 400
-    assert Counter(t.category for t in train) == Counter(t.category for t in test) == {
-        "base": 100, "miss_func": 100, "miss_param": 100, "long_context": 100,
-    }
+    assert (
+        Counter(t.category for t in train)
+        == Counter(t.category for t in test)
+        == {
+            "base": 100,
+            "miss_func": 100,
+            "miss_param": 100,
+            "long_context": 100,
+        }
+    )
     assert not {scenario_index(t.id) for t in train} & {scenario_index(t.id) for t in test}
 
 

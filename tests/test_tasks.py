@@ -20,7 +20,7 @@ def _bfcl_records(cat: str, n: int = 5):
 
 @pytest.mark.parametrize("cat", ["base", "miss_func", "miss_param", "long_context"])
 def test_bfcl_records_round_trip(cat):
-    for q, a in zip(*_bfcl_records(cat)):
+    for q, a in zip(*_bfcl_records(cat), strict=True):
         task = Task.from_bfcl(q, a)
         q2, a2 = task.to_bfcl()
         assert q2 == q and a2 == a
@@ -28,7 +28,9 @@ def test_bfcl_records_round_trip(cat):
 
 def test_jsonl_round_trip_keeps_provenance(tmp_path, all_seeds):
     tasks = all_seeds[:3] + [
-        all_seeds[5].model_copy(update={"id": "v1", "provenance": Provenance(source="synth", parent_id="x", created_step=7)})
+        all_seeds[5].model_copy(
+            update={"id": "v1", "provenance": Provenance(source="synth", parent_id="x", created_step=7)}
+        )
     ]
     path = tmp_path / "t.jsonl"
     assert write_tasks(path, tasks) == 4

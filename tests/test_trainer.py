@@ -21,7 +21,9 @@ def _length_reward(prompts, completions, completion_ids, **kwargs):
 
 
 def test_two_grpo_steps_change_weights_and_hand_over_contiguous_groups(tmp_path, tiny_model_dir):
-    cfg = RunConfig.model_validate(smoke_config(tmp_path, tiny_model_dir, **{"grpo.max_steps": 2, "grpo.num_generations": 3}))
+    cfg = RunConfig.model_validate(
+        smoke_config(tmp_path, tiny_model_dir, **{"grpo.max_steps": 2, "grpo.num_generations": 3})
+    )
     tasks = {t.id: t for t in demo_seeds()[:4]}
     ids = list(tasks)
     draws, seen = [], []
@@ -34,16 +36,25 @@ def test_two_grpo_steps_change_weights_and_hand_over_contiguous_groups(tmp_path,
     model, tokenizer, prompt = load_policy(tiny_model_dir)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     trainer = RodsGRPOTrainer(
-        model=model, tokenizer=tokenizer, cfg=cfg, out_dir=str(tmp_path / "ck"), draw=draw, task_of=tasks.__getitem__,
+        model=model,
+        tokenizer=tokenizer,
+        cfg=cfg,
+        out_dir=str(tmp_path / "ck"),
+        draw=draw,
+        task_of=tasks.__getitem__,
         on_rewards=lambda step, groups, extras: seen.append((step, groups, extras)),
-        episode_cfg=EpisodeConfig(prompt=prompt, max_steps_per_turn=1, max_context_tokens=1024,
-                                  sampling={"temperature": 1.0, "max_new_tokens": 16}),
+        episode_cfg=EpisodeConfig(
+            prompt=prompt,
+            max_steps_per_turn=1,
+            max_context_tokens=1024,
+            sampling={"temperature": 1.0, "max_new_tokens": 16},
+        ),
         reward_funcs=[_length_reward],
     )
     trainer.train()
     assert [s for s, _, _ in seen] == [1, 2]
     assert len(draws) == 2  # one draw of the whole batch per generation step, at generation time
-    for (step, groups, extras), drawn in zip(seen, draws, strict=True):
+    for (_step, groups, extras), drawn in zip(seen, draws, strict=True):
         assert [tid for tid, _ in groups] == drawn  # slot i is bound to the i-th drawn task
         assert all(len(r) == 3 for _, r in groups)  # G rewards per task, contiguous
         assert len(extras["accuracy"]) == 6

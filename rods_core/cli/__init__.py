@@ -10,7 +10,9 @@ import typer
 
 from rods_core.cli import bench_cmd, env_cmd, model_cmd, policy_cmd, seeds_cmd, store_cmd, synth_cmd, train_cmd
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help="RODS Lab: online data synthesis for GRPO tool-use agents.")
+app = typer.Typer(
+    no_args_is_help=True, add_completion=False, help="RODS Lab: online data synthesis for GRPO tool-use agents."
+)
 app.add_typer(seeds_cmd.app, name="seeds")
 app.add_typer(env_cmd.app, name="env")
 app.add_typer(bench_cmd.app, name="bench")

@@ -43,8 +43,9 @@ def curriculum(
     from rods_core.config import ConfigError
 
     try:
-        folder = run(budget, parse_methods(methods), repeats, config, evals, _parse_sets(sets), out, timeout,
-                     log=typer.echo)
+        folder = run(
+            budget, parse_methods(methods), repeats, config, evals, _parse_sets(sets), out, timeout, log=typer.echo
+        )
     except (ValueError, ConfigError) as e:
         fail(str(e))
     typer.echo((folder / "summary.md").read_text())
@@ -68,7 +69,9 @@ def curriculum_report(folder: Path = typer.Argument(..., help="a bench/results/c
 @app.command("systems")
 def systems(
     as_json: bool = typer.Option(False, "--json", help="print the JSON report instead of Markdown"),
-    config: Path = typer.Option(Path("configs/demo-cpu.yaml"), "--config", "-c", help="the run config of the step timing"),
+    config: Path = typer.Option(
+        Path("configs/demo-cpu.yaml"), "--config", "-c", help="the run config of the step timing"
+    ),
     steps: int = typer.Option(6, min=2, help="timed training steps per arm (after one warm-up step)"),
     model: Path = typer.Option(None, help="model folder for the step timing (default: the config's)"),
     quick: bool = typer.Option(False, help="smaller store and synthesis workloads (for tests)"),

@@ -38,8 +38,12 @@ def replay(
 
 @app.command("score")
 def score(
-    answers: Path = typer.Option(..., exists=True, dir_okay=False, help='JSONL: {"id": ..., "turns": [[call, ...], ...]}'),
-    tasks_file: Path = typer.Option(None, "--tasks", exists=True, dir_okay=False, help="task JSONL (default: BFCL seeds)"),
+    answers: Path = typer.Option(
+        ..., exists=True, dir_okay=False, help='JSONL: {"id": ..., "turns": [[call, ...], ...]}'
+    ),
+    tasks_file: Path = typer.Option(
+        None, "--tasks", exists=True, dir_okay=False, help="task JSONL (default: BFCL seeds)"
+    ),
     json_out: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
     """Score an answers file: per-task accuracy and progress reward, and the totals.

@@ -68,7 +68,9 @@ def init_tiny_cmd(
 
 @app.command("demo")
 def demo_cmd(
-    config: Path = typer.Option(Path("configs/demo-cpu.yaml"), "--config", "-c", help="the run config naming the model"),
+    config: Path = typer.Option(
+        Path("configs/demo-cpu.yaml"), "--config", "-c", help="the run config naming the model"
+    ),
 ) -> None:
     """Build the config's tiny model and warm-start it (init-tiny + SFT on the demo seeds and their variants),
     exactly as `rods train` does when model.build_if_missing is set; nothing happens if the folder holds a model.

@@ -67,8 +67,13 @@ def sft(
     out: Path = typer.Option(..., help="folder to write the warm-started model to"),
     tasks_file: Path | None = typer.Option(None, "--tasks", help="JSONL task file (train-split tasks only)"),
     demo: bool = typer.Option(False, "--demo", help="use the demo seeds (single-class base train seeds)"),
-    variants: int = typer.Option(0, "--variants", min=0, help="also train on N verified variants of each task "
-                                 "(template synthesis): the model learns to use the values it is given"),
+    variants: int = typer.Option(
+        0,
+        "--variants",
+        min=0,
+        help="also train on N verified variants of each task "
+        "(template synthesis): the model learns to use the values it is given",
+    ),
     loss_target: float = typer.Option(_S.loss_target, help="stop when an epoch's mean loss reaches this"),
     max_epochs: int = typer.Option(_S.max_epochs, help="upper bound on epochs"),
     lr: float = typer.Option(_S.learning_rate, help="learning rate"),

@@ -50,7 +50,9 @@ def train(
 
 
 @config_app.command("show")
-def show(config: Path = typer.Option(None, "--config", "-c", help="a config file (default: the built-in defaults)")) -> None:
+def show(
+    config: Path = typer.Option(None, "--config", "-c", help="a config file (default: the built-in defaults)"),
+) -> None:
     """Print a config with every default filled in.
 
     Example: rods config show --config configs/demo-cpu.yaml
