@@ -28,30 +28,49 @@ def rods(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     )
 
 
-def small_run_config(ws: Path, runs: Path, model: Path, steps: int = 3) -> dict:
-    return {
-        "name": "fx",
-        "method": "uniform_synth",
-        "output_dir": str(runs),
-        "workspace": str(ws),
-        "model": {"path": str(model)},
+def smoke_config(tmp_path, model_dir, **overrides) -> dict:
+    """A run config (as a dict) that trains the tiny model for a few quick steps into tmp_path."""
+    cfg = {
+        "name": "smoke",
+        "method": "rods",
+        "output_dir": str(tmp_path / "runs"),
+        "workspace": str(tmp_path / "ws"),
+        "model": {"path": str(model_dir)},
         "seeds": {"subset": "demo", "limit": 6},
         "episode": {
             "max_steps_per_turn": 2,
             "max_context_tokens": 1024,
             "sampling": {"temperature": 1.0, "max_new_tokens": 24},
         },
-        "grpo": {
-            "num_generations": 2,
-            "tasks_per_step": 2,
-            "max_steps": steps,
-            "save_steps": 2,
-            "learning_rate": 1.0e-3,
-        },
-        "eval": {"every": 2, "split": "train", "limit": 2},
-        "buffer": {"review": "gated", "probe_slots": 1},
-        "synthesis": {"parents_per_step": 2, "variants_per_parent": 2},
+        "grpo": {"num_generations": 2, "tasks_per_step": 2, "max_steps": 3, "save_steps": 2, "learning_rate": 1e-3},
+        "eval": {"every": 0, "split": "train", "limit": 2},
+        "synthesis": {"parents_per_step": 1, "variants_per_parent": 1},
     }
+    for key, value in overrides.items():
+        node = cfg
+        *parents, leaf = key.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    return cfg
+
+
+def small_run_config(base: Path, model: Path, steps: int = 3) -> dict:
+    """The app tests' run: uniform synthesis with review-gated variants, so the review queue is not empty."""
+    return smoke_config(
+        base,
+        model,
+        **{
+            "name": "fx",
+            "method": "uniform_synth",
+            "grpo.max_steps": steps,
+            "eval.every": 2,
+            "buffer.review": "gated",
+            "buffer.probe_slots": 1,
+            "synthesis.parents_per_step": 2,
+            "synthesis.variants_per_parent": 2,
+        },
+    )
 
 
 @pytest.fixture(scope="session")
@@ -64,7 +83,7 @@ def app_env(tmp_path_factory):
         "model", "init-tiny", "--out", str(model), "--hidden", "64", "--layers", "2", "--ffn", "128", "--vocab", "1000"
     )
     cfg = base / "fx.yaml"
-    cfg.write_text(yaml.safe_dump(small_run_config(ws, runs, model)))
+    cfg.write_text(yaml.safe_dump(small_run_config(base, model)))
     rods("train", "--config", str(cfg), "--run-id", RUN_ID)
     old = {k: os.environ.get(k) for k in ("RODS_WORKSPACE", "RODS_RUNS")}
     os.environ["RODS_WORKSPACE"], os.environ["RODS_RUNS"] = str(ws), str(runs)
