@@ -33,13 +33,16 @@ PARTS = ("gen_s", "env_s", "reward_s", "hooks_s", "opt_s", "step_s", "cpu_s")
 class StepTimer(TrainerCallback):
     """Per step: wall time, the trainer's rollout timings, model tokens generated, and hook seconds."""
 
-    def __init__(self, hook_seconds: list[float] | None = None):
+    def __init__(self, hook_seconds: list[float] | None = None, turns: Turns | None = None):
         self.trainer = None
         self.rows: list[dict] = []
         self.hook_seconds = hook_seconds  # filled by the rods arm's wrapped hooks, drained per step
+        self.turns = turns
         self._t = self._c = 0.0
 
     def on_step_begin(self, args, state, control, **kw):
+        if self.turns is not None:
+            self.turns.wait()  # before the clock starts: waiting for the other arm is not step time
         self._t, self._c = time.perf_counter(), time.process_time()
 
     def on_log(self, args, state, control, logs=None, **kw):
@@ -62,6 +65,8 @@ class StepTimer(TrainerCallback):
         }
         row["opt_s"] = max(wall - row["gen_s"] - row["env_s"] - row["reward_s"] - hooks, 0.0)
         self.rows.append(row)
+        if self.turns is not None:
+            self.turns.report(row)
 
 
 def _timed(fn, sink: list[float]):
@@ -84,21 +89,20 @@ def _policy(cfg: RunConfig):
     return model, tokenizer, cfg.episode.model_copy(update={"prompt": prompt, "hints": hints})
 
 
-class Turns(TrainerCallback):
+class Turns:
     """Hands the turn over at step boundaries: waits for "go" before a step, reports the step after its row.
 
     The rods arm reports the task ids it drew during the step; the plain arm gets them with its "go".
     """
 
-    def __init__(self, conn, timer: StepTimer, draws: list[list[str]] | None = None):
-        self.conn, self.timer, self.draws, self.given = conn, timer, draws, None
+    def __init__(self, conn, draws: list[list[str]] | None = None):
+        self.conn, self.draws, self.given = conn, draws, None
 
-    def on_step_begin(self, args, state, control, **kw):
+    def wait(self) -> None:
         self.given = self.conn.recv()
 
-    def on_log(self, args, state, control, logs=None, **kw):
-        if logs and "loss" in logs:
-            self.conn.send((self.timer.rows[-1], self.draws[-1] if self.draws else None))
+    def report(self, row: dict) -> None:
+        self.conn.send((row, self.draws[-1] if self.draws else None))
 
 
 def _rods_arm(cfg_data: dict, work: str, conn) -> None:
@@ -127,7 +131,7 @@ def _rods_arm(cfg_data: dict, work: str, conn) -> None:
         return ids
 
     loop.on_log = _timed(loop.on_log, hooks)  # the step row, flush and heartbeat: part of a rods step
-    timer = StepTimer(hooks)
+    timer = StepTimer(hooks, Turns(conn, draws))
     callback = LoopCallback(loop, lambda step: None, 0, STATE_FILE)
     trainer = RodsGRPOTrainer(
         model=model,
@@ -138,7 +142,7 @@ def _rods_arm(cfg_data: dict, work: str, conn) -> None:
         task_of=loop.source.task,
         on_rewards=_timed(loop.on_rewards, hooks),
         episode_cfg=episode_cfg,
-        callbacks=[callback, timer, Turns(conn, timer, draws)],
+        callbacks=[callback, timer],
     )
     callback.trainer = timer.trainer = trainer
     try:
@@ -157,8 +161,8 @@ def _plain_arm(cfg_data: dict, work: str, conn) -> None:
     cfg = RunConfig.model_validate(cfg_data)
     torch.manual_seed(cfg.seed)
     model, tokenizer, episode_cfg = _policy(cfg)
-    timer = StepTimer()
-    turns = Turns(conn, timer)
+    turns = Turns(conn)
+    timer = StepTimer(turns=turns)
     tasks: dict[str, Task] = {}
 
     def draw(n: int) -> list[str]:
@@ -175,7 +179,7 @@ def _plain_arm(cfg_data: dict, work: str, conn) -> None:
         task_of=tasks.__getitem__,
         on_rewards=lambda step, groups, extras: None,
         episode_cfg=episode_cfg,
-        callbacks=[timer, turns],
+        callbacks=[timer],
     )
     timer.trainer = trainer
     trainer.train()
