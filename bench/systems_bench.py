@@ -130,7 +130,7 @@ def run(
     RESULTS.mkdir(parents=True, exist_ok=True)
     machine = describe()
     components = component_figures(quick, log)
-    log("systems: training steps (rods arm, then plain arm) …")
+    log("systems: training steps (the rods and plain arms take turns) …")
     step_figs = measure_steps(config, steps=steps, model=model, log=log)
     report = {
         "machine": machine,
