@@ -128,6 +128,18 @@ def open_page(pg, url: str, title: str) -> None:
         raise
 
 
+def item_of(pg, task_id: str):
+    """The review item (an expander) of a staged variant."""
+    return pg.locator("details").filter(has=pg.locator("summary", has_text=f"{task_id} · awaiting_review")).first
+
+
+def expand(details) -> None:
+    """Open an expander unless it is open already (clicking an open one would close it)."""
+    details.wait_for()
+    if details.get_attribute("open") is None:
+        details.locator("summary").first.click()
+
+
 def test_launch_watch_review_export_import(served, page):
     try:
         journey(served, page)
@@ -189,16 +201,13 @@ def journey(served, page) -> None:
     )
     approve, edit = (i.task.id for i in queue)
     open_page(pg, f"{url}/Review", "Synthesis review")
-    button = pg.locator(key(f"review_approve_{approve}")).locator("button")
-    if not button.is_visible():  # more than three items: each sits in a collapsed expander
-        pg.get_by_text(f"{approve} · awaiting_review").click()
-    button.click()
+    expand(item_of(pg, approve))  # with more than three items each sits in a collapsed expander
+    pg.locator(key(f"review_approve_{approve}")).locator("button").click()
+    pg.get_by_text(f"approve {approve}").first.wait_for()  # the page confirms the decision
     _wait(lambda: any(d.task_id == approve for d in db.decisions(run.id)), 60, "the approve decision")
     box = pg.locator(key(f"review_u_{edit}_0")).locator("textarea")
-    if not pg.locator(key(f"review_reject_{edit}")).locator("button").is_visible():  # its item is collapsed
-        pg.get_by_text(f"{edit} · awaiting_review").click()
-    if not box.is_visible():  # the innermost expander holding the editor is "Edit"
-        pg.locator("details").filter(has=box).last.locator("summary").click()
+    expand(item_of(pg, edit))
+    expand(pg.locator("details").filter(has=box).last)  # the innermost expander holding the editor is "Edit"
     box.fill(box.input_value() + " Thanks a lot!")
     pg.locator('[data-testid="stForm"]').filter(has=box).get_by_role("button").click()
     _wait(lambda: any(d.action == "edit" for d in db.decisions(run.id)), 60, "the edit decision")
