@@ -153,6 +153,7 @@ def eval_cmd(
         report = evaluate(model, tasks, progress=step)
     if not per_task:
         report.pop("per_task")
-    emit_json({"model": str(model), "split": split, **report}) if json_out else _print(
-        report, f"eval {model} ({split})"
+    source = str(tasks_file) if tasks_file else split  # what was evaluated: a task file or a seed split
+    emit_json({"model": str(model), "split": source, **report}) if json_out else _print(
+        report, f"eval {model} ({source})"
     )
