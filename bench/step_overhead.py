@@ -92,17 +92,19 @@ def _policy(cfg: RunConfig):
 class Turns:
     """Hands the turn over at step boundaries: waits for "go" before a step, reports the step after its row.
 
-    The rods arm reports the task ids it drew during the step; the plain arm gets them with its "go".
+    The rods arm reports the task ids it drew during the step and those tasks (after its clock stopped); the
+    plain arm gets both with its "go".
     """
 
-    def __init__(self, conn, draws: list[list[str]] | None = None):
-        self.conn, self.draws, self.given = conn, draws, None
+    def __init__(self, conn):
+        self.conn, self.given = conn, None
+        self.drawn: tuple[list[str], dict] | None = None  # (ids, {id: task record}) of this step's draw
 
     def wait(self) -> None:
         self.given = self.conn.recv()
 
     def report(self, row: dict) -> None:
-        self.conn.send((row, self.draws[-1] if self.draws else None))
+        self.conn.send((row, self.drawn))
 
 
 def _rods_arm(cfg_data: dict, work: str, conn) -> None:
@@ -122,16 +124,15 @@ def _rods_arm(cfg_data: dict, work: str, conn) -> None:
     loop = RunLoop(cfg, run_dir, run_id, seeds)
     loop.db.create_run(run_id, run_dir, cfg.model_dump(mode="json"), cfg.method, name="systems")
     hooks: list[float] = []
-    draws: list[list[str]] = []
+    turns = Turns(conn)
 
     def draw(n: int) -> list[str]:
         ids = loop.draw(n)
-        draws.append(ids)
-        conn.send(("tasks", {t: loop.source.task(t).model_dump(mode="json") for t in ids}))
+        turns.drawn = (ids, {t: loop.source.task(t) for t in ids})
         return ids
 
     loop.on_log = _timed(loop.on_log, hooks)  # the step row, flush and heartbeat: part of a rods step
-    timer = StepTimer(hooks, Turns(conn, draws))
+    timer = StepTimer(hooks, turns)
     callback = LoopCallback(loop, lambda step: None, 0, STATE_FILE)
     trainer = RodsGRPOTrainer(
         model=model,
@@ -166,8 +167,8 @@ def _plain_arm(cfg_data: dict, work: str, conn) -> None:
     tasks: dict[str, Task] = {}
 
     def draw(n: int) -> list[str]:
-        got, ids = turns.given
-        tasks.update({k: Task.model_validate(v) for k, v in got.items()})
+        ids, drawn = turns.given
+        tasks.update(drawn)
         return ids
 
     trainer = RodsGRPOTrainer(
@@ -203,16 +204,9 @@ def alternate(cfg: RunConfig, work: Path, steps: int) -> tuple[list[dict], list[
     try:
         for _ in range(steps):
             r_here.send("go")
-            tasks = {}
-            while True:  # the rods arm streams the tasks it draws, then its step row
-                msg = _recv(r_here, procs[0])
-                if msg[0] == "tasks":
-                    tasks.update(msg[1])
-                    continue
-                row, ids = msg
-                break
+            row, drawn = _recv(r_here, procs[0])
             rods_rows.append(row)
-            p_here.send((tasks, ids))
+            p_here.send(drawn)  # the plain arm replays the rods arm's draw on the same tasks
             plain_rows.append(_recv(p_here, procs[1])[0])
     finally:
         for p in procs:

@@ -7,6 +7,8 @@ import plotly.express as px
 import plotly.graph_objects as go
 
 REGION_COLORS = {"mastered": "#2ca02c", "boundary": "#ff7f0e", "hard": "#d62728", "new": "#7f7f7f"}
+# plotly express arguments that colour by region the same way in every chart
+BY_REGION = {"color": "region", "color_discrete_map": REGION_COLORS, "category_orders": {"region": list(REGION_COLORS)}}
 POOL_COLORS = {"seeds": "#1f77b4", "staged": "#ff7f0e", "active": "#2ca02c", "retired": "#7f7f7f"}
 _LAYOUT = {"margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "legend_title_text": ""}
 
@@ -26,11 +28,9 @@ def boundary_scatter(stats: pd.DataFrame, step: int | None = None) -> go.Figure:
         stats,
         x="mean",
         y="var",
-        color="region",
-        color_discrete_map=REGION_COLORS,
         hover_data=["task_id", "n", "smoothed_mean", "smoothed_var"],
         title=title,
-        category_orders={"region": list(REGION_COLORS)},
+        **BY_REGION,
     )
     fig.update_xaxes(range=[-0.05, 1.05], title="mean progress reward")
     fig.update_yaxes(range=[-0.01, 0.27], title="reward variance")  # a [0,1] reward has variance <= 0.25
@@ -44,10 +44,8 @@ def region_counts(df: pd.DataFrame) -> go.Figure:
         df,
         x="step",
         y="n",
-        color="region",
-        color_discrete_map=REGION_COLORS,
         title="Tasks per region",
-        category_orders={"region": list(REGION_COLORS)},
+        **BY_REGION,
     )
     return fig.update_layout(**_LAYOUT)
 
