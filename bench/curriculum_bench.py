@@ -105,7 +105,7 @@ def launch(run_id: str, cfg: RunConfig, out: Path, timeout_s: float | None, log=
 
 def ensure_model_once(cfg: RunConfig, log=print) -> None:
     """Build the tiny model before the runs (if allowed and missing), so runs never race to build it."""
-    from rods_core.loop import ensure_model
+    from rods_core.policy.build import ensure_model
 
     ensure_model(cfg, log)
 

@@ -149,6 +149,7 @@ class BoundaryDetector:
     def __init__(self, config: BoundaryConfig | None = None):
         self.config = config or BoundaryConfig()
         self._stats: dict[str, TaskStats] = {}
+        self._last_changes: tuple[int | None, list[RegionChange]] = (None, [])
 
     def update(
         self, step: int, matrix: Mapping[str, Sequence[float]], fresh: Collection[str] = ()
@@ -180,9 +181,15 @@ class BoundaryDetector:
             st.streak = st.streak + 1 if st.region == old else 1
             if st.region != old:
                 changes.append(RegionChange(step, tid, old, st.region, st.mean, st.var))
+        self._last_changes = (step, changes)
         return changes
 
     # ----- queries ----------------------------------------------------------------------------
+    def changes(self, step: int) -> list[RegionChange]:
+        """The region changes of the update at `step` (only the latest update is kept)."""
+        last_step, changes = self._last_changes
+        return list(changes) if last_step == step else []
+
     def stats(self, task_id: str) -> TaskStats | None:
         """The task's statistics, or None if it was never observed."""
         return self._stats.get(task_id)

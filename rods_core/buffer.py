@@ -7,7 +7,9 @@ low sampling weight) rather than resting, and a variant is promoted at its first
 boundary (retired after `probe_obs` probes that do not). The static baselines are in rods_core.sources.
 
 Sampling: staged probes (<= probe_slots) and due dormant re-probes (<= reprobe_slots) first, then active
-tasks without replacement, weighted by region (boundary 4 > unseen 2 > hard 1 > mastered 0.5 by default).
+tasks without replacement, weighted by region (boundary 4 > unseen 2 > hard 1 > mastered 0.5 by default),
+then resting seeds re-probed early when the active pool is smaller than a batch. Admission control:
+room() counts both P_max and the staged backlog the probe slots can serve within max_probe_wait steps.
 Every pool change is a BufferEvent with a reason code from REASONS; events from decisions are queued and
 returned by the next `observe()`. The RNG is `random.Random(config.seed)`, saved in state_dict, and every
 iteration that feeds it runs over insertion-ordered dicts, so a restored buffer samples the same future."""
@@ -51,6 +53,13 @@ class BufferConfig(BaseModel):
     )
     p_max: int = Field(50, ge=0, description="expansion budget: most variants alive in active + staged (paper: 50)")
     probe_slots: int = Field(4, ge=0, description="batch slots per step given to staged variants being probed")
+    max_probe_wait: int = Field(
+        4,
+        ge=1,
+        description="steps a new variant may wait for its first probe: variants are admitted (and synthesis "
+        "asked for more) only while probe_slots x max_probe_wait covers the staged backlog. Larger: more "
+        "variants queued, older by the time they are probed; smaller: synthesis idles more often",
+    )
     probe_obs: int = Field(
         2, ge=1, description="probes after which a staged variant that never read as boundary is retired"
     )
@@ -132,6 +141,7 @@ class TaskSource(Protocol):
     def apply_decision(self, decision: Decision) -> tuple[bool, str]: ...
     def pools(self) -> dict[str, list[str]]: ...
     def boundary_tasks(self, k: int) -> list[str]: ...
+    def room(self) -> int: ...
     def state_dict(self) -> dict[str, Any]: ...
     def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
 
@@ -215,9 +225,10 @@ class ReplayBuffer:
         cfg = self.config
         fixed = (self._due("staged", cfg.probe_slots) + self._due("dormant", cfg.reprobe_slots))[:n]
         active = list(self._pools["active"])
-        if not active and not fixed:  # every seed is resting and none is due: re-probe them early
-            fixed = list(self._pools["dormant"])[:n]
         picked = fixed + self._draw(active, n - len(fixed))
+        if len(picked) < n:  # the active pool is smaller than a batch: re-probe resting seeds early
+            resting = sorted((self._entries[t].since, t) for t in self._pools["dormant"] if t not in picked)
+            picked += [t for _, t in resting[: n - len(picked)]]
         # Tiny pools: repeat the batch so far; the caller merges a repeated id's rewards into one group.
         picked += [picked[i % len(picked)] for i in range(n - len(picked))]
         for tid in picked:
@@ -327,9 +338,12 @@ class ReplayBuffer:
 
     # ----- synthesis side -------------------------------------------------------------------------
     def room(self) -> int:
-        """How many more variants the expansion budget P_max admits now."""
+        """How many more variants may be admitted now: the expansion budget P_max, and no more staged
+        than the probe slots can probe within `max_probe_wait` steps."""
+        cfg = self.config
         alive = sum(not self._entries[t].seed for p in ("active", "staged") for t in self._pools[p])
-        return max(0, self.config.p_max - alive)
+        backlog = sum(self._entries[t].status == "probing" for t in self._pools["staged"])
+        return max(0, min(cfg.p_max - alive, cfg.probe_slots * cfg.max_probe_wait - backlog))
 
     def offer(self, variants: list[Task], step: int) -> list[BufferEvent]:
         """Verified variants enter staged (probing, or awaiting review when gated) while P_max allows."""
@@ -340,7 +354,8 @@ class ReplayBuffer:
             if dup is not None:
                 events.append(BufferEvent(self.step, t.id, None, None, "offer/duplicate", f"same as {dup}"))
             elif room <= 0:
-                events.append(BufferEvent(self.step, t.id, None, None, "offer/budget", f"p_max {cfg.p_max} reached"))
+                why = f"p_max {cfg.p_max} reached or {cfg.probe_slots * cfg.max_probe_wait} variants await a probe"
+                events.append(BufferEvent(self.step, t.id, None, None, "offer/budget", why))
             else:
                 room -= 1
                 gated = cfg.review == "gated"
@@ -350,10 +365,11 @@ class ReplayBuffer:
         return events
 
     def boundary_tasks(self, k: int) -> list[str]:
-        """Parents for the next synthesis round: requested ones first, then boundary tasks with the fewest
-        variants so far (most informative first) — or random seeds under `synth_parents: uniform`."""
-        requested, self.synthesis_requests = self.synthesis_requests[:k], self.synthesis_requests[k:]
-        n = k - len(requested)
+        """Parents for the next synthesis round: every researcher request (reseed → synthesize) first, then
+        up to k boundary tasks with the fewest variants so far (most informative first) — or random seeds
+        under `synth_parents: uniform`."""
+        requested, self.synthesis_requests = list(self.synthesis_requests), []
+        n = k
         if n <= 0:
             return requested
         if self.config.synth_parents == "uniform":

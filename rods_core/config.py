@@ -108,10 +108,33 @@ class EvalSettings(_Strict):
 
 
 class SynthSchedule(_Strict):
-    """How the loop feeds synthesis (the pipeline itself is `synth:`)."""
+    """How the loop feeds synthesis (the pipeline itself, variants per parent included, is `synth:`)."""
 
-    parents_per_step: int = Field(2, ge=0, description="boundary tasks queued for synthesis after each step")
-    variants_per_parent: int = Field(2, ge=1, description="variants asked of each parent")
+    parents_per_step: int = Field(
+        2,
+        ge=0,
+        description="boundary tasks handed to synthesis after each step, at most (fewer when the buffer "
+        "could not admit their variants: see buffer.max_probe_wait)",
+    )
+
+
+class ComputeSettings(_Strict):
+    """Processes and threads of a run (rods_core/threads.py says why one thread per process)."""
+
+    processes: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="training processes: > 1 hands `rods train` to accelerate's launcher (gloo on CPU, one GPU "
+        "each on GPU hosts); rollouts are split across them and every one holds the same buffer",
+    )
+    threads: int = Field(
+        1,
+        ge=1,
+        le=256,
+        description="torch intra-op threads per process; 1 on CPU (a second thread gained nothing on 2 cores and "
+        "lost 20x beside any other process); a GPU run may raise it for data loading",
+    )
 
 
 class RunConfig(_Strict):
@@ -131,6 +154,7 @@ class RunConfig(_Strict):
     buffer: BufferConfig = Field(default_factory=BufferConfig)
     synth: SynthConfig = Field(default_factory=SynthConfig)
     synthesis: SynthSchedule = Field(default_factory=SynthSchedule)
+    compute: ComputeSettings = Field(default_factory=ComputeSettings)
 
     @property
     def synthesizes(self) -> bool:

@@ -101,6 +101,30 @@ def evaluate(
     return out
 
 
+def evaluate_sharded(policy: tuple, tasks: list[Task], cfg: EvalConfig, ranks) -> dict[str, Any]:
+    """`evaluate` split across training processes: rank r plays tasks r, r+N, ...; every rank gets the
+    metrics over all tasks (a collective: every rank must call it)."""
+    import torch
+
+    mine = tasks[ranks.rank :: ranks.world]
+    model = policy[0]
+    was_training = model.training
+    model.eval()
+    t0 = time.perf_counter()
+    try:
+        with torch.no_grad():
+            gen, ep_cfg = _generator(policy, cfg)
+            episodes = _play(mine, gen, ep_cfg, cfg.max_batch, None) if mine else []
+    finally:
+        model.train(was_training)
+    played = ranks.gather([(ranks.rank + i * ranks.world, e) for i, e in enumerate(episodes)])
+    episodes = [e for _, e in sorted(played, key=lambda x: x[0])]
+    out = metrics(episodes, tasks)
+    out["eval/seconds"] = time.perf_counter() - t0
+    out["per_task"] = {e.task_id: {"progress": e.reward, "accuracy": e.accuracy} for e in episodes}
+    return out
+
+
 def variance_report(
     policy,
     tasks: list[Task],

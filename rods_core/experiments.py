@@ -120,9 +120,10 @@ _STEP_COLUMNS = {
     "time/gen_s": "gen_s",
     "time/env_s": "env_s",
     "time/reward_s": "reward_s",
-    "time/opt_s": "opt_s",
+    "time/update_s": "update_s",
+    "time/optimizer_s": "optimizer_s",
     "time/store_s": "store_s",
-    "time/detect_s": "detect_s",
+    "time/curriculum_s": "curriculum_s",
 }
 
 

@@ -1,7 +1,7 @@
 """The baseline task sources and the method -> source mapping (methods are configs over the same code).
 
 `static` and `env_augment` draw the fixed seeds in shuffled epochs without replacement. `dapo_filter`
-is the same source skipping tasks whose last group had zero reward variance. Departure from DAPO: DAPO
+is the same source skipping tasks whose last group was not informative (boundary.is_informative). Departure from DAPO: DAPO
 generates, drops zero-variance groups and generates more until the batch is full; a source can only
 predict from a task's previous group, so a flat task loses its next turn (one skip, then it is drawn
 and measured again) instead of costing a wasted generation. `uniform_synth` and `rods` are the replay
@@ -14,7 +14,7 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from rods_core.boundary import BoundaryConfig, BoundaryDetector, group_stats
+from rods_core.boundary import BoundaryConfig, BoundaryDetector, group_stats, is_informative
 from rods_core.buffer import BufferConfig, BufferEvent, Decision, ReplayBuffer, TaskSource
 from rods_core.sampling import rng_state, set_rng_state
 from rods_core.tasks import Task
@@ -72,8 +72,9 @@ class StaticSource:
         if self.detector is not None:
             self.detector.update(step, matrix)
         if self.skip_flat:
+            cfg = self.detector.config if self.detector is not None else BoundaryConfig()
             for tid, rewards in matrix.items():
-                if group_stats(rewards)[1] == 0.0:
+                if not is_informative(group_stats(rewards)[1], cfg):
                     self._flat[tid] = None
                 else:
                     self._flat.pop(tid, None)
@@ -98,6 +99,9 @@ class StaticSource:
 
     def boundary_tasks(self, k: int) -> list[str]:
         return []  # no synthesis
+
+    def room(self) -> int:
+        return 0  # admits no variants
 
     def state_dict(self) -> dict[str, Any]:
         return {

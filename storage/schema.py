@@ -47,13 +47,19 @@ STEP_METRICS: dict[str, str] = {
     "synth/queued": "boundary tasks waiting for synthesis",
     "synth/accepted": "variants accepted during the step",
     "synth/rejected": "variants rejected during the step",
-    "time/gen_s": "seconds spent generating rollouts",
+    "synth/refused": "boundary parents the synthesis queue refused (full) at the step",
+    "time/rollout_s": "seconds in the rollout function: draw, generation, tool calls, turn checks, chat rendering",
+    "time/gen_s": "seconds the generation backend spent producing the step's assistant messages",
     "time/env_s": "seconds spent executing tool calls in environments",
-    "time/reward_s": "seconds spent computing rewards",
-    "time/detect_s": "seconds spent in boundary detection (reads the reward matrix; no inference)",
-    "time/opt_s": "seconds spent in the optimizer step",
-    "time/store_s": "seconds spent writing the event log",
-    "time/step_s": "seconds the whole step took",
+    "time/reward_s": "seconds spent checking turns (the progress reward)",
+    "time/render_s": "seconds of the rollout outside the three above: chat-template rendering, tokenizing, parsing",
+    "time/gather_s": "seconds gathering the reward matrix from every process (0 with one process)",
+    "time/update_s": "seconds from the end of the rollouts to the optimizer step: TRL's batching, advantages, "
+    "forward, backward and gradient clipping (with several processes: the gradient all-reduce too)",
+    "time/optimizer_s": "seconds in the optimizer step (AdamW)",
+    "time/curriculum_s": "seconds in the RODS hooks: detector, buffer, synthesis hand-off, decisions, digest",
+    "time/store_s": "seconds writing the step's events (the step row itself is written after this is measured)",
+    "time/step_s": "seconds from the step's start to the end of its event writes (evaluation excluded)",
 }
 
 
@@ -121,6 +127,11 @@ _KINDS = [
         {"split": "str", "accuracy": "float", "progress": "float", "per_category": "json", "trajectories": "int"},
     ),
     EventKind("checkpoint", "a checkpoint was saved", {"path": "str"}),
+    EventKind(
+        "state_digest",
+        "per process per step: a hash of the buffer + detector state (every rank must agree)",
+        {"rank": "int", "digest": "str"},
+    ),
     EventKind(
         "decision_applied",
         "a curation decision reached the trainer",

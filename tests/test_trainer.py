@@ -42,7 +42,7 @@ def test_two_grpo_steps_change_weights_and_hand_over_contiguous_groups(tmp_path,
         out_dir=str(tmp_path / "ck"),
         draw=draw,
         task_of=tasks.__getitem__,
-        on_rewards=lambda step, groups, extras: seen.append((step, groups, extras)),
+        on_rollout=seen.append,
         episode_cfg=EpisodeConfig(
             prompt=prompt,
             max_steps_per_turn=1,
@@ -52,12 +52,12 @@ def test_two_grpo_steps_change_weights_and_hand_over_contiguous_groups(tmp_path,
         reward_funcs=[_length_reward],
     )
     trainer.train()
-    assert [s for s, _, _ in seen] == [1, 2]
-    assert len(draws) == 2  # one draw of the whole batch per generation step, at generation time
-    for (_step, groups, extras), drawn in zip(seen, draws, strict=True):
-        assert [tid for tid, _ in groups] == drawn  # slot i is bound to the i-th drawn task
-        assert all(len(r) == 3 for _, r in groups)  # G rewards per task, contiguous
-        assert len(extras["accuracy"]) == 6
+    assert len(seen) == 2 and len(draws) == 2  # one draw of the whole batch per generation step
+    for report, drawn in zip(seen, draws, strict=True):
+        assert [tid for tid, _ in report.groups] == drawn  # slot i is bound to the i-th drawn task
+        assert all(len(r) == 3 for _, r in report.groups)  # G rewards per task, contiguous
+        assert len(report.accuracy) == 6 and report.model_tokens > 0
+        assert report.timings["time/gen_s"] > 0 and report.timings["time/rollout_s"] >= report.timings["time/gen_s"]
     changed = [k for k, v in trainer.model.state_dict().items() if not torch.equal(v, before[k])]
     assert changed and all(torch.isfinite(v).all() for v in trainer.model.state_dict().values())
 

@@ -78,9 +78,12 @@ def demo_cmd(
     Example: rods model demo
     """
     from rods_core.config import ConfigError, load_config
-    from rods_core.loop import ensure_model
+    from rods_core.policy.build import ModelFolderError, ensure_model
+    from rods_core.threads import apply_thread_policy
 
     try:
-        typer.echo(f"model ready: {ensure_model(load_config(config), log=typer.echo)}")
-    except (ConfigError, FileNotFoundError) as e:
+        cfg = load_config(config)
+        apply_thread_policy(cfg.compute.threads)
+        typer.echo(f"model ready: {ensure_model(cfg, log=typer.echo)}")
+    except (ConfigError, ModelFolderError) as e:
         fail(str(e))

@@ -99,9 +99,9 @@ def sft(
     extra = []
     if variants:
         from rods_core.config import RunConfig
-        from rods_core.loop import fresh_variants
+        from rods_core.tasksets import fresh_variants
 
-        extra = fresh_variants(tasks, variants, RunConfig(), seed=1)  # the seed `rods train` builds the demo with
+        extra = fresh_variants(tasks, variants, RunConfig(), "warm-start")  # the variants `rods train` builds with
     # TRL prints its log lines on stdout; with --json they go to stderr so stdout stays one JSON document.
     with contextlib.redirect_stdout(sys.stderr) if json_out else contextlib.nullcontext():
         report = run_sft(model, out, tasks + extra, settings)

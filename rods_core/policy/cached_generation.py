@@ -1,20 +1,37 @@
-"""Batched generation that keeps every episode's KV cache across the messages of a conversation.
+"""Batched multi-turn generation with a preallocated KV cache per episode and a lean decode step.
 
-`HFGenerator` re-reads each episode's whole context for every assistant message, so a 10-message
-episode of 700 tokens costs ~7,000 prefill tokens; on 2 CPU cores that dominates rollouts. Here the
-batch keeps one KV cache: each call feeds only the tokens appended since the last call (the environment's
-and the user's, left-padded to a common width) and then decodes token by token. Rows that are idle
-(finished episodes) or done generating are fed padding with attention mask 0, so the cache holds masked
-holes; positions come from each row's count of real tokens, so the model sees exactly the sequence it
-would see without the holes. Rows are matched to contexts by prefix and rows no longer asked for
-(finished episodes) are dropped; any context that does not extend a cached row starts a fresh batch. Call `reset()` after the weights change.
+Why not `model.generate`: it re-reads each episode's whole context for every assistant message (a
+10-message episode of 700 tokens costs ~7,000 prefill tokens), and on a 3.9M-parameter model on CPU
+each decode step's time is per-operation overhead (mask building, cache concatenation, generation
+bookkeeping), not arithmetic (profiled in bench/generation_bench.py --profile). Here:
+- every episode keeps one row of a preallocated cache (layers x [rows, kv heads, capacity, head dim]);
+  a row's real tokens sit contiguously at positions 0..len-1, so attention needs only `key <= query
+  position` (no holes, no per-step mask concatenation) and writes go in place (no `torch.cat`);
+- each call feeds only the tokens appended since the row's last call (environment and user messages,
+  right-padded: a pad's key lands past the row's length and is overwritten before anyone reads it);
+- the decode step runs the model's own submodules (norms, projections, MLP, rotary embedding and
+  `apply_rotary_pos_emb` from its modeling file), so the numbers are the model's; only the cache and the
+  attention call (grouped-query heads attend without copying K/V) are this module's;
+- tokens, logprobs and stop flags stay in tensors until the message is done (no per-token Python loop
+  over rows).
+Supported: decoder-only models of the Llama/Qwen2/Qwen3 layout (`model.model.layers[i].self_attn.{q,k,v,o}_proj`,
+optional `q_norm`/`k_norm`, `mlp`, rotary embedding), no sliding window. `supports(model)` says whether a
+model fits; the trainer and evaluation fall back to HFGenerator (plain `generate`) when it does not.
+Call `reset()` after the weights change.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 
 from rods_core.policy.generation import Completion, GenerationStats, SamplingConfig
+
+_CAPACITY_QUANTUM = 256  # cache capacity grows in multiples of this many positions
+# Prefill runs in row groups of about this many tokens: the elementwise ops (norms, SiLU, rotary) are
+# memory-bound, and on 2 CPU cores a 48 x 700-token block (100 MB activations) ran ~2x slower per token
+# than blocks that stay in cache.
+_PREFILL_TOKENS = 2048
 
 
 def _sample(logits, sampling: SamplingConfig, torch):
@@ -29,15 +46,62 @@ def _sample(logits, sampling: SamplingConfig, torch):
         sorted_p, idx = probs.sort(dim=-1, descending=True)
         keep = sorted_p.cumsum(-1) - sorted_p < sampling.top_p  # always keeps the most likely token
         probs = torch.zeros_like(probs).scatter(-1, idx, sorted_p * keep)
-    tok = torch.multinomial(probs / probs.sum(-1, keepdim=True), 1).squeeze(-1)
+    # argmax(p / E) with E ~ Exp(1) draws from p (the exponential race): one pass, no CDF search;
+    # torch.multinomial cost 1-4 ms a step on CPU, more than a 4-layer decode step
+    tok = (probs / torch.empty_like(probs).exponential_()).argmax(dim=-1)
     return tok, logp.gather(-1, tok[:, None]).squeeze(-1)
 
 
+_MODEL_TYPES = ("llama", "qwen2", "qwen3")  # layouts whose forward the decode step reproduces exactly
+
+
+def _decoder_parts(model):
+    """(embed, layers, final norm, lm_head, rotary) of a Llama/Qwen-layout causal LM, or None."""
+    if getattr(model.config, "model_type", None) not in _MODEL_TYPES:
+        return None
+    inner = getattr(model, "model", None)
+    layers = getattr(inner, "layers", None)
+    needed = ("embed_tokens", "norm", "rotary_emb")
+    if layers is None or not all(hasattr(inner, n) for n in needed) or not hasattr(model, "lm_head"):
+        return None
+    cfg = model.config
+    if getattr(cfg, "use_sliding_window", False) or any(
+        t != "full_attention" for t in (getattr(cfg, "layer_types", None) or [])
+    ):
+        return None
+    for layer in layers:
+        attn = getattr(layer, "self_attn", None)
+        if attn is None or not all(hasattr(attn, p) for p in ("q_proj", "k_proj", "v_proj", "o_proj", "head_dim")):
+            return None
+        if not all(hasattr(layer, n) for n in ("input_layernorm", "post_attention_layernorm", "mlp")):
+            return None
+    return inner.embed_tokens, layers, inner.norm, model.lm_head, inner.rotary_emb
+
+
+def supports(model) -> bool:
+    """Whether the lean decode step knows this model's layout."""
+    return _decoder_parts(model) is not None
+
+
 class CachedHFGenerator:
-    """Generator (see generation.py) over a causal LM with a persistent batched KV cache."""
+    """Generator (see generation.py) over a Llama/Qwen-layout causal LM with a persistent batched KV cache."""
 
     def __init__(self, model, tokenizer):
+        parts = _decoder_parts(model)
+        if parts is None:
+            raise ValueError(
+                f"{type(model).__name__}: not a Llama/Qwen-layout decoder without sliding window; "
+                "use HFGenerator (plain generate) for this model"
+            )
         self.model, self.tokenizer = model, tokenizer
+        self.embed, self.layers, self.norm, self.lm_head, self.rotary = parts
+        attn = self.layers[0].self_attn
+        self.head_dim = attn.head_dim
+        self.n_kv = model.config.num_key_value_heads
+        self.n_heads = model.config.num_attention_heads
+        self.scaling = attn.scaling
+        # the modeling file's own rotary application (numerics identical to the model's forward)
+        self.apply_rope = sys.modules[type(attn).__module__].apply_rotary_pos_emb
         self.stop_id = tokenizer.eos_token_id
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.stop_id
         self.stats = GenerationStats()
@@ -45,93 +109,178 @@ class CachedHFGenerator:
 
     def reset(self) -> None:
         self.rows: list[list[int]] = []  # per row: the real tokens whose keys/values are in the cache
-        self.cache = None
-        self.mask = None  # (rows, cache length) attention mask, 0 at holes
+        self.k: list = []  # per layer: (rows, kv heads, capacity, head dim)
+        self.v: list = []
+        self.lens = None  # (rows,) real tokens per row
 
+    # ----- bookkeeping (once per call, not per token) ----------------------------------------------
     def _match(self, contexts: list[list[int]]) -> list[int] | None:
-        """Row index for each context (its cached tokens are a prefix of it), or None."""
-        free = list(range(len(self.rows)))
+        """Row index for each context (its cached tokens are a proper prefix of it), or None."""
+        free = set(range(len(self.rows)))
         out = []
-        for ctx in contexts:
+        for i, ctx in enumerate(contexts):
+            order = ([i] if i in free else []) + sorted(free - {i})  # the same row as last time, usually
             hit = next(
-                (r for r in free if len(self.rows[r]) < len(ctx) and ctx[: len(self.rows[r])] == self.rows[r]), None
+                (r for r in order if len(self.rows[r]) < len(ctx) and ctx[: len(self.rows[r])] == self.rows[r]), None
             )
             if hit is None:
                 return None
-            free.remove(hit)
+            free.discard(hit)
             out.append(hit)
         return out
 
+    def _start(self, n_rows: int, torch) -> None:
+        self.rows = [[] for _ in range(n_rows)]
+        self.lens = torch.zeros(n_rows, dtype=torch.long, device=self.model.device)
+        self.k, self.v = [], []
+
+    def _select(self, rows: list[int], torch) -> None:
+        """Keep only `rows`, in that order (finished episodes cost nothing from now on)."""
+        if rows == list(range(len(self.rows))):
+            return
+        idx = torch.tensor(rows, device=self.model.device)
+        self.k = [k.index_select(0, idx) for k in self.k]
+        self.v = [v.index_select(0, idx) for v in self.v]
+        self.lens = self.lens.index_select(0, idx)
+        self.rows = [self.rows[r] for r in rows]
+
+    def _reserve(self, need: int, torch) -> None:
+        """Make every layer's cache hold at least `need` positions."""
+        cap = self.k[0].shape[2] if self.k else 0
+        if need <= cap:
+            return
+        new_cap = -(-max(need, int(cap * 1.5)) // _CAPACITY_QUANTUM) * _CAPACITY_QUANTUM
+        p = next(self.model.parameters())
+        shape = (len(self.rows), self.n_kv, new_cap, self.head_dim)
+        for store in (self.k, self.v):
+            for i in range(len(self.layers)):
+                fresh = torch.zeros(shape, dtype=p.dtype, device=p.device)
+                if i < len(store):
+                    fresh[:, :, :cap] = store[i]
+                    store[i] = fresh
+                else:
+                    store.append(fresh)
+
+    # ----- the model, one forward over a (rows, width) block ------------------------------------------
+    def _forward(self, ids, pos, visible: int, torch, first: int = 0):
+        """Hidden states after the final norm for token block `ids` at positions `pos` (both (b, width)),
+        the cache rows first..first+b-1.
+
+        Keys/values are written at `pos`; a query at position p attends to keys 0..p of its row.
+        `visible` bounds the key range read (max position + 1)."""
+        b, w = ids.shape
+        span = slice(first, first + b)
+        g = self.n_heads // self.n_kv
+        x = self.embed(ids)
+        cos, sin = self.rotary(x, pos)
+        keys = torch.arange(visible, device=ids.device)
+        # (rows, 1, g*w, visible): query (head group, token) may see key j iff j <= its position
+        mask = (
+            (keys[None, None, :] <= pos[:, :, None]).unsqueeze(1).expand(b, g, w, visible).reshape(b, 1, g * w, visible)
+        )
+        rows = torch.arange(b, device=ids.device)[:, None]
+        for i, layer in enumerate(self.layers):
+            attn = layer.self_attn
+            h = layer.input_layernorm(x)
+            q = attn.q_proj(h).view(b, w, -1, self.head_dim)
+            k = attn.k_proj(h).view(b, w, -1, self.head_dim)
+            if hasattr(attn, "q_norm"):
+                q, k = attn.q_norm(q), attn.k_norm(k)
+            v = attn.v_proj(h).view(b, w, -1, self.head_dim)
+            q, k = self.apply_rope(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
+            # in-place cache write at each token's position: cache[row, :, pos] = k[row, :, token]
+            cache_k, cache_v = self.k[i][span], self.v[i][span]  # views: writes land in the cache
+            cache_k[rows, :, pos] = k.transpose(1, 2)
+            cache_v[rows, :, pos] = v
+            # grouped-query attention without repeating K/V: head h = kv * g + j attends with kv head kv
+            qg = q.reshape(b, self.n_kv, g * w, self.head_dim)
+            out = torch.nn.functional.scaled_dot_product_attention(
+                qg, cache_k[:, :, :visible], cache_v[:, :, :visible], attn_mask=mask, scale=self.scaling
+            )
+            out = out.view(b, self.n_kv, g, w, self.head_dim).permute(0, 3, 1, 2, 4).reshape(b, w, -1)
+            x = x + attn.o_proj(out)
+            x = x + layer.mlp(layer.post_attention_layernorm(x))
+        return self.norm(x)
+
+    # ----- the Generator interface ----------------------------------------------------------------
     def generate(self, contexts: list[list[int]], sampling: SamplingConfig) -> list[Completion]:
         import torch
 
         t0 = time.perf_counter()
-        rows = self._match(contexts) if self.cache is not None else None
+        rows = self._match(contexts) if self.rows else None
         if rows is None:
-            self.reset()
-            self.rows = [[] for _ in contexts]
-            rows = list(range(len(contexts)))
-        elif len(rows) < len(self.rows):
-            rows = self._keep(rows, torch)
+            self._start(len(contexts), torch)
+        else:
+            self._select(rows, torch)
         was_training = self.model.training
         self.model.eval()
-        with torch.no_grad():
-            out = self._generate(contexts, rows, sampling, torch)
-        if was_training:
-            self.model.train()
+        try:
+            with torch.no_grad():
+                out = self._generate(contexts, sampling, torch)
+        finally:
+            self.model.train(was_training)
         self.stats.tokens += sum(len(c.ids) for c in out)
         self.stats.seconds += time.perf_counter() - t0
         self.stats.calls += 1
         self.stats.sequences += len(out)
         return out
 
-    def _keep(self, rows: list[int], torch) -> list[int]:
-        """Drop the rows of finished episodes from the cache, so they cost nothing from now on."""
-        keep = sorted(rows)
-        self.cache.batch_select_indices(torch.tensor(keep))
-        self.mask = self.mask[keep]
-        self.rows = [self.rows[r] for r in keep]
-        return [keep.index(r) for r in rows]
-
-    def _forward(self, ids, new_mask, torch):
-        """Feed (rows, width) tokens; new_mask marks real ones. Returns last-position logits."""
-        n_real = torch.tensor([len(r) for r in self.rows])
-        pos = (n_real[:, None] + new_mask.cumsum(-1) - 1).clamp(min=0)
-        self.mask = new_mask if self.mask is None else torch.cat([self.mask, new_mask], dim=1)
-        res = self.model(input_ids=ids, attention_mask=self.mask, position_ids=pos, cache=self.cache, use_cache=True)
-        self.cache = res.cache
-        return res.logits[:, -1, :]
-
-    def _generate(self, contexts, rows, sampling: SamplingConfig, torch) -> list[Completion]:
-        n = len(self.rows)
-        chunks: list[list[int]] = [[] for _ in range(n)]
-        for ctx, r in zip(contexts, rows, strict=True):
-            chunks[r] = ctx[len(self.rows[r]) :]
+    def _generate(self, contexts, sampling: SamplingConfig, torch) -> list[Completion]:
+        dev = self.model.device
+        n = len(contexts)
+        chunks = [ctx[len(row) :] for ctx, row in zip(contexts, self.rows, strict=True)]
         width = max(len(c) for c in chunks)
-        ids = torch.tensor([[self.pad_id] * (width - len(c)) + c for c in chunks])
-        new_mask = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in chunks])
-        logits = self._forward(ids, new_mask, torch)
-        for r in range(n):
-            self.rows[r].extend(chunks[r])
-        live = torch.zeros(n, dtype=torch.bool)
-        live[rows] = True
-        gen: list[list[int]] = [[] for _ in range(n)]
-        lps: list[list[float]] = [[] for _ in range(n)]
+        lens = self.lens
+        self._reserve(int(lens.max()) + width + sampling.max_new_tokens + 1, torch)
+        n_new = torch.tensor([len(c) for c in chunks], device=dev)
+        last = []
+        group = max(1, _PREFILL_TOKENS // width)
+        for first in range(0, n, group):
+            part = chunks[first : first + group]
+            w = max(len(c) for c in part)
+            ids = torch.tensor([c + [self.pad_id] * (w - len(c)) for c in part], device=dev)
+            part_lens = lens[first : first + len(part)]
+            pos = part_lens[:, None] + torch.arange(w, device=dev)[None, :]
+            hidden = self._forward(ids, pos, int(part_lens.max()) + w, torch, first)
+            ends = n_new[first : first + len(part)] - 1
+            last.append(hidden[torch.arange(len(part), device=dev), ends])  # each row's last real token
+        logits = self.lm_head(torch.cat(last))
+        lens = lens + n_new
+        for row, chunk in zip(self.rows, chunks, strict=True):
+            row.extend(chunk)
+
+        gen = torch.full((n, sampling.max_new_tokens), self.pad_id, dtype=torch.long, device=dev)
+        lps = torch.zeros((n, sampling.max_new_tokens), dtype=torch.float32, device=dev)
+        live = torch.ones(n, dtype=torch.bool, device=dev)
+        n_gen = torch.zeros(n, dtype=torch.long, device=dev)
         for step in range(sampling.max_new_tokens):
             tok, lp = _sample(logits, sampling, torch)
-            for r in live.nonzero().flatten().tolist():
-                gen[r].append(int(tok[r]))
-                lps[r].append(float(lp[r]))
-                if tok[r] == self.stop_id:
-                    live[r] = False
-            if not live.any() or step == sampling.max_new_tokens - 1:
+            gen[:, step] = torch.where(live, tok, gen[:, step])
+            lps[:, step] = torch.where(live, lp, lps[:, step])
+            n_gen += live
+            live = live & (tok != self.stop_id)
+            if step == sampling.max_new_tokens - 1 or not bool(live.any()):
                 break
-            feed = torch.where(live, tok, torch.full_like(tok, self.pad_id))
-            logits = self._forward(feed[:, None], live.long()[:, None], torch)
-            for r in live.nonzero().flatten().tolist():
-                self.rows[r].append(int(tok[r]))
+            # every row runs (finished ones too: their key lands at their length, past their real tokens,
+            # and is overwritten by their next real token); only live rows advance
+            fed = torch.where(live, tok, torch.full_like(tok, self.pad_id))
+            hidden = self._forward(fed[:, None], lens[:, None], int(lens.max()) + 1, torch)
+            logits = self.lm_head(hidden[:, -1])
+            lens = lens + live
+
+        self.lens = lens
         out = []
-        for r in rows:
-            finished = bool(gen[r]) and gen[r][-1] == self.stop_id
-            out.append(Completion(gen[r], lps[r], finished))
+        for r, (ids_row, lp_row, k) in enumerate(zip(gen.tolist(), lps.tolist(), n_gen.tolist(), strict=True)):
+            msg = ids_row[:k]
+            finished = bool(msg) and msg[-1] == self.stop_id
+            # the cache holds every generated token but a final one that was never fed back
+            self.rows[r].extend(msg[:-1] if len(msg) else msg)
+            out.append(Completion(msg, lp_row[:k], finished))
+        self._check_lengths()
         return out
+
+    def _check_lengths(self) -> None:
+        got = self.lens.tolist()
+        want = [len(r) for r in self.rows]
+        if got != want:  # an internal invariant: a mismatch would silently corrupt every later message
+            raise RuntimeError(f"KV cache bookkeeping broke: lengths {got[:4]} vs rows {want[:4]}")

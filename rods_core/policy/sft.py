@@ -49,26 +49,45 @@ def tokenize_demonstrations(tasks: list[Task], tokenizer, prompt: PromptConfig) 
     return rows
 
 
-def _callbacks(settings: SFTSettings, show_progress: bool):
+def _callbacks(settings: SFTSettings, progress):
     from transformers import TrainerCallback
 
     class LossTarget(TrainerCallback):
-        """Stops training when an epoch's mean loss reaches the target; records the loss curve."""
+        """Stops training when an epoch's mean loss reaches the target; records the loss curve and reports
+        each epoch to `progress("sft", epoch=, epochs=, loss=, eta_s=)`."""
 
         def __init__(self):
             self.curve: list[tuple[float, float]] = []
+            self.t0 = time.perf_counter()
 
         def on_log(self, args, state, control, logs=None, **kw):
             if logs and "loss" in logs:
-                self.curve.append((round(state.epoch or 0, 2), float(logs["loss"])))
+                epoch = float(state.epoch or 0)
+                self.curve.append((round(epoch, 2), float(logs["loss"])))
                 if logs["loss"] <= settings.loss_target:
                     control.should_training_stop = True
+                if progress is not None and epoch > 0:
+                    per_epoch = (time.perf_counter() - self.t0) / epoch
+                    left = max(settings.max_epochs - epoch, 0.0)
+                    progress(
+                        "sft",
+                        epoch=round(epoch),
+                        epochs=settings.max_epochs,
+                        loss=float(logs["loss"]),
+                        eta_s=per_epoch * left,
+                    )
 
     return LossTarget()
 
 
 def run_sft(
-    model_dir: str | Path, out_dir: str | Path, tasks: list[Task], settings: SFTSettings, *, show_progress: bool = True
+    model_dir: str | Path,
+    out_dir: str | Path,
+    tasks: list[Task],
+    settings: SFTSettings,
+    *,
+    show_progress: bool = True,
+    progress=None,
 ) -> dict[str, Any]:
     """Warm-start the model in `model_dir` on `tasks`, save it with its card to `out_dir`; returns figures."""
     from datasets import Dataset
@@ -100,7 +119,7 @@ def run_sft(
         disable_tqdm=not show_progress,
         dataloader_num_workers=0,
     )
-    stopper = _callbacks(settings, show_progress)
+    stopper = _callbacks(settings, progress)
     trainer = SFTTrainer(
         model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer, callbacks=[stopper]
     )

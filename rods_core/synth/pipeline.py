@@ -238,12 +238,13 @@ class SynthWorker:
         self.submitted = 0
         self.refused = 0
 
-    def submit(self, parent: Task, n: int | None = None) -> bool:
+    def submit(self, parent: Task, n: int | None = None, seed: int | None = None) -> bool:
         """Queue a parent; False (and nothing queued) when `queue_size` jobs are already waiting."""
         if sum(not f.done() for f in self._pending) >= self.cfg.queue_size:
             self.refused += 1
             return False
-        fut = self._executor.submit(self._job, parent, n or self.cfg.n_per_parent, set(self.pool_keys), self.cfg)
+        cfg = self.cfg if seed is None else self.cfg.model_copy(update={"seed": seed})
+        fut = self._executor.submit(self._job, parent, n or self.cfg.n_per_parent, set(self.pool_keys), cfg)
         self._pending.append(fut)
         self.submitted += 1
         return True

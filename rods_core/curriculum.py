@@ -1,0 +1,288 @@
+"""The RODS side of a training step: boundary detector → replay buffer → synthesis → researcher decisions.
+
+`Curriculum.after_step(step, report)` runs on every rank after TRL's update, on the batch's reward matrix
+(no generation, no environment call). Synthesis runs in a worker thread on rank 0 beside training and is
+collected when ready; the variants it accepted and the researcher's decisions are read on rank 0 and
+shared, so every rank's buffer makes the same moves. It returns the step's events and metrics; the run
+loop writes them (rank 0 only). The static baselines run the same code with a source that never changes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from rods_core.boundary import group_stats, is_informative
+from rods_core.buffer import Decision as BufferDecision
+from rods_core.config import RunConfig
+from rods_core.ranks import Ranks, digest
+from rods_core.sampling import derive_seed
+from rods_core.sources import build_source
+from rods_core.tasks import Task
+from rods_core.trainer import RolloutReport
+
+MAX_DECISION_PAYLOAD = 1_000_000  # characters of JSON; an edited task is a few KB
+
+
+@dataclass
+class StepOutcome:
+    """What the curriculum did at one step: event rows by kind, step metrics, and the state digest."""
+
+    events: dict[str, list[dict]] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+    digest: str = ""
+
+
+class Curriculum:
+    """Task source (static seeds or the replay buffer) + detector + synthesis worker + decisions, per rank."""
+
+    def __init__(self, cfg: RunConfig, seeds: list[Task], ranks: Ranks, control=None, run_id: str = ""):
+        """`control` is the ControlDB on rank 0 (decisions come from there), None elsewhere."""
+        self.cfg, self.ranks, self.control, self.run_id = cfg, ranks, control, run_id
+        self.source = build_source(cfg.method, seeds, cfg.boundary, cfg.buffer)
+        self.detector = self.source.detector
+        self.seed_ids = {t.id for t in seeds}
+        self.trajectories = 0
+        self.worker = None
+        if cfg.synthesizes and ranks.main:
+            from rods_core.synth.pipeline import SynthWorker
+
+            self.worker = SynthWorker(cfg.synth, pool_keys={t.content_key() for t in seeds})
+        self._asked: list[tuple[str, int]] = []  # (parent, variants) asked of the worker, not yet back
+
+    # ----- what the trainer calls ------------------------------------------------------------------
+    def draw(self, n: int) -> list[str]:
+        return self.source.sample(n)
+
+    def task(self, task_id: str) -> Task:
+        return self.source.task(task_id)
+
+    # ----- one step ----------------------------------------------------------------------------
+    def after_step(self, step: int, report: RolloutReport) -> StepOutcome:
+        matrix: dict[str, list[float]] = {}
+        for tid, rewards in report.groups:  # a task drawn twice (tiny pools) is one group of its rewards
+            matrix.setdefault(tid, []).extend(rewards)
+        out = StepOutcome()
+        moves = self.source.observe(step, matrix)  # detector, then the buffer's probes and retirements
+        changes = self.detector.changes(step)
+        variants, out.events["variant"], out.events["boundary_sample"], synth_metrics = self._synthesis(step)
+        moves += self.source.offer(variants, step) if variants else []
+        out.events["decision_applied"] = self._decisions(step)
+        self.trajectories += sum(len(r) for r in matrix.values())
+        out.events["task_stats"] = [self._task_row(step, tid, len(r)) for tid, r in matrix.items()]
+        out.events["rollouts"] = _rollout_rows(step, report)
+        out.events["region_change"] = [
+            {"step": step, "task_id": c.task_id, "old": c.old or "new", "new": c.new} for c in changes
+        ]
+        out.events["buffer"] = [_move_row(m) for m in moves]
+        out.metrics = {**self._metrics(report, matrix), **synth_metrics}
+        out.digest = digest(self.state_dict())
+        return out
+
+    def _task_row(self, step: int, tid: str, n: int) -> dict:
+        st = self.detector.stats(tid)
+        return {
+            "step": step,
+            "task_id": tid,
+            "n": n,
+            "mean": st.last_mean,
+            "var": st.last_var,
+            "smoothed_mean": st.mean,
+            "smoothed_var": st.var,
+            "region": st.region,
+        }
+
+    def _metrics(self, report: RolloutReport, matrix: dict[str, list[float]]) -> dict[str, float]:
+        rewards = [r for _, rs in report.groups for r in rs]
+        variances = [group_stats(rs)[1] for _, rs in report.groups]
+        regions = [self.detector.region(t) for t in matrix]
+        bcfg = self.detector.config
+        return {
+            "reward/mean": sum(rewards) / max(len(rewards), 1),
+            "reward/std": math.sqrt(group_stats(rewards)[1]) if rewards else 0.0,
+            "reward/accuracy": sum(report.accuracy) / max(len(report.accuracy), 1),
+            "train/trajectories": float(len(rewards)),
+            "train/tokens": float(report.model_tokens),
+            "boundary/informative_share": sum(is_informative(v, bcfg) for v in variances) / max(len(variances), 1),
+            **{f"boundary/{r}": float(regions.count(r)) for r in ("mastered", "boundary", "hard")},
+            **{f"buffer/{p}": float(n) for p, n in self.pool_sizes().items()},
+        }
+
+    def pool_sizes(self) -> dict[str, int]:
+        pools = self.source.pools()
+        return {
+            "seeds": sum(t in self.seed_ids for ids in pools.values() for t in ids),
+            "staged": len(pools.get("staged", [])),
+            "active": len(pools.get("active", [])),
+            "retired": len(pools.get("retired", [])),
+        }
+
+    # ----- synthesis beside training ----------------------------------------------------------------
+    def _synthesis(self, step: int) -> tuple[list[Task], list[dict], list[dict], dict[str, float]]:
+        """Hand boundary parents to the worker while the budget has room; take back what is ready."""
+        if not self.cfg.synthesizes:
+            return [], [], [], {}
+        n = self.cfg.synth.n_per_parent
+        # admission control: ask only for what the buffer could still admit, counting what is in flight
+        room = self.source.room() - sum(k for _, k in self._asked)
+        k = min(self.cfg.synthesis.parents_per_step, max(0, math.ceil(room / n)))
+        parents = self.source.boundary_tasks(k)  # every rank: keeps the buffer's RNGs in step
+        accepted, rows, refused = [], [], 0
+        if self.worker is not None:
+            # a fresh seed per step: the same boundary parent asked again yields new variants
+            seed = derive_seed(self.cfg.synth.seed, "synth", step)
+            for tid in parents:
+                if self.worker.submit(self.source.task(tid), n, seed=seed):
+                    self._asked.append((tid, n))
+                else:
+                    refused += 1
+            for result in self.worker.drain():
+                self._forget_asked(result.parent_id)
+                mine = [
+                    v.model_copy(update={"provenance": v.provenance.model_copy(update={"created_step": step})})
+                    for v in result.accepted
+                ]
+                accepted += mine
+                rows += [{"step": step, **row} for row in variant_rows_of(result, mine)]
+        accepted = [Task.model_validate(r) for r in self.ranks.share([v.to_record() for v in accepted])]
+        samples = []
+        for tid in parents:
+            st = self.detector.stats(tid)
+            samples.append(
+                {"step": step, "task_id": tid, "mean": st.mean if st else None, "var": st.var if st else None}
+            )
+        metrics = {
+            "synth/accepted": float(len(accepted)),
+            "synth/rejected": float(sum(not r["accepted"] for r in rows)),
+            "synth/queued": float(self.worker.in_flight if self.worker else 0),
+            "synth/refused": float(refused),
+        }
+        return accepted, rows, samples, metrics
+
+    def _forget_asked(self, parent_id: str) -> None:
+        for i, (tid, _) in enumerate(self._asked):
+            if tid == parent_id:
+                del self._asked[i]
+                return
+
+    # ----- researcher decisions, applied at step boundaries exactly once ---------------------------
+    def _decisions(self, step: int) -> list[dict]:
+        from storage.decisions import deliver_decisions
+
+        if self.control is None and self.ranks.world == 1:
+            return []
+        outcomes = deliver_decisions(self.control, self.run_id, step, self._apply, share=self.ranks.share)
+        return [
+            {"step": step, "decision_id": o.decision_id, "outcome": o.outcome, "reason": o.reason} for o in outcomes
+        ]
+
+    def _apply(self, d) -> tuple[bool, str]:
+        """Verify and apply one decision (`storage.decisions.Claimed`); raising refuses it with the reason."""
+        from rods_core.seeds import leak_guard
+
+        if d.payload and len(d.payload) > MAX_DECISION_PAYLOAD:
+            return False, f"payload of {len(d.payload)} characters is over the {MAX_DECISION_PAYLOAD} limit"
+        payload = d.payload_dict()
+        task = None
+        if d.action == "edit":
+            from rods_core.synth.verify import verify_task
+
+            task = Task.model_validate(payload.get("task"))
+            original = self.source.task(d.task_id)
+            parent_id = original.provenance.parent_id
+            parent = self.source.task(parent_id) if parent_id and parent_id in self.all_ids() else original
+            ok, reason = verify_task(task, parent, self.known_keys() - {original.content_key()})
+            if not ok:
+                return False, f"edit failed verification: {reason}"
+        elif d.action == "reseed" and d.task_id in self.all_ids():
+            leak = leak_guard().reason(self.source.task(d.task_id))
+            if leak:
+                return False, f"refused: {leak}"
+        decision = BufferDecision(action=d.action, task_id=d.task_id, task=task, mode=payload.get("mode"))
+        return self.source.apply_decision(decision)
+
+    def all_ids(self) -> set[str]:
+        return {t for ids in self.source.pools().values() for t in ids}
+
+    def known_keys(self) -> set[str]:
+        return {self.source.task(t).content_key() for t in self.all_ids()}
+
+    # ----- checkpoint ----------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {"source": self.source.state_dict(), "trajectories": self.trajectories}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.source.load_state_dict(state["source"])
+        self.trajectories = int(state["trajectories"])
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.close(wait=False)
+
+
+def _rollout_rows(step: int, report: RolloutReport) -> list[dict]:
+    rows, k = [], 0
+    for tid, rewards in report.groups:
+        for i, r in enumerate(rewards):
+            rows.append(
+                {
+                    "step": step,
+                    "task_id": tid,
+                    "sample": i,
+                    "reward": r,
+                    "accuracy": float(report.accuracy[k]),
+                    "n_calls": int(report.n_calls[k]),
+                }
+            )
+            k += 1
+    return rows
+
+
+def _move_row(m) -> dict:
+    return {
+        "step": m.step,
+        "task_id": m.task_id,
+        "from_pool": m.from_pool,
+        "to_pool": m.to_pool,
+        "reason": m.reason + (f": {m.detail}" if m.detail else ""),
+    }
+
+
+def variant_rows_of(result, accepted: list[Task]) -> list[dict]:
+    """One `variant` event per candidate: the stage outcomes of each attempt, in order."""
+    rows, ok = [], iter(accepted)
+    for attempt in _attempts_compat(result):
+        variant = next(ok) if attempt.variant is not None else None
+        rows.append(
+            {
+                "variant_id": variant.id if variant else f"{result.parent_id}_rejected{len(rows)}",
+                "parent_id": result.parent_id,
+                "accepted": variant is not None,
+                "stages": [o.to_dict() for o in attempt.outcomes],
+                "reason": "accepted" if variant else f"{attempt.stage}: {attempt.reason}",
+                "task": variant.to_record() if variant else None,
+            }
+        )
+    return rows
+
+
+def _attempts_compat(result):  # TEMPORARY until the synth branch (structured attempts) is merged
+    from types import SimpleNamespace
+
+    if isinstance(result.attempts, list):
+        return result.attempts
+    out, cur, k = [], [], 0
+    for o in result.outcomes:
+        cur.append(o)
+        if o.accepted and o.stage != "augment":
+            continue
+        variant = None
+        if o.accepted:
+            variant = result.accepted[k] if k < len(result.accepted) else None
+            k += 1
+        out.append(
+            SimpleNamespace(outcomes=cur, variant=variant, stage=None if o.accepted else o.stage, reason=o.reason)
+        )
+        cur = []
+    return out

@@ -1,0 +1,54 @@
+"""This process's place among the training processes, and the two collectives the run loop needs.
+
+Several processes come from accelerate's own launcher (`accelerate launch`, or `rods train --processes N`,
+which hands off to it): on CPU they talk over gloo, on GPUs over NCCL — the same code. Every rank runs the
+curriculum on the same gathered reward matrix; what comes from outside a process (researcher decisions,
+synthesized variants) is read on rank 0 and shared, so every rank's buffer makes the same moves.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Ranks:
+    rank: int = 0
+    world: int = 1
+
+    @classmethod
+    def current(cls, cpu: bool = False) -> Ranks:
+        """The ranks of this launch. `cpu` must match the trainer's `use_cpu`: accelerate's process state
+        is set up once per process, and only `cpu=True` makes CPU processes join one gloo group."""
+        from accelerate import PartialState
+
+        state = PartialState(cpu=cpu)
+        return cls(state.process_index, state.num_processes)
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    def share(self, obj: Any) -> Any:
+        """Rank 0's `obj` on every rank (a picklable object)."""
+        if self.world == 1:
+            return obj
+        from accelerate.utils import broadcast_object_list
+
+        return broadcast_object_list([obj])[0]
+
+    def gather(self, items: list) -> list:
+        """Every rank's `items`, concatenated in rank order, on every rank."""
+        if self.world == 1:
+            return list(items)
+        from accelerate.utils import gather_object
+
+        return gather_object(list(items))
+
+
+def digest(state: Any) -> str:
+    """A short hash of a JSON-serialisable state (buffer + detector): equal on every rank or a bug."""
+    return hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -1,0 +1,62 @@
+"""The task sets of a run: its seeds (from the config) and its held-out evaluation tasks.
+
+Every route into training passes the leak guard here too: a seed file holding test-split tasks is
+refused before anything is created, whatever door it came through (`seeds.subset: file`, `--set
+seeds.file=…`, the app's seed subsets).
+"""
+
+from __future__ import annotations
+
+from rods_core.config import RunConfig
+from rods_core.sampling import derive_seed
+from rods_core.seeds import leak_guard, load_seeds
+from rods_core.tasks import Task, read_tasks
+
+
+class TaskSetError(ValueError):
+    """The configured task set cannot be used; the message names the field and the reason."""
+
+
+def select_seeds(cfg: RunConfig) -> list[Task]:
+    """The seeds the config names, filtered by category and limit; test-split tasks are refused."""
+    s = cfg.seeds
+    if s.subset == "demo":
+        from rods_core.policy.demo import demo_seeds
+
+        tasks = demo_seeds()
+    elif s.subset == "file":
+        tasks = read_tasks(s.file)
+        guard = leak_guard()
+        leaks = [(t.id, why) for t in tasks if (why := guard.reason(t))]
+        if leaks:
+            shown = "; ".join(f"{tid}: {why}" for tid, why in leaks[:5])
+            raise TaskSetError(f"seeds.file {s.file}: {len(leaks)} test-split task(s) cannot train ({shown})")
+    else:
+        tasks = load_seeds("train")
+    tasks = [t for t in tasks if t.category in s.categories]
+    if s.limit:
+        tasks = tasks[: s.limit]
+    if not tasks:
+        raise TaskSetError("seeds: the selection is empty; widen seeds.categories or seeds.limit")
+    return tasks
+
+
+def fresh_variants(parents: list[Task], per_parent: int, cfg: RunConfig, purpose: str) -> list[Task]:
+    """Verified variants of the parents for one purpose ("warm-start", "eval"), seeded from the run seed."""
+    from rods_core.synth.pipeline import synthesize_many
+
+    synth_cfg = cfg.synth.model_copy(update={"seed": derive_seed(cfg.seed, purpose)})
+    variants, _ = synthesize_many(parents, per_parent, cfg=synth_cfg)
+    return variants
+
+
+def eval_tasks(cfg: RunConfig, seeds: list[Task], trained_on: set[str] = frozenset()) -> list[Task]:
+    """Held-out tasks; with split=variants, fresh variants of the seeds that the warm start never saw."""
+    e = cfg.eval
+    if e.split == "variants":
+        tasks = fresh_variants(seeds, e.variants_per_seed, cfg, "eval-variants")
+        tasks = [t for t in tasks if t.id not in trained_on]  # variant ids are content hashes
+    else:
+        tasks = seeds if e.split == "train" else load_seeds("test")
+    tasks = [t for t in tasks if t.category in e.categories]
+    return tasks[: e.limit] if e.limit else tasks
