@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from polling import wait_until
 
 from storage.events import EventLog, EventLogBusy, EventSchemaError, PartFile, split_live, write_table_atomic
 from storage.reader import RunReader
@@ -189,10 +190,13 @@ def _run_worker(*args: str, **kw) -> subprocess.Popen:
 def test_sigkilled_writer_leaves_a_readable_log_and_resume_truncates(tmp_path):
     proc = _run_worker("killable", str(tmp_path), "40")
     assert proc.stdout.readline().strip() == "ready"
-    time.sleep(1.0)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=10)
     reader = RunReader(tmp_path)
+    # Killed mid-write once the writer has compacted (every 8 parts) and kept going: wait for that, not a time.
+    try:
+        wait_until(lambda: (reader.latest_step() or 0) >= 12, "the writer to log 12 steps")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
     per_step = reader.query("SELECT step, count(*) AS n FROM task_stats GROUP BY step ORDER BY step")
     assert len(per_step) >= 3 and set(per_step.n) == {40}  # every visible part is whole
     assert set(reader.query("SELECT count(*) AS n FROM rollouts GROUP BY step").n) == {4}
