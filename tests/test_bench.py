@@ -194,6 +194,20 @@ def test_overhead_interval_covers_the_point_and_narrows_with_more_steps():
     assert hi_many - lo_many < (hi - lo) / 2
 
 
+def test_buffer_bench_reports_a_share_only_of_a_measured_step(tmp_path, capsys):
+    from bench import buffer_bench
+
+    write_run(tmp_path, "r", "rods", 0, [0.5, 0.5, 0.5, 0.5], [0.1, 0.2, 0.3], [])  # steps of 1, 2, 3, 4 s
+    assert buffer_bench.measured_step_s(tmp_path / "r") == 2.5
+    plain = buffer_bench.run(steps=3)
+    assert "share_of_measured_step_pct" not in plain["detector_only_32x16"] and "not checked" in plain["goal"]
+    measured = buffer_bench.run(steps=3, step_s=2.5, measured_in="r")["detector_only_32x16"]
+    assert measured["share_of_measured_step_pct"] == pytest.approx(100 * measured["ms_mean"] / 2500, abs=1e-4)
+    with pytest.raises(SystemExit) as e:
+        buffer_bench.main(["--run", str(tmp_path / "nothing"), "--steps", "1"])
+    assert e.value.code == 2 and "nothing: no event log" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_bench_curriculum_runs_two_methods_and_writes_its_report(tmp_path, tiny_model_dir):
     from typer.testing import CliRunner
