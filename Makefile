@@ -23,6 +23,8 @@ venv: $(STAMP)
 app: $(STAMP)
 	$(BIN)/streamlit run app.py --server.address 127.0.0.1 --server.headless true
 
+# The default suite (~2-3 min on 2 quiet cores); `make test-all` adds the slow tests (a minute-long store soak,
+# `rods bench curriculum`) and the browser tests (skipped without chromium and the demo model).
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow and not browser"
 
@@ -38,6 +40,7 @@ test-browser: demo-model
 test-all: $(STAMP)
 	$(BIN)/python -m pytest -q
 
+# One ruff config (pyproject.toml) for the linter and the formatter; .ci/run runs this after `make test`.
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import streamlit as st
 
 import lab_ui
-from rods_core import charts
+from rods_core import charts, lab
 from rods_core.launch import format_eta, progress
 
 st.set_page_config(page_title="RODS Lab", page_icon="🧭", layout="wide")
@@ -20,6 +20,8 @@ STATUS_ICON = {
     "stopped": ":gray[:material/stop_circle:]",
     "lost": ":orange[:material/warning:]",
     "stale": ":orange[:material/hourglass_empty:]",
+    "building": ":violet[:material/construction:]",
+    "build failed": ":red[:material/error:]",
 }
 
 
@@ -32,18 +34,22 @@ def curves(run_dir: str):
 
 def run_card(run: SimpleNamespace) -> None:
     with st.container(border=True):
+        df = curves(run.out_dir)
+        build = lab.build_view(run.out_dir, run.status, not df.empty)  # the model build, before the first step
+        shown = build.status if build else run.status
         head, stop = st.columns([5, 1])
-        head.markdown(f"**{run.name}** · `{run.id}` · {run.method} · {STATUS_ICON.get(run.status, '')} {run.status}")
+        head.markdown(f"**{run.name}** · `{run.id}` · {run.method} · {STATUS_ICON.get(shown, '')} {shown}")
         if run.status in ("queued", "running", "stale") and stop.button("Stop", key=f"home_stop_{run.id}"):
             lab_ui.db().stop_run(run.id)
             lab_ui.refresh()
             st.rerun()
-        df = curves(run.out_dir)
-        step = int(df.step.max()) if not df.empty else int(run.step)
-        done, eta = progress(step, int(run.max_steps), df["time/step_s"].tolist())
-        st.progress(
-            done, text=f"step {step} / {run.max_steps} · {format_eta(eta) if run.status == 'running' else run.status}"
-        )
+        if build:
+            st.progress(build.fraction, text=build.text)
+        else:
+            step = int(df.step.max()) if not df.empty else int(run.step)
+            done, eta = progress(step, int(run.max_steps), df["time/step_s"].tolist())
+            status = format_eta(eta) if run.status == "running" else run.status
+            st.progress(done, text=f"step {step} / {run.max_steps} · {status}")
         if run.message and run.status in ("failed", "stopped", "lost"):
             st.caption(run.message[-300:])
         if not df.empty:

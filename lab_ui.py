@@ -75,13 +75,19 @@ def pick_run(page: str, label: str = "Run") -> SimpleNamespace | None:
 
 
 def page_setup(title: str, icon: str) -> None:
-    """The first call of every page: the app's navigation (even on a deep link) and the page's title."""
+    """The first call of every page: the app's navigation (even on a deep link) and the page's title.
+
+    A private hook, kept on purpose (Streamlit 1.67). The public one, st.Page + st.navigation in app.py,
+    is in place, but Streamlit leaves its legacy pages/ mode only once some session has run app.py ("as
+    soon as any session executes st.navigation"): on a fresh server, a first visit straight to /Launch
+    runs pages/1_Launch.py alone under the legacy navigation. No option or API changes that; the
+    documented remedy, a page folder not named pages/, conflicts with the product's fixed layout
+    (app.py + pages/). So the page leaves the legacy mode itself and reruns through app.py, which
+    resolves the same URL. tests/test_app_navigation.py fails if this stops working.
+    """
     from streamlit.runtime.pages_manager import PagesManager
 
     if PagesManager.uses_pages_directory:
-        # A fresh server treats pages/ as an old-style multipage folder until app.py has called st.navigation,
-        # so a first visit straight to /Launch would render without the app's navigation: switch and rerun
-        # (through app.py, which resolves the same URL).
         PagesManager.uses_pages_directory = False
         st.rerun()
     st.set_page_config(page_title=f"{title} · RODS Lab", page_icon=icon, layout="wide")

@@ -24,7 +24,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 Region = Literal["mastered", "boundary", "hard"]
 REGIONS: tuple[Region, ...] = ("mastered", "boundary", "hard")
 POPOVICIU_BOUND = 0.25  # max variance of a variable in [0, 1]
-EVENT_NAME = "boundary/region_change"
 _EPS = 1e-9  # float slack when checking rewards lie in [0, 1]
 
 
@@ -139,9 +138,6 @@ class RegionChange:
     mean: float
     var: float
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"event": EVENT_NAME, **asdict(self)}
-
 
 class BoundaryDetector:
     """Keeps TaskStats per task from successive reward matrices and reports region changes."""
@@ -203,30 +199,6 @@ class BoundaryDetector:
 
     def __len__(self) -> int:
         return len(self._stats)
-
-    def region_counts(self, task_ids: Sequence[str] | None = None) -> dict[Region, int]:
-        """Tasks per region (all observed tasks, or only `task_ids` — e.g. the live pool)."""
-        counts: dict[Region, int] = dict.fromkeys(REGIONS, 0)
-        for st in self._select(task_ids):
-            counts[st.region] += 1
-        return counts
-
-    def variance_by_region(self, step: int | None = None) -> dict[Region, float]:
-        """Mean within-group variance of each region's tasks (their last group).
-
-        With `step`, only tasks observed at that step: the paper's figure (boundary-zone variance was
-        2.0-2.2x that of the other regions). Regions without tasks are left out.
-        """
-        sums: dict[Region, list[float]] = {}
-        for st in self._stats.values():
-            if step is None or st.last_step == step:
-                sums.setdefault(st.region, []).append(st.last_var)
-        return {r: sum(v) / len(v) for r in REGIONS if (v := sums.get(r))}
-
-    def _select(self, task_ids: Sequence[str] | None):
-        if task_ids is None:
-            return self._stats.values()
-        return (st for t in task_ids if (st := self._stats.get(t)) is not None)
 
     # ----- checkpoint -------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

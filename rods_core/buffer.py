@@ -30,7 +30,6 @@ from rods_core.tasks import Task
 
 Pool = Literal["active", "staged", "dormant", "retired"]
 POOLS: tuple[Pool, ...] = ("active", "staged", "dormant", "retired")
-EVENT_NAME = "buffer/transition"
 REASONS: tuple[str, ...] = (
     "offer/staged", "offer/awaiting_review", "offer/duplicate", "offer/budget",
     "promote/boundary", "probe/mastered", "probe/hard", "probe/stale",
@@ -103,9 +102,6 @@ class BufferEvent:
     to_pool: Pool | None
     reason: str
     detail: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"event": EVENT_NAME, **asdict(self)}
 
 
 class Decision(BaseModel):
@@ -430,18 +426,9 @@ class ReplayBuffer:
         except KeyError:
             raise KeyError(f"the buffer holds no task {task_id!r}") from None
 
-    def entry(self, task_id: str) -> Entry:
-        return self._entries[task_id]
-
-    def is_seed(self, task_id: str) -> bool:
-        return self._entries[task_id].seed
-
     def pools(self) -> dict[str, list[str]]:
         """Disjoint pools; seeds are in active or dormant, never retired."""
         return {p: list(ids) for p, ids in self._pools.items()}
-
-    def awaiting_review(self) -> list[str]:
-        return [t for t in self._pools["staged"] if self._entries[t].status == "awaiting_review"]
 
     # ----- internals ------------------------------------------------------------------------------
     def _add(self, task: Task, entry: Entry) -> None:

@@ -1,5 +1,6 @@
-"""The app's views of a run, as plain data: run table, structure of pool tasks, success by complexity,
-the review queue, edits, diffs, lineage and task histories. No Streamlit here; pages lay these out.
+"""The app's views of a run, as plain data: run table, the model build before the first step, structure
+of pool tasks, success by complexity, the review queue, edits, diffs, lineage and task histories. No
+Streamlit here; pages lay these out.
 
 Review status is not in pools.json (which lists staged tasks only): a staged variant awaits review when
 its latest buffer event is `offer/awaiting_review` (gated runs); any later event (approve, probe) means
@@ -20,6 +21,7 @@ import pandas as pd
 
 from rods_core.signature import signature
 from rods_core.tasks import Task
+from storage.build_progress import BuildProgress, BuildProgressError, read_build_progress
 from storage.pools import PoolsFileError, PoolsSnapshot, read_pools_snapshot
 from storage.reader import RunReader
 from storage.schema import POOLS
@@ -49,6 +51,50 @@ def runs_table(db) -> pd.DataFrame:
     return pd.DataFrame(
         rows, columns=["id", "name", "method", "status", "step", "max_steps", "out_dir", "created_at", "message"]
     )
+
+
+# ----- the model build, before a run's first step ----------------------------------------------------------
+@dataclass(frozen=True)
+class BuildView:
+    """What a run's card shows while it builds its model, in place of its step progress."""
+
+    status: str  # shown instead of the run's status: "building", "build failed", or the status itself
+    fraction: float
+    text: str
+
+
+def describe_build(p: BuildProgress) -> str:
+    """One line for a build snapshot, e.g. "building the model: SFT epoch 3 / 52 · loss 0.412 · ETA 12m00s"."""
+    from rods_core.launch import format_eta
+
+    eta = f" · {format_eta(p.eta_s)}" if p.eta_s is not None or p.phase == "sft" else ""
+    if p.phase == "tokenizer":
+        return f"building the model: training the tokenizer{eta}"
+    if p.phase == "variants":
+        count = f" {p.done} / {p.total}" if p.done is not None and p.total is not None else ""
+        return f"building the model: synthesizing warm-start variants{count}{eta}"
+    if p.phase == "sft":
+        epoch = f" epoch {p.epoch} / {p.epochs}" if p.epoch is not None and p.epochs is not None else ""
+        loss = f" · loss {p.loss:.3f}" if p.loss is not None else ""
+        return f"building the model: SFT{epoch}{loss}{eta}"
+    if p.phase == "done":
+        return "model built: waiting for the first step"
+    return "model build failed" + (f": {p.detail}" if p.detail else "")
+
+
+def build_view(run_dir: str | Path, status: str, has_steps: bool) -> BuildView | None:
+    """The build's phase while a live run has no step yet (or its build failed); None otherwise, and for a
+    run that never wrote build.json (its model already existed)."""
+    if has_steps or status not in ("queued", "running", "stale", "failed"):
+        return None
+    try:
+        p = read_build_progress(run_dir)
+    except BuildProgressError as e:
+        return BuildView(status, 0.0, f"model build: {e}")
+    if p is None or (status == "failed" and p.phase != "failed"):
+        return None  # a process that died mid-build: its status and message say more than a stale phase
+    shown = {"failed": "build failed", "done": status}.get(p.phase, "building")
+    return BuildView(shown, p.fraction, describe_build(p))
 
 
 def snapshot(run_dir: str | Path) -> PoolsSnapshot:

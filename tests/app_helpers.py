@@ -4,6 +4,7 @@ review-gated variants (so the review queue is not empty), in a temporary workspa
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -75,14 +76,15 @@ def small_run_config(base: Path, model: Path, steps: int = 3) -> dict:
 
 
 @pytest.fixture(scope="session")
-def app_env(tmp_path_factory):
-    """(workspace, runs folder, model folder, run folder); the app reads them through RODS_* variables."""
+def app_env(tmp_path_factory, tiny_model_dir):
+    """(workspace, runs folder, model folder, run folder); the app reads them through RODS_* variables.
+
+    The run is real (`rods train`, ~12 s quiet): every page's AppTest reads the store a trainer wrote. The
+    session's tiny model is copied in (the app only accepts models inside its workspace)."""
     base = tmp_path_factory.mktemp("app")
     ws, runs = base / "ws", base / "runs"
     model = ws / "models" / "tiny"
-    rods(
-        "model", "init-tiny", "--out", str(model), "--hidden", "64", "--layers", "2", "--ffn", "128", "--vocab", "1000"
-    )
+    shutil.copytree(tiny_model_dir, model)
     cfg = base / "fx.yaml"
     cfg.write_text(yaml.safe_dump(small_run_config(base, model)))
     rods("train", "--config", str(cfg), "--run-id", RUN_ID)

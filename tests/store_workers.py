@@ -1,6 +1,8 @@
 """Worker processes for the store tests (run as `python tests/store_workers.py <role> ...`).
 
-writer RUN_DIR SECONDS ROWS COMPACT_AT  - log steps until SECONDS pass; print the steps written
+writer RUN_DIR SECONDS ROWS COMPACT_AT MIN_STEPS STOP_FILE
+                                        - log steps until SECONDS pass, MIN_STEPS are written and STOP_FILE
+                                          exists; print the steps written
 killable RUN_DIR ROWS                   - log steps forever (flushing each), to be SIGKILLed
 consumer DB RUN_ID OUT                  - claim decisions, append each claimed id to OUT, mark
                                           applied; stop after OUT.stop appears
@@ -52,10 +54,12 @@ def log_step(log: EventLog, step: int, rows: int) -> None:
     log.flush()
 
 
-def writer(run_dir: str, seconds: str, rows: str, compact_at: str) -> None:
+def writer(run_dir: str, seconds: str, rows: str, compact_at: str, min_steps: str, stop_file: str) -> None:
+    """Stops once SECONDS have passed, MIN_STEPS are written and the reader has made STOP_FILE (its
+    queries are done): how much happened does not depend on the machine's speed, only how long it took."""
     log = EventLog(run_dir, compact_at_files=int(compact_at))
     end, step = time.monotonic() + float(seconds), 0
-    while time.monotonic() < end:
+    while time.monotonic() < end or step < int(min_steps) or not Path(stop_file).exists():
         log_step(log, step, int(rows))
         step += 1
         time.sleep(0.01)

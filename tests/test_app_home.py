@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import subprocess
-import time
 
 from app_helpers import RUN_ID, kill_group, page
+from polling import wait_until
 
 from rods_core.launch import AppPaths
 from storage.control import process_alive, process_start
@@ -81,10 +81,8 @@ def test_launch_starts_a_background_run(app_env):
         assert process_alive(run.pid, run.proc_start)
         assert (runs / run.id / "launch.yaml").exists()
         assert run.config_dict()["grpo"]["max_steps"] == 1 and run.config_dict()["workspace"] == str(ws)
-        for _ in range(100):  # the log fills as the process starts
-            if (runs / run.id / "train.log").stat().st_size:
-                break
-            time.sleep(0.1)
+        log = runs / run.id / "train.log"
+        wait_until(lambda: log.exists() and log.stat().st_size, "the new run's log to fill")
         at.run()  # the log panel now shows the new run and its log
         assert at.selectbox(key="launch_run").value == run.id
         assert at.code and at.code[-1].value.strip()

@@ -169,11 +169,43 @@ def test_variance_ratio_without_a_boundary_region_is_not_a_number():
 
 
 def test_overhead_is_the_ratio_of_medians_with_a_paired_interval():
-    plain = [10.0, 11.0, 12.0, 10.5, 11.5]
-    rods = [p * 1.1 for p in plain]  # exactly 10% slower on every step
-    pct, (lo, hi) = overhead(rods, plain, boots=300)
+    # Steps of very different lengths, rods exactly 10% slower on each: only a paired resample (the same
+    # steps drawn for both arms) gives 10% on every draw; resampling the arms apart would spread widely.
+    plain = [5.0, 40.0, 12.0, 25.0, 8.0, 33.0, 17.0, 50.0]
+    pct, (lo, hi) = overhead([p * 1.1 for p in plain], plain, boots=300)
+    assert pct == pytest.approx(10.0) and lo == pytest.approx(10.0) and hi == pytest.approx(10.0)
+    # The point is the ratio of medians (3.3 / 3.0), not the median (1.8) or mean of per-step ratios.
+    pct, _ = overhead([3.0, 6.0, 3.3, 1.0, 9.0], [1.0, 2.0, 3.0, 4.0, 5.0], boots=50)
     assert pct == pytest.approx(10.0)
-    assert lo <= 10.0 + 1e-9 and hi >= 10.0 - 1e-9
+
+
+def test_overhead_interval_covers_the_point_and_narrows_with_more_steps():
+    import random
+
+    rng = random.Random(1)
+
+    def arms(n: int) -> tuple[list[float], list[float]]:
+        plain = [rng.uniform(10, 20) for _ in range(n)]
+        return [p * rng.uniform(1.0, 1.2) for p in plain], plain
+
+    pct, (lo, hi) = overhead(*arms(12), boots=500)
+    assert lo < pct < hi and 0.0 < lo and hi < 20.0  # every per-step ratio lies in 0-20%
+    _, (lo_many, hi_many) = overhead(*arms(200), boots=300)
+    assert hi_many - lo_many < (hi - lo) / 2
+
+
+def test_buffer_bench_reports_a_share_only_of_a_measured_step(tmp_path, capsys):
+    from bench import buffer_bench
+
+    write_run(tmp_path, "r", "rods", 0, [0.5, 0.5, 0.5, 0.5], [0.1, 0.2, 0.3], [])  # steps of 1, 2, 3, 4 s
+    assert buffer_bench.measured_step_s(tmp_path / "r") == 2.5
+    plain = buffer_bench.run(steps=3)
+    assert "share_of_measured_step_pct" not in plain["detector_only_32x16"] and "not checked" in plain["goal"]
+    measured = buffer_bench.run(steps=3, step_s=2.5, measured_in="r")["detector_only_32x16"]
+    assert measured["share_of_measured_step_pct"] == pytest.approx(100 * measured["ms_mean"] / 2500, abs=1e-4)
+    with pytest.raises(SystemExit) as e:
+        buffer_bench.main(["--run", str(tmp_path / "nothing"), "--steps", "1"])
+    assert e.value.code == 2 and "nothing: no event log" in capsys.readouterr().err
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""The boundary detector on constructed reward matrices: regions, smoothing, figures, checkpoint, zero cost."""
+"""The boundary detector on constructed reward matrices: regions, smoothing, the figure, checkpoint, zero cost."""
 
 from __future__ import annotations
 
@@ -109,8 +109,7 @@ def test_first_observation_reports_entry_into_each_region():
         ("b", None, "boundary", 3),
         ("h", None, "hard", 3),
     }
-    assert det.region_counts() == {"mastered": 1, "boundary": 1, "hard": 1}
-    assert det.region_counts(["m", "b", "nope"]) == {"mastered": 1, "boundary": 1, "hard": 0}
+    assert {t: det.region(t) for t in ("m", "b", "h")} == {"m": "mastered", "b": "boundary", "h": "hard"}
     st = det.stats("b")
     assert (st.observations, st.rollouts, st.first_step, st.last_step) == (1, 16, 3, 3)
     assert st.var_share == 1.0 and st.last_informative_step == 3
@@ -145,19 +144,34 @@ def test_fresh_restarts_smoothing_but_keeps_counts():
     assert (st.mean, st.var, st.region, st.streak, st.observations) == (0.5, 0.25, "boundary", 1, 6)
 
 
-def test_variance_by_region_reproduces_the_boundary_figure():
+def test_logged_statistics_reproduce_the_boundary_figure(tmp_path):
+    """The detector's statistics, logged as a run logs them, give the paper's figure through the app's SQL
+    (boundary-zone variance well above the other regions')."""
+    from rods_core.lab import boundary_vs_others
+    from storage.events import EventLog
+    from storage.reader import RunReader
+
     det = BoundaryDetector()
     matrix = {f"b{i}": flips(6 + i) for i in range(4)}  # means 0.375..0.56, var ~0.23-0.25
     matrix |= {f"m{i}": flips(14 + i % 3) for i in range(4)}  # mastered, var 0..0.11
     matrix |= {f"h{i}": flips(i % 3) for i in range(4)}  # hard, var 0..0.11
-    det.update(7, matrix)
-    det.update(8, {"b0": flips(8)})
-    by_region = det.variance_by_region(step=7)
-    assert set(by_region) == {"mastered", "boundary", "hard"}
-    assert by_region["boundary"] > 2 * by_region["mastered"]
-    assert by_region["boundary"] > 2 * by_region["hard"]
-    assert det.variance_by_region(step=8) == {"boundary": 0.25}
-    assert det.variance_by_region(step=99) == {}
+    with EventLog(tmp_path) as log:
+        for step, m in [(7, matrix), (8, {"b0": flips(8)})]:
+            det.update(step, m)
+            rows = []
+            for tid, rewards in m.items():
+                st = det.stats(tid)
+                rows.append({"step": step, "task_id": tid, "n": len(rewards), "mean": st.last_mean, "var": st.last_var,
+                             "smoothed_mean": st.mean, "smoothed_var": st.var, "region": st.region})  # fmt: skip
+            log.append("task_stats", rows)
+    by_region = RunReader(tmp_path).variance_by_region()
+    at7 = by_region[by_region.step == 7].set_index("region")
+    assert at7.n.to_dict() == {"boundary": 4, "hard": 4, "mastered": 4}
+    assert at7.mean_var["boundary"] > 2 * at7.mean_var["mastered"]
+    assert at7.mean_var["boundary"] > 2 * at7.mean_var["hard"]
+    assert by_region[by_region.step == 8][["region", "mean_var", "n"]].values.tolist() == [["boundary", 0.25, 1]]
+    ratio = boundary_vs_others(by_region).set_index("step")
+    assert ratio.ratio[7] > 2 and math.isnan(ratio.ratio[8])  # no other region at step 8
 
 
 def test_state_dict_round_trips_through_json_and_continues_identically():
@@ -179,10 +193,12 @@ def test_state_dict_round_trips_through_json_and_continues_identically():
 
 # ----- zero cost: no generation, no environment ------------------------------------------------------
 def test_detection_makes_no_generation_and_no_environment_call(monkeypatch, train_seeds):
-    """Count every entry point of the environment, the checker and a generator while the detector and
-    the buffer run over many matrices: all counts must stay zero."""
+    """Every entry point of the environment, the checker, the episode runner and the generation backends
+    raises while the detector and the buffer run over many matrices: none may be reached."""
+    from rods_core import rollout
     from rods_core.buffer import BufferConfig, ReplayBuffer
     from rods_core.envs import bfcl, checker
+    from rods_core.policy import cached_generation, generation
 
     calls: dict[str, int] = {}
 
@@ -193,30 +209,35 @@ def test_detection_makes_no_generation_and_no_environment_call(monkeypatch, trai
 
         return hook
 
-    for cls, attr in [
+    entry_points = [
         (bfcl.BfclEnvironment, "__init__"),
         (bfcl.BfclEnvironment, "execute"),
         (bfcl.BfclEnvironment, "execute_call"),
         (checker.TurnChecker, "__init__"),
         (checker.TurnChecker, "check_turn"),
-    ]:
-        monkeypatch.setattr(cls, attr, counting(f"{cls.__name__}.{attr}"))
-    monkeypatch.setattr(checker, "score_calls", counting("score_calls"))
+        (checker, "score_calls"),
+        (rollout, "run_episodes"),
+        (generation.HFGenerator, "generate"),
+        (generation.VLLMGenerator, "generate"),
+        (cached_generation.CachedHFGenerator, "generate"),
+    ]
+    for owner, attr in entry_points:
+        monkeypatch.setattr(owner, attr, counting(f"{getattr(owner, '__name__', owner)}.{attr}"))
+    with pytest.raises(AssertionError):  # the hooks are live: a call is caught and counted
+        generation.HFGenerator.generate(None, [[1]], None)
+    assert calls == {"HFGenerator.generate": 1}
+    calls.clear()
 
-    class FakeGenerator:
-        def generate(self, contexts, sampling):
-            calls["generate"] = calls.get("generate", 0) + 1
-            raise AssertionError("generation during detection")
-
-    generator = FakeGenerator()  # what a trainer would hold; detection never reaches it
     seeds = train_seeds[:40]
     buf = ReplayBuffer(seeds, BoundaryDetector(), BufferConfig(seed=1))
+    observed: set[str] = set()
     for step in range(60):
         batch = buf.sample(8)
         matrix = {tid: flips((step * 3 + i * 5) % 17) for i, tid in enumerate(dict.fromkeys(batch))}
         buf.observe(step, matrix)
-    assert len(buf.detector) > 0 and generator is not None
+        observed |= matrix.keys()
     assert calls == {}
+    assert all(buf.detector.stats(t).observations >= 1 for t in observed) and len(observed) >= 20
 
 
 def test_detector_and_buffer_modules_import_no_environment_model_or_trainer():

@@ -41,6 +41,11 @@ def buffer(n_seeds: int = 4, **cfg) -> ReplayBuffer:
     return ReplayBuffer(seeds(n_seeds), BoundaryDetector(), BufferConfig(**cfg))
 
 
+def entries(buf: ReplayBuffer) -> dict[str, dict]:
+    """The buffer's per-task bookkeeping, as its checkpoint records it."""
+    return buf.state_dict()["entries"]
+
+
 def reasons(events) -> list[tuple[str, str | None, str | None, str]]:
     return [(e.task_id, e.from_pool, e.to_pool, e.reason) for e in events]
 
@@ -79,7 +84,7 @@ def test_offer_stages_variants_and_probes_them_in_limited_slots():
     assert batch[:2] == ["v0", "v1"] and not set(batch[2:]) & {"v0", "v1", "v2"}
     # Drawn but not yet observed (the trainer reads one batch ahead): not drawn again as a probe.
     assert buf.sample(4)[:1] == ["v2"]
-    assert buf.entry("v0").pending == 1 and buf.entry("v0").draws == 1
+    assert (entries(buf)["v0"]["pending"], entries(buf)["v0"]["draws"]) == (1, 1)
 
 
 def test_staged_to_active_when_a_probe_reads_boundary():
@@ -204,7 +209,7 @@ def test_seed_goes_dormant_is_reprobed_every_R_steps_and_wakes_on_forgetting():
     ev = buf.observe(23, {"s0": [1.0] * 10 + [0.0] * 6})
     assert reasons(ev) == [("s0", "dormant", "active", "wake/boundary")]
     assert "forgetting caught" in ev[0].detail
-    assert buf.is_seed("s0")
+    assert entries(buf)["s0"]["seed"]
 
 
 def test_all_seeds_resting_still_fills_a_batch():
@@ -219,7 +224,7 @@ def test_gated_variants_wait_for_approval_and_are_not_sampled_before():
     buf = buffer(review="gated", probe_slots=2)
     ev = buf.offer(variants(2), step=0)
     assert [e.reason for e in ev] == ["offer/awaiting_review"] * 2
-    assert buf.awaiting_review() == ["v0", "v1"]
+    assert [t for t, e in entries(buf).items() if e["status"] == "awaiting_review"] == ["v0", "v1"]
     assert not {"v0", "v1"} & set(buf.sample(4))
     assert buf.observe(60, {"s0": BOUNDARY}) == []  # awaiting review never goes stale
     assert buf.apply_decision(Decision(action="approve", task_id="v1")) == (True, "approved: it will be probed")
@@ -251,7 +256,7 @@ def test_edit_replaces_the_variant_with_a_fresh_id_probed_at_once():
     assert ok and why == "edited as v0.e1: probed next"
     new = buf.task("v0.e1")
     assert new.provenance.source == "edit" and new.provenance.parent_id == "v0" and new.user_texts == ["fixed wording"]
-    assert buf.entry("v0.e1").status == "probing" and buf.pools()["staged"] == ["v0.e1"]
+    assert entries(buf)["v0.e1"]["status"] == "probing" and buf.pools()["staged"] == ["v0.e1"]
     assert reasons(buf.observe(4, {})) == [
         ("v0", "staged", "retired", "decision/edit"),
         ("v0.e1", None, "staged", "decision/edit"),
@@ -278,7 +283,7 @@ def test_reseed_promote_makes_a_variant_a_seed_that_rests_instead_of_retiring():
         True,
         "promoted to seed: never retired from now on",
     )
-    assert buf.is_seed("v0") and buf.room() == 50
+    assert entries(buf)["v0"]["seed"] and buf.room() == 50
     assert buf.apply_decision(Decision(action="reseed", task_id="v0"))[0] is False
     ev = buf.observe(1, {"v0": MASTERED})
     assert reasons(ev) == [

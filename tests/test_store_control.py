@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from polling import wait_until
 
 from storage.control import ControlDB, process_alive, process_start
 
@@ -58,7 +59,8 @@ def test_status_is_checked_against_the_process(db):
         assert db.run_status("r") == "lost"
         db.update_run("r", proc_start=process_start(proc.pid))
         proc.kill()
-        time.sleep(0.1)  # not waited for: a zombie child, which run_status reaps
+        # Wait until it has exited but leave it unreaped (WNOWAIT): a zombie child, which run_status reaps.
+        wait_until(lambda: os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT), "the child to exit")
         assert db.run_status("r") == "lost" and not process_alive(proc.pid, None)
     finally:
         proc.kill()
