@@ -10,6 +10,7 @@ runs the same path on the same gathered reward matrix; only rank 0 writes the ru
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from pathlib import Path
@@ -72,6 +73,18 @@ class RunStore:
             self.db.update_run(self.run_id, status=status)
 
 
+class RunSetupError(ValueError):
+    """The run cannot start (seeds, model folder, resume target); nothing was created."""
+
+
+def _fault(moment: str, step: int) -> None:
+    """Fault injection for the resume tests: RODS_FAULT=<moment>:<step> SIGKILLs this process there
+    (moments: step_end — after the curriculum, before the step's row; save — after TRL wrote the
+    checkpoint, before the RODS state). Unset in every real run."""
+    if os.environ.get("RODS_FAULT") == f"{moment}:{step}":
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 class StepCallback(TrainerCallback):
     """Connects TRL's step cycle to the curriculum and the store: one step's path, in call order."""
 
@@ -116,6 +129,7 @@ class StepCallback(TrainerCallback):
         outcome.events["state_digest"] = [{"step": step, "rank": r, "digest": d} for r, d in digests]
         self.store.write(outcome.events)
         t2 = time.perf_counter()
+        _fault("step_end", step)
         timings = {
             **report.timings,
             "time/update_s": clock["pre_opt"] - clock["rollout_end"],
@@ -146,6 +160,7 @@ class StepCallback(TrainerCallback):
         if not self.ranks.main:
             return
         ckpt = checkpoint_dir(Path(args.output_dir).parent, state.global_step)
+        _fault("save", state.global_step)
         save_state(ckpt, state.global_step, self.curriculum.state_dict())
         self.store.write({"checkpoint": [{"step": state.global_step, "path": str(ckpt)}]})
         self.store.flush()
@@ -180,9 +195,10 @@ def train(cfg: RunConfig, *, run_id: str | None = None, resume: bool = False, lo
 
     from rods_core.evaluation import EvalConfig, evaluate_sharded
     from rods_core.ids import new_run_id
-    from rods_core.policy.build import ensure_model
+    from rods_core.policy.build import ModelFolderError, ensure_model
     from rods_core.policy.tiny import load_policy, read_card, write_card
-    from rods_core.tasksets import eval_tasks, select_seeds
+    from rods_core.tasks import TaskFileError
+    from rods_core.tasksets import TaskSetError, eval_tasks, select_seeds
     from rods_core.threads import apply_thread_policy
     from rods_core.trainer import RodsGRPOTrainer
     from storage.decisions import prepare_resume
@@ -191,12 +207,17 @@ def train(cfg: RunConfig, *, run_id: str | None = None, resume: bool = False, lo
     torch.manual_seed(cfg.seed)
     ranks = Ranks.current(cpu=cfg.grpo.use_cpu)
     # ----- everything that can fail on bad input, before anything is created ---------------------------
-    seeds = select_seeds(cfg)
-    check_model_source(cfg)
     run_id = run_id or new_run_id(cfg.name)
     run_dir = Path(cfg.output_dir) / run_id
+    try:
+        seeds = select_seeds(cfg)
+        check_model_source(cfg)
+    except (TaskSetError, ModelFolderError, TaskFileError, OSError) as e:
+        raise RunSetupError(str(e)) from None
     if resume and not (run_dir / "config.yaml").exists():
-        raise FileNotFoundError(f"--resume {run_id}: no run folder {run_dir} with a config.yaml")
+        raise RunSetupError(
+            f"--resume {run_id}: no run {run_dir} (no config.yaml there); `rods runs list` shows the runs"
+        )
 
     # ----- the run folder and its control row (rank 0) ----------------------------------------------
     if ranks.main:

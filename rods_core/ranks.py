@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import sys
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, NoReturn
 
 
 @dataclass(frozen=True)
@@ -52,3 +55,26 @@ class Ranks:
 def digest(state: Any) -> str:
     """A short hash of a JSON-serialisable state (buffer + detector): equal on every rank or a bug."""
     return hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+ACCELERATE_CPU_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "accelerate" / "cpu.yaml"
+
+
+def under_launcher() -> bool:
+    """True inside a process started by accelerate's (torchrun's) launcher."""
+    return "LOCAL_RANK" in os.environ
+
+
+def handoff_to_accelerate(n: int, argv: list[str], cpu: bool) -> NoReturn:
+    """Replace this process by `accelerate launch` running the same command in `n` processes.
+
+    The pid stays the same (exec), so whoever started the run (the app) still holds its launcher; rank 0
+    registers its own pid as the run's process once it starts, and the Stop button signals it."""
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(n), "--num_machines", "1"]
+    if cpu:  # torchrun's launcher; the trainer itself asks for the CPU (gloo), see configs/accelerate/cpu.yaml
+        cmd += ["--config_file", str(ACCELERATE_CPU_CONFIG)]
+    else:
+        cmd += ["--multi_gpu", "--dynamo_backend", "no"]
+    cmd += ["-m", "rods_core.cli", *argv]
+    sys.stdout.flush()
+    os.execv(sys.executable, cmd)

@@ -67,7 +67,8 @@ def test_config_is_strict_and_documented():
 def test_starts_with_every_seed_active_and_target_twice_the_seeds():
     buf = buffer(5)
     assert buf.pools() == {"active": [f"s{i}" for i in range(5)], "staged": [], "dormant": [], "retired": []}
-    assert buf.target_active == 10 and buf.room() == 50
+    # room: P_max 50, but no more staged than 4 probe slots x 4 steps of waiting can probe
+    assert buf.target_active == 10 and buf.room() == 16
     assert isinstance(buf, TaskSource)
     with pytest.raises(ValueError, match="at least one seed"):
         ReplayBuffer([])
@@ -195,14 +196,14 @@ def test_seed_goes_dormant_is_reprobed_every_R_steps_and_wakes_on_forgetting():
     buf.observe(0, {"s0": MASTERED})
     ev = buf.observe(1, {"s0": MASTERED})
     assert reasons(ev) == [("s0", "active", "dormant", "dormant/mastered")]
-    assert all("s0" not in buf.sample(2) for _ in range(5))  # resting: not drawn
+    assert all("s0" not in buf.sample(1) for _ in range(5))  # resting: not drawn
     buf.observe(10, {"s1": BOUNDARY})
-    assert "s0" not in buf.sample(2)  # 9 steps of rest
+    assert "s0" not in buf.sample(1)  # 9 steps of rest
     buf.observe(11, {"s1": BOUNDARY})
-    assert buf.sample(2)[0] == "s0"  # due: re-probed first
+    assert buf.sample(1) == ["s0"]  # due: re-probed first
     ev = buf.observe(12, {"s0": MASTERED, "s1": BOUNDARY})
     assert reasons(ev) == [("s0", "dormant", "dormant", "reprobe/mastered")]
-    assert buf.observe(21, {"s1": BOUNDARY}) == [] and "s0" not in buf.sample(2)
+    assert buf.observe(21, {"s1": BOUNDARY}) == [] and "s0" not in buf.sample(1)
     buf.observe(22, {"s1": BOUNDARY})
     assert buf.sample(2)[0] == "s0"
     # 10/16 successes: a smoothed mean would still read mastered (0.81); a re-probe is a fresh reading.
@@ -283,7 +284,7 @@ def test_reseed_promote_makes_a_variant_a_seed_that_rests_instead_of_retiring():
         True,
         "promoted to seed: never retired from now on",
     )
-    assert entries(buf)["v0"]["seed"] and buf.room() == 50
+    assert entries(buf)["v0"]["seed"] and buf.room() == 16  # a seed counts against neither limit
     assert buf.apply_decision(Decision(action="reseed", task_id="v0"))[0] is False
     ev = buf.observe(1, {"v0": MASTERED})
     assert reasons(ev) == [
@@ -297,8 +298,8 @@ def test_reseed_synthesize_raises_the_flag_and_puts_the_task_first_for_synthesis
     buf.observe(0, {"s0": BOUNDARY, "s1": BOUNDARY, "s2": HARD})
     ok, _ = buf.apply_decision(Decision(action="reseed", task_id="s2", mode="synthesize"))
     assert ok and buf.synthesis_requests == ["s2"]
-    assert buf.boundary_tasks(2) == ["s2", "s0"]
-    assert buf.synthesis_requests == []
+    assert buf.boundary_tasks(1) == ["s2", "s0"]  # every request, then up to k boundary tasks
+    assert buf.synthesis_requests == [] and buf.boundary_tasks(0) == []
 
 
 # ----- synthesis parents and sampling ------------------------------------------------------------------
@@ -424,3 +425,31 @@ def test_static_state_round_trips_and_build_source_maps_every_method():
     assert isinstance(build_source("dapo_filter", seeds(3), BoundaryConfig(), BufferConfig()), StaticSource)
     with pytest.raises(ValueError, match="unknown method"):
         build_source("rodz", seeds(3), BoundaryConfig(), BufferConfig())
+
+
+# ----- admission control and a pool that never runs short ----------------------------------------------
+def test_staged_backlog_is_bounded_so_every_variant_is_probed_within_the_wait_bound():
+    cfg = dict(p_max=50, probe_slots=2, max_probe_wait=3, probe_obs=1)
+    buf = buffer(4, **cfg)
+    assert buf.room() == 6  # 2 slots x 3 steps
+    ev = buf.offer(variants(8), step=0)
+    assert [e.reason for e in ev].count("offer/staged") == 6 and buf.room() == 0
+    first_probe = {}
+    for step in range(1, 10):
+        batch = buf.sample(4)
+        for tid in batch:
+            first_probe.setdefault(tid, step)
+        buf.observe(step, {t: HARD for t in batch})
+    staged = [f"v{i}" for i in range(6)]
+    assert all(first_probe[v] <= cfg["max_probe_wait"] for v in staged)  # FIFO, two a step
+    assert buf.room() == 6  # probed out (hard at the first probe): room again
+
+
+def test_resting_seeds_fill_a_batch_before_any_task_repeats():
+    buf = buffer(3, mastered_streak=1, reprobe_every=100)
+    buf.observe(1, {"s0": MASTERED, "s1": MASTERED})  # two seeds rest, one active
+    assert buf.pools()["active"] == ["s2"]
+    batch = buf.sample(3)
+    assert sorted(batch) == ["s0", "s1", "s2"]  # distinct: resting seeds re-probed early
+    ev = buf.observe(2, {"s0": HARD, "s1": MASTERED, "s2": BOUNDARY})
+    assert ("s0", "dormant", "active", "wake/hard") in reasons(ev)

@@ -1,66 +1,96 @@
-"""A run killed with SIGKILL mid-training leaves a readable store and resumes from its last checkpoint."""
+"""Exact resume: a run killed with SIGKILL at any moment — before its first checkpoint, mid-step, mid-save —
+resumes to a store with exactly one row per step and per evaluation, and every decision applied once."""
 
 from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import yaml
 
+from rods_core.policy.demo import demo_seeds
+from storage.control import ControlDB
 from storage.reader import RunReader
 from tests.conftest import smoke_config
 
+ROOT = Path(__file__).resolve().parent.parent
 
-def _launch(config: Path, *args: str, log: Path) -> subprocess.Popen:
+
+def _run(config: Path, *args: str, log: Path, fault: str | None = None) -> int:
+    """`rods train` to its end (or its injected SIGKILL); returns the exit code."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen(
-        [sys.executable, "-m", "rods_core.cli", "train", "--config", str(config), *args],
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
-        env=env,
-        start_new_session=True,
-    )
+    env.pop("RODS_FAULT", None)
+    if fault:
+        env["RODS_FAULT"] = fault  # rods_core.loop._fault: SIGKILL at exactly that moment
+    with log.open("ab") as out:
+        proc = subprocess.run(
+            [sys.executable, "-m", "rods_core.cli", "train", "--config", str(config), *args],
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            timeout=600,
+        )
+    return proc.returncode
 
 
-def test_sigkill_mid_step_then_resume(tmp_path, tiny_model_dir):
-    cfg = smoke_config(tmp_path, tiny_model_dir, **{"grpo.max_steps": 7, "grpo.save_steps": 2})
+def test_sigkill_at_three_moments_then_resume_exactly(tmp_path, tiny_model_dir):
+    cfg = smoke_config(tmp_path, tiny_model_dir, **{"grpo.max_steps": 6, "grpo.save_steps": 2, "eval.every": 3})
     config = tmp_path / "run.yaml"
     config.write_text(yaml.safe_dump(cfg))
-    run_dir = tmp_path / "runs" / "killme"
-    log = tmp_path / "train.log"
-    proc = _launch(config, "--run-id", "killme", log=log)
-    state = run_dir / "checkpoints" / "checkpoint-2" / "rods_state.json"
-    deadline = time.time() + 300
-    while not state.exists():
-        assert proc.poll() is None, log.read_text()[-3000:]
-        assert time.time() < deadline, "no checkpoint within 300 s"
-        time.sleep(0.2)
-    time.sleep(1.5)  # well inside step 3 or 4: generation, the optimizer step or a write
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    run_dir, log = tmp_path / "runs" / "killme", tmp_path / "train.log"
+    db = ControlDB(tmp_path / "ws" / "control.duckdb")
+    # a decision waiting before the run starts: it is applied at step 1, then twice more re-applied
+    # only if it was lost with a killed process; its effect must be in the final pools exactly once
+    parent = demo_seeds()[0].id
+    db.create_run("killme", run_dir, cfg, "rods", name="killme")
+    decision = db.add_decision("killme", parent, "reseed", {"mode": "synthesize"})
 
-    reader = RunReader(run_dir)  # the store reads cleanly: no half-written part is visible
-    steps_before = reader.query("select step from step order by step")["step"].tolist()
-    assert steps_before == sorted(set(steps_before)) and steps_before[:2] == [1, 2]
-    import pyarrow.parquet as pq
+    # 1. killed mid-step 1, before any checkpoint: the resume starts from step 0 with the store emptied
+    assert _run(config, "--run-id", "killme", log=log, fault="step_end:1") == -9
+    assert not (run_dir / "checkpoints" / "checkpoint-2").exists()
+    # 2. resumed, killed mid-save at step 4: TRL's checkpoint-4 exists, its RODS state does not
+    assert _run(config, "--resume", "killme", log=log, fault="save:4") == -9
+    assert "resuming killme from step 0 (no complete checkpoint)" in log.read_text()
+    assert (run_dir / "checkpoints" / "checkpoint-4").exists()
+    assert not (run_dir / "checkpoints" / "checkpoint-4" / "rods_state.json").exists()
+    # 3. resumed from checkpoint-2 (the newest complete one), killed mid-step 5 after checkpoint-4 is whole
+    assert _run(config, "--resume", "killme", log=log, fault="step_end:5") == -9
+    assert "resuming killme from checkpoint-2" in log.read_text()
+    # 4. resumed from checkpoint-4 to the end
+    assert _run(config, "--resume", "killme", log=log) == 0, log.read_text()[-3000:]
+    assert "resuming killme from checkpoint-4" in log.read_text()
 
-    for part in (run_dir / "events").rglob("*.parquet"):  # every visible part is a whole Parquet file
-        pq.read_metadata(part)
-
-    proc = _launch(config, "--resume", "killme", log=log)
-    assert proc.wait(timeout=600) == 0, log.read_text()[-3000:]
-    assert "resuming killme from checkpoint-" in log.read_text()
     reader = RunReader(run_dir)
-    assert reader.query("select step from step order by step")["step"].tolist() == list(range(1, 8))
-    per_step = reader.query(
-        "select step, count(*) n, count(distinct task_id) d from task_stats group by step order by step"
-    )
-    assert per_step["step"].tolist() == list(range(1, 8)) and (per_step["n"] == per_step["d"]).all()
+    assert reader.query("select step from step order by step")["step"].tolist() == list(range(1, 7))
+    assert reader.query("select step from eval order by step")["step"].tolist() == [0, 3, 6]
+    per_step = reader.query("select step, count(*) n, count(distinct task_id) d from task_stats group by step")
+    assert sorted(per_step["step"]) == list(range(1, 7)) and (per_step["n"] == per_step["d"]).all()
+    applied = reader.query("select step, decision_id, outcome from decision_applied")
+    assert applied.to_dict("records") == [{"step": 1, "decision_id": decision.id, "outcome": "applied"}]
+    assert db.decisions("killme")[0].status == "applied"
+    # its effect, once: the task was handed to synthesis at the next step's round (decisions apply last)
+    samples = reader.query("select step, task_id from boundary_sample order by step")
+    assert samples.to_dict("records") == [{"step": 2, "task_id": parent}]
     saved = json.loads((run_dir / "checkpoints" / "checkpoint-6" / "rods_state.json").read_text())
-    assert saved["step"] == 6 and saved["trajectories"] == 6 * 2 * 2  # counters carried across the kill
+    assert saved["step"] == 6 and saved["trajectories"] == 6 * 2 * 2  # counters carried across three kills
     assert (run_dir / "final" / "model.safetensors").exists()
+    assert db.get_run("killme").status == "finished"
+
+
+def test_resume_of_an_unknown_run_is_refused_before_anything_is_created(tmp_path, tiny_model_dir):
+    cfg = smoke_config(tmp_path, tiny_model_dir)
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump(cfg))
+    proc = subprocess.run(
+        [sys.executable, "-m", "rods_core.cli", "train", "--config", str(config), "--resume", "nosuchrun"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and "nosuchrun" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "runs" / "nosuchrun").exists()

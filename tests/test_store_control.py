@@ -171,14 +171,19 @@ def test_deliver_decisions_then_resume_reapplies_only_lost_ones(db, tmp_path):
             raise KeyError("t2 is not in the staged pool")
         return True, "promoted to active"
 
-    out = deliver_decisions(db, "r", 4, apply, log)
+    def deliver(step):  # as the curriculum does: outcomes become decision_applied events
+        out = deliver_decisions(db, "r", step, apply)
+        log.append("decision_applied", [{"step": step, "decision_id": o.decision_id} for o in out])
+        return out
+
+    out = deliver(4)
     assert [(o.decision_id, o.outcome) for o in out] == [(a.id, "applied"), (b.id, "refused")]
-    assert "KeyError" in out[1].reason and deliver_decisions(db, "r", 5, apply, log) == []
+    assert "KeyError" in out[1].reason and deliver(5) == []
     c = db.add_decision("r", "t3", "approve")
-    deliver_decisions(db, "r", 6, apply, log)
+    deliver(6)
     log.flush()
     assert RunReader(log.root.parent).counts()["decision_applied"] == 3
     # Killed after step 6; the last checkpoint is step 5: only c's application was lost.
     assert prepare_resume(log, db, "r", 5) == {"events_dropped": 1, "decisions_reopened": 1}
     assert [d.id for d in db.pending_decisions("r")] == [c.id]
-    assert [o.decision_id for o in deliver_decisions(db, "r", 6, apply, log)] == [c.id]
+    assert [o.decision_id for o in deliver(6)] == [c.id]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import typer
@@ -37,15 +38,25 @@ def train(
     run_id: str = typer.Option(None, help="run id (default: time-name-random); the app passes its own"),
     resume: str = typer.Option(None, help="resume this run id from its last checkpoint"),
     sets: list[str] = typer.Option([], "--set", help="override a field, e.g. --set grpo.max_steps=5"),
+    processes: int = typer.Option(
+        None, "--processes", min=1, help="training processes (= --set compute.processes=N): > 1 runs accelerate"
+    ),
 ) -> None:
     """Train a policy with GRPO (and RODS, per the config's method).
 
     Example: rods train --config configs/demo-cpu.yaml --set grpo.max_steps=10
     """
+    from rods_core.loop import RunSetupError
     from rods_core.loop import train as run_training
+    from rods_core.ranks import handoff_to_accelerate, under_launcher
 
-    cfg = _load(config, sets)
-    run_dir = run_training(cfg, run_id=resume or run_id, resume=bool(resume), log=typer.echo)
+    cfg = _load(config, [*sets, *([f"compute.processes={processes}"] if processes else [])])
+    if cfg.compute.processes > 1 and not under_launcher():
+        handoff_to_accelerate(cfg.compute.processes, sys.argv[1:], cpu=cfg.grpo.use_cpu)
+    try:
+        run_dir = run_training(cfg, run_id=resume or run_id, resume=bool(resume), log=typer.echo)
+    except RunSetupError as e:
+        fail(str(e))
     typer.echo(f"run folder: {run_dir}")
 
 

@@ -33,7 +33,21 @@ def ensure_model(
             f"model.path {path} holds no model; point it at a local model folder, run `rods model init-tiny` "
             "and `rods sft`, or set model.build_if_missing: true"
         )
-    build_demo_model(cfg, log, ranks=ranks)
+    progress = None
+    if run_dir is not None and (ranks is None or ranks.main):
+        from storage.build_progress import write_build_progress
+
+        def progress(phase: str, **fields) -> None:
+            write_build_progress(run_dir, phase, **fields)
+
+    try:
+        build_demo_model(cfg, log, ranks=ranks, progress=progress)
+    except BaseException as e:
+        if progress is not None:
+            progress("failed", detail=f"{type(e).__name__}: {e}"[:2000])
+        raise
+    if progress is not None:
+        progress("done")
     return path
 
 
@@ -54,9 +68,10 @@ def build_demo_model(cfg: RunConfig, log: Callable[[str], None] = print, *, rank
     if ranks is not None:
         ranks.share(None)  # a barrier: the other ranks read the untrained model rank 0 wrote
     seeds = demo_seeds()
-    report("variants")
     per_seed = cfg.model.sft_variants_per_seed
+    report("variants", done=0, total=per_seed * len(seeds))
     variants = fresh_variants(seeds, per_seed, cfg, "warm-start") if per_seed else []
+    report("variants", done=len(variants), total=per_seed * len(seeds))
     log(
         f"warm-starting on {len(seeds)} demo seeds + {len(variants)} variants (stops at loss {cfg.model.sft.loss_target}) …"
     )

@@ -1,11 +1,11 @@
 """The demo seed subset: the train tasks a 3.9M-parameter model can be warm-started on well enough.
 
 `demo_seeds()` = base-category train seeds that involve a single API class (32 tasks under the
-rods-split-v1 split). DESIGN.md measured that ~37 SFT epochs over such a subset (34 tasks under an
+rods-split-v1 split). docs/ARCHITECTURE.md records that ~37 SFT epochs over such a subset (34 tasks under an
 earlier split) give greedy 34/34 and sampled rewards that differ within 94% of the groups, while 9
 epochs over 100 mixed tasks left the model no better than doing nothing. Departure from the paper:
 the paper trains a 4B model on all 400 train seeds; this subset exists only for CPU demos and CI.
-The variance it yields comes from memorisation, not generalisation (see DESIGN.md).
+The variance it yields comes from memorisation, not generalisation (see docs/ARCHITECTURE.md).
 """
 
 from __future__ import annotations
