@@ -192,7 +192,10 @@ class Curriculum:
             original = self.source.task(d.task_id)
             parent_id = original.provenance.parent_id
             parent = self.source.task(parent_id) if parent_id and parent_id in self.all_ids() else original
-            ok, reason = verify_task(task, parent, self.known_keys() - {original.content_key()})
+            try:  # hostile content may break the environment itself (an initial state of the wrong type)
+                ok, reason = verify_task(task, parent, self.known_keys() - {original.content_key()})
+            except Exception as e:  # noqa: BLE001 - refused with the reason, never raised into the run
+                ok, reason = False, f"{type(e).__name__}: {e}"
             if not ok:
                 return False, f"edit failed verification: {reason}"
         elif d.action == "reseed" and d.task_id in self.all_ids():

@@ -1,0 +1,49 @@
+"""Researcher decisions are hostile input: a live run receives schema-valid decisions that are wrong in
+every way we know of, refuses each with a reason, and finishes."""
+
+from __future__ import annotations
+
+import copy
+
+from rods_core.config import RunConfig
+from rods_core.loop import train
+from rods_core.policy.demo import demo_seeds
+from storage.control import ControlDB
+from storage.reader import RunReader
+from tests.conftest import smoke_config
+
+
+def test_hostile_decisions_are_refused_with_reasons_and_the_run_finishes(tmp_path, tiny_model_dir):
+    cfg = RunConfig.model_validate(smoke_config(tmp_path, tiny_model_dir, **{"grpo.max_steps": 2}))
+    db = ControlDB(tmp_path / "ws" / "control.duckdb")
+    run_dir = tmp_path / "runs" / "hostile"
+    db.create_run("hostile", run_dir, cfg.model_dump(mode="json"), "rods", name="hostile")
+    seed = demo_seeds()[0]
+    record = seed.to_record()
+
+    bad_state = copy.deepcopy(record)  # schema-valid, but the API class cannot load it (crashed runs before)
+    bad_state["initial_config"] = {"GorillaFileSystem": {"root": "notadict"}}
+    failing = copy.deepcopy(record)  # the ground truth's first call fails when replayed
+    failing["ground_truth"][0] = ["cd(folder='no_such_folder_anywhere')"]
+    huge = copy.deepcopy(record)  # a multi-megabyte payload
+    huge["question"][0][0]["content"] = "x" * 2_000_000
+    ids = [
+        db.add_decision("hostile", seed.id, "edit", {"task": bad_state}).id,
+        db.add_decision("hostile", seed.id, "edit", {"task": failing}).id,
+        db.add_decision("hostile", seed.id, "edit", {"task": huge}).id,
+        db.add_decision("hostile", "multi_turn_base_999_gone", "approve").id,  # retired meanwhile / never known
+        db.add_decision("hostile", seed.id, "approve").id,  # a seed is never awaiting review
+    ]
+
+    train(cfg, run_id="hostile", log=lambda *_: None)
+
+    assert db.get_run("hostile").status == "finished"
+    decided = {d.id: d for d in db.decisions("hostile")}
+    assert [decided[i].status for i in ids] == ["refused"] * 5
+    reasons = [decided[i].reason for i in ids]
+    assert all(r and len(r) <= 2000 for r in reasons), reasons
+    assert "verification" in reasons[0] and "verification" in reasons[1]
+    assert "limit" in reasons[2] and "unknown task" in reasons[3] and "not awaiting review" in reasons[4]
+    events = RunReader(run_dir).query("select decision_id, outcome from decision_applied order by decision_id")
+    assert events["decision_id"].tolist() == ids and set(events["outcome"]) == {"refused"}
+    assert RunReader(run_dir).query("select step from step")["step"].tolist() == [1, 2]
