@@ -34,6 +34,12 @@ class SFTSettings(BaseModel):
     seed: int = Field(0, description="data order and dropout seed")
     use_cpu: bool = Field(True, description="train on CPU even when a GPU is visible")
     gradient_checkpointing: bool = Field(False, description="recompute activations in backward (large models only)")
+    token_budget: int | None = Field(
+        None,
+        ge=1,
+        description="train on about this many tokens (all processes together), then stop, whatever the loss: "
+        "compares warm starts of different data at equal compute; None = until loss_target or max_epochs",
+    )
 
 
 def tokenize_demonstrations(tasks: list[Task], tokenizer, prompt: PromptConfig) -> list[dict[str, list[int]]]:
@@ -99,9 +105,16 @@ def run_sft(
     rows = tokenize_demonstrations(tasks, tokenizer, prompt)
     n_tokens = sum(len(r["input_ids"]) for r in rows)
     out_dir = Path(out_dir)
+    # a token budget becomes a step budget: steps x batch x processes conversations of the mean length
+    from accelerate import PartialState
+
+    world = PartialState(cpu=settings.use_cpu).num_processes
+    per_step = n_tokens / len(rows) * settings.batch_size * world
+    max_steps = max(1, round(settings.token_budget / per_step)) if settings.token_budget else -1
     args = SFTConfig(
         output_dir=str(out_dir / "_trainer"),
         num_train_epochs=settings.max_epochs,
+        max_steps=max_steps,
         per_device_train_batch_size=settings.batch_size,
         learning_rate=settings.learning_rate,
         lr_scheduler_type="constant_with_warmup",
@@ -131,8 +144,10 @@ def run_sft(
         interrupted = True
     seconds = time.perf_counter() - t0
     epochs = float(trainer.state.epoch or 0)
-    trainer.model.save_pretrained(out_dir)
-    tokenizer.save_pretrained(out_dir)
+    main = trainer.is_world_process_zero()  # with several processes, one writes the model
+    if main:
+        trainer.model.save_pretrained(out_dir)
+        tokenizer.save_pretrained(out_dir)
     figures = {
         "sft/tasks": len(tasks),
         "sft/epochs": round(epochs, 2),
@@ -141,6 +156,8 @@ def run_sft(
         "sft/interrupted": interrupted,
         "sft/reached_target": bool(stopper.curve and stopper.curve[-1][1] <= settings.loss_target),
         "sft/seconds": round(seconds, 1),
+        "sft/tokens": round(n_tokens * epochs),
+        "sft/processes": world,
         "sft/tokens_per_s": round(n_tokens * epochs / seconds, 1) if seconds else 0.0,
         "sft/assistant_token_share": sum(sum(r["assistant_masks"]) for r in rows) / n_tokens,
         "sft/peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -156,5 +173,7 @@ def run_sft(
             **figures,
         }
     )
-    write_card(out_dir, card)
+    if main:
+        write_card(out_dir, card)
+    trainer.accelerator.wait_for_everyone()  # the other processes read the model only once it is whole
     return figures
