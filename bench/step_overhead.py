@@ -1,12 +1,12 @@
 """Step timing of a rods step against a plain TRL GRPO step on the same model, seed and tasks.
 
-The rods arm is `rods train` minus evaluation and checkpoints: RodsGRPOTrainer + RunLoop (detector,
-replay buffer, synthesis worker threads, decisions, event log). It records the task ids it drew.
-The plain arm builds the model from the same folder under the same seed and replays those draws
-through the same trainer, rollout_func and reward, with a no-op `on_rewards` and no loop callback:
-what TRL's GRPOTrainer does with a multi-turn rollout_func and nothing else. A step is timed from
-`on_step_begin` to the end of its `on_log` (where the rods loop writes its step row), in both arms,
-in wall time and in the arm's process CPU time (all threads, synthesis included).
+The rods arm is `rods train` itself (rods_core.loop.train: curriculum, synthesis worker, decisions, event
+log), with a StepWatcher that hands the turn over and records the task ids each step drew. The plain arm
+builds the model from the same folder under the same seed and replays those draws through the same
+trainer and rollout function with nothing around the step: what TRL's GRPOTrainer does with a
+multi-turn rollout_func and nothing else. A step is timed from its start to the end of its row (rods) or
+of TRL's log (plain), in wall time and in the arm's process CPU time (all threads, synthesis included).
+Whether the arms really drew the same tasks is checked per step, not assumed (`same_draws`).
 
 The arms run in two processes that take turns step by step (rods step k, then plain step k with the
 same draws, then rods step k+1, …), so a change in the load of other jobs hits both arms alike instead
@@ -27,57 +27,20 @@ from transformers import TrainerCallback
 from rods_core.config import RunConfig, load_config
 
 WARMUP = 1
-PARTS = ("gen_s", "env_s", "reward_s", "hooks_s", "opt_s", "step_s", "cpu_s")
+PARTS = ("gen_s", "env_s", "reward_s", "render_s", "update_s", "optimizer_s", "hooks_s", "step_s", "cpu_s")
 
 
-class StepTimer(TrainerCallback):
-    """Per step: wall time, the trainer's rollout timings, model tokens generated, and hook seconds."""
+class Turns:
+    """Hands the turn over at step boundaries: waits for "go" before a step, reports the step after it."""
 
-    def __init__(self, hook_seconds: list[float] | None = None, turns: Turns | None = None):
-        self.trainer = None
-        self.rows: list[dict] = []
-        self.hook_seconds = hook_seconds  # filled by the rods arm's wrapped hooks, drained per step
-        self.turns = turns
-        self._t = self._c = 0.0
+    def __init__(self, conn):
+        self.conn, self.given = conn, None
 
-    def on_step_begin(self, args, state, control, **kw):
-        if self.turns is not None:
-            self.turns.wait()  # before the clock starts: waiting for the other arm is not step time
-        self._t, self._c = time.perf_counter(), time.process_time()
+    def wait(self) -> None:
+        self.given = self.conn.recv()
 
-    def on_log(self, args, state, control, logs=None, **kw):
-        if not logs or "loss" not in logs:
-            return
-        wall, cpu = time.perf_counter() - self._t, time.process_time() - self._c
-        t = dict(self.trainer.timings)
-        hooks = sum(self.hook_seconds) if self.hook_seconds is not None else 0.0
-        if self.hook_seconds is not None:
-            self.hook_seconds.clear()
-        row = {
-            "step": state.global_step,
-            "step_s": wall,
-            "cpu_s": cpu,
-            "gen_s": t.get("time/gen_s", 0.0),
-            "env_s": t.get("time/env_s", 0.0),
-            "reward_s": t.get("time/reward_s", 0.0),
-            "hooks_s": hooks,
-            "tokens": sum(e.model_tokens for e in self.trainer.last_episodes),
-        }
-        row["opt_s"] = max(wall - row["gen_s"] - row["env_s"] - row["reward_s"] - hooks, 0.0)
-        self.rows.append(row)
-        if self.turns is not None:
-            self.turns.report(row)
-
-
-def _timed(fn, sink: list[float]):
-    def wrapper(*a, **kw):
-        t0 = time.perf_counter()
-        try:
-            return fn(*a, **kw)
-        finally:
-            sink.append(time.perf_counter() - t0)
-
-    return wrapper
+    def report(self, row: dict, drawn) -> None:
+        self.conn.send((row, drawn))
 
 
 def _policy(cfg: RunConfig):
@@ -89,82 +52,71 @@ def _policy(cfg: RunConfig):
     return model, tokenizer, cfg.episode.model_copy(update={"prompt": prompt, "hints": hints})
 
 
-class Turns:
-    """Hands the turn over at step boundaries: waits for "go" before a step, reports the step after its row.
-
-    The rods arm reports the task ids it drew during the step and those tasks (after its clock stopped); the
-    plain arm gets both with its "go".
-    """
-
-    def __init__(self, conn):
-        self.conn, self.given = conn, None
-        self.drawn: tuple[list[str], dict] | None = None  # (ids, {id: task record}) of this step's draw
-
-    def wait(self) -> None:
-        self.given = self.conn.recv()
-
-    def report(self, row: dict) -> None:
-        self.conn.send((row, self.drawn))
-
-
 def _rods_arm(cfg_data: dict, work: str, conn) -> None:
-    """Child process: train with the full loop, one step per turn."""
-    import torch
-
-    from rods_core.loop import STATE_FILE, RunLoop, select_seeds
-    from rods_core.trainer import LoopCallback, RodsGRPOTrainer
+    """Child process: `rods train`, one step per turn."""
+    from rods_core.loop import StepWatcher, train
 
     cfg = RunConfig.model_validate(cfg_data)
-    torch.manual_seed(cfg.seed)
-    seeds = select_seeds(cfg)
-    model, tokenizer, episode_cfg = _policy(cfg)
-    run_id = f"systems-{random.Random().randrange(16**6):06x}"
-    run_dir = Path(work) / "runs" / run_id
-    run_dir.mkdir(parents=True)
-    loop = RunLoop(cfg, run_dir, run_id, seeds)
-    loop.db.create_run(run_id, run_dir, cfg.model_dump(mode="json"), cfg.method, name="systems")
-    hooks: list[float] = []
     turns = Turns(conn)
 
-    def draw(n: int) -> list[str]:
-        ids = loop.draw(n)
-        turns.drawn = (ids, {t: loop.source.task(t) for t in ids})
-        return ids
+    class Watcher(StepWatcher):
+        def before_step(self) -> None:
+            turns.wait()  # before the clock starts: waiting for the other arm is not step time
+            self.t, self.c = time.perf_counter(), time.process_time()
 
-    loop.on_log = _timed(loop.on_log, hooks)  # the step row, flush and heartbeat: part of a rods step
-    timer = StepTimer(hooks, turns)
-    callback = LoopCallback(loop, lambda step: None, 0, STATE_FILE)
-    trainer = RodsGRPOTrainer(
-        model=model,
-        tokenizer=tokenizer,
-        cfg=cfg,
-        out_dir=str(run_dir / "checkpoints"),
-        draw=_timed(draw, hooks),
-        task_of=loop.source.task,
-        on_rewards=_timed(loop.on_rewards, hooks),
-        episode_cfg=episode_cfg,
-        callbacks=[callback, timer],
-    )
-    callback.trainer = timer.trainer = trainer
-    try:
-        trainer.train()
-    finally:
-        loop.close()
+        def after_step(self, row: dict, drawn: list) -> None:
+            wall, cpu = time.perf_counter() - self.t, time.process_time() - self.c
+            timed = {k.removeprefix("time/"): v for k, v in row.items() if k.startswith("time/")}
+            # the RODS machinery: curriculum + event writes, and the step row's write after time/step_s
+            timed["hooks_s"] = row["time/curriculum_s"] + row["time/store_s"] + (wall - row["time/step_s"])
+            timed.update(step_s=wall, cpu_s=cpu, tokens=row["train/tokens"], step=row["step"])
+            turns.report(timed, ([t.id for t in drawn], {t.id: t for t in drawn}))
+
+    train(cfg, log=lambda *_: None, watcher=Watcher())
+
+
+class _PlainTimer(TrainerCallback):
+    def __init__(self, turns: Turns):
+        self.turns, self.report = turns, None
+
+    def on_step_begin(self, args, state, control, **kw):
+        self.turns.wait()
+        self.t, self.c = time.perf_counter(), time.process_time()
+
+    def rollout_done(self, report) -> None:
+        self.report, self.rollout_end = report, time.perf_counter()
+
+    def on_pre_optimizer_step(self, args, state, control, **kw):
+        self.pre_opt = time.perf_counter()
+
+    def on_optimizer_step(self, args, state, control, **kw):
+        self.post_opt = time.perf_counter()
+
+    def on_log(self, args, state, control, logs=None, **kw):
+        if not logs or "loss" not in logs:
+            return
+        wall, cpu = time.perf_counter() - self.t, time.process_time() - self.c
+        r = self.report
+        timed = {k.removeprefix("time/"): v for k, v in r.timings.items()}
+        timed.update(update_s=self.pre_opt - self.rollout_end, optimizer_s=self.post_opt - self.pre_opt)
+        timed.update(hooks_s=0.0, step_s=wall, cpu_s=cpu, tokens=float(r.model_tokens), step=state.global_step)
+        self.turns.report(timed, ([tid for tid, _ in r.groups], {}))
 
 
 def _plain_arm(cfg_data: dict, work: str, conn) -> None:
     """Child process: the same trainer, model, seed and tasks with nothing of RODS around the step."""
     import torch
 
-    from rods_core.tasks import Task
+    from rods_core.threads import apply_thread_policy
     from rods_core.trainer import RodsGRPOTrainer
 
     cfg = RunConfig.model_validate(cfg_data)
+    apply_thread_policy(cfg.compute.threads)
     torch.manual_seed(cfg.seed)
     model, tokenizer, episode_cfg = _policy(cfg)
     turns = Turns(conn)
-    timer = StepTimer(turns=turns)
-    tasks: dict[str, Task] = {}
+    timer = _PlainTimer(turns)
+    tasks: dict = {}
 
     def draw(n: int) -> list[str]:
         ids, drawn = turns.given
@@ -178,11 +130,10 @@ def _plain_arm(cfg_data: dict, work: str, conn) -> None:
         out_dir=str(Path(work) / "plain"),
         draw=draw,
         task_of=tasks.__getitem__,
-        on_rewards=lambda step, groups, extras: None,
+        on_rollout=timer.rollout_done,
         episode_cfg=episode_cfg,
         callbacks=[timer],
     )
-    timer.trainer = trainer
     trainer.train()
 
 
@@ -205,9 +156,10 @@ def alternate(cfg: RunConfig, work: Path, steps: int) -> tuple[list[dict], list[
         for _ in range(steps):
             r_here.send("go")
             row, drawn = _recv(r_here, procs[0])
-            rods_rows.append(row)
+            rods_rows.append({**row, "drawn": drawn[0]})
             p_here.send(drawn)  # the plain arm replays the rods arm's draw on the same tasks
-            plain_rows.append(_recv(p_here, procs[1])[0])
+            plain_row, plain_drawn = _recv(p_here, procs[1])
+            plain_rows.append({**plain_row, "drawn": plain_drawn[0]})
     finally:
         for p in procs:
             p.join(timeout=60)
@@ -251,6 +203,7 @@ def summarise(rods_rows: list[dict], plain_rows: list[dict]) -> dict:
     cpu_pct, cpu_ci = overhead([x["cpu_s"] for x in r], [x["cpu_s"] for x in p])
     direct = 100 * statistics.median(x["hooks_s"] for x in r) / statistics.median(x["step_s"] for x in p)
     same_tokens = [a["tokens"] for a in r] == [b["tokens"] for b in p]
+    same_draws = [a["drawn"] for a in r] == [b["drawn"] for b in p]
     note = (
         ""
         if same_tokens
@@ -274,6 +227,7 @@ def summarise(rods_rows: list[dict], plain_rows: list[dict]) -> dict:
         "overhead_cpu_pct": round(cpu_pct, 2),
         "ci95_cpu_pct": [round(c, 2) for c in cpu_ci],
         "same_tokens": same_tokens,
+        "same_draws": same_draws,
         "drift": drift,
         "note": note.strip(),
     }
@@ -281,7 +235,14 @@ def summarise(rods_rows: list[dict], plain_rows: list[dict]) -> dict:
 
 def measure_steps(config: Path, steps: int = 6, model: Path | None = None, log=print) -> dict | None:
     """Both arms on the config's model (or `model`); None when there is no model to time."""
-    overrides = {"grpo.max_steps": steps + WARMUP, "grpo.save_steps": 1_000_000, "eval.every": 0, "name": "systems"}
+    overrides = {
+        "grpo.max_steps": steps + WARMUP,
+        "grpo.save_steps": 1_000_000,
+        "eval.every": 0,
+        "eval.split": "train",
+        "eval.limit": 1,  # the step-0 and final evaluations run outside the timed steps; keep them short
+        "name": "systems",
+    }
     if model is not None:
         overrides["model.path"] = str(model)
     cfg = load_config(config, overrides)
@@ -303,7 +264,6 @@ def measure_steps(config: Path, steps: int = 6, model: Path | None = None, log=p
         "num_generations": cfg.grpo.num_generations,
         "warmup": WARMUP,
         "timed_steps": len(timed),
-        "same_draws": True,
         "arms": "alternating step by step",
         "rods": {
             "breakdown_median_s": medians(timed),

@@ -40,6 +40,17 @@ def step_row(step: int, outcome: StepOutcome, timings: dict[str, float], trl_log
     return row
 
 
+def step_line(row: dict, max_steps: int) -> str:
+    """The one line a step prints: progress, signal, pools and where the time went."""
+    t = {k: row.get(f"time/{k}_s", 0.0) for k in ("step", "gen", "update", "curriculum")}
+    return (
+        f"step {row['step']}/{max_steps}: reward {row['reward/mean']:.3f} informative "
+        f"{row['boundary/informative_share']:.2f} active {row['buffer/active']:.0f} staged "
+        f"{row['buffer/staged']:.0f} | {t['step']:.1f} s (gen {t['gen']:.1f}, update {t['update']:.1f}, "
+        f"rods {t['curriculum']:.2f})"
+    )
+
+
 class RunStore:
     """The run's event log and control-database row, on rank 0; a no-op on other ranks."""
 
@@ -85,10 +96,29 @@ def _fault(moment: str, step: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+class StepWatcher:
+    """Instrumentation (benchmarks): `before_step()` runs before a step's clock starts; `after_step(row,
+    drawn)` after its row is written, with the row and the tasks drawn for it, in draw order."""
+
+    def before_step(self) -> None: ...
+
+    def after_step(self, row: dict, drawn: list) -> None: ...
+
+
 class StepCallback(TrainerCallback):
     """Connects TRL's step cycle to the curriculum and the store: one step's path, in call order."""
 
-    def __init__(self, curriculum: Curriculum, store: RunStore, evaluate, eval_every: int, ranks: Ranks):
+    def __init__(
+        self,
+        curriculum: Curriculum,
+        store: RunStore,
+        evaluate,
+        eval_every: int,
+        ranks: Ranks,
+        watcher: StepWatcher | None = None,
+        log=print,
+    ):
+        self.log = log if ranks.main else (lambda *_: None)
         self.curriculum, self.store, self.evaluate, self.eval_every, self.ranks = (
             curriculum,
             store,
@@ -96,6 +126,7 @@ class StepCallback(TrainerCallback):
             eval_every,
             ranks,
         )
+        self.watcher = watcher or StepWatcher()
         self.stop_requested = False
         self._report: RolloutReport | None = None
         self._clock: dict[str, float] = {}
@@ -112,6 +143,7 @@ class StepCallback(TrainerCallback):
             self.evaluate(model, 0)
 
     def on_step_begin(self, args, state, control, **kw):
+        self.watcher.before_step()
         self._clock = {"begin": time.perf_counter()}
 
     def on_pre_optimizer_step(self, args, state, control, **kw):
@@ -149,9 +181,12 @@ class StepCallback(TrainerCallback):
             return
         step, outcome, timings = self._pending
         self._pending = None
-        self.store.write({"step": [step_row(step, outcome, timings, logs)]})
+        row = step_row(step, outcome, timings, logs)
+        self.store.write({"step": [row]})
         self.store.flush()
         self.store.heartbeat(step)
+        self.watcher.after_step(row, [self.curriculum.task(tid) for tid, _ in self._report.groups])
+        self.log(step_line(row, state.max_steps))
         # evaluation runs after the step's row is written, so it never counts as step time
         if self.eval_every and step % self.eval_every == 0 and step < state.max_steps:
             self.evaluate(model, step)
@@ -189,7 +224,9 @@ def install_stop_handler(callback: StepCallback) -> None:
     signal.signal(signal.SIGTERM, _stop)
 
 
-def train(cfg: RunConfig, *, run_id: str | None = None, resume: bool = False, log=print) -> Path:
+def train(
+    cfg: RunConfig, *, run_id: str | None = None, resume: bool = False, log=print, watcher: StepWatcher | None = None
+) -> Path:
     """Run (or resume) one training run; returns its folder. Its processes are the only writers of it."""
     import torch
 
@@ -270,7 +307,7 @@ def train(cfg: RunConfig, *, run_id: str | None = None, resume: bool = False, lo
                 )
 
         # ----- TRL's GRPO with the curriculum wired in at construction -----------------------------
-        callback = StepCallback(curriculum, store, run_eval, cfg.eval.every, ranks)
+        callback = StepCallback(curriculum, store, run_eval, cfg.eval.every, ranks, watcher, log)
         trainer = RodsGRPOTrainer(
             model=model,
             tokenizer=tokenizer,

@@ -141,6 +141,10 @@ class RodsGRPOTrainer(GRPOTrainer):
             rollout_func=self._rollout,
             callbacks=callbacks,
         )
+        # TRL prints every log dict (30 keys) when tqdm is off; the run loop prints its own step line
+        from transformers.trainer_callback import PrinterCallback
+
+        self.remove_callback(PrinterCallback)
 
     def _rollout(self, prompts: list[str], trainer) -> dict[str, Any]:
         t0 = time.perf_counter()
