@@ -36,7 +36,9 @@ class _Server(BaseHTTPRequestHandler):
 
     def do_POST(self):  # noqa: N802 - http.server API
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        _Server.seen.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body})
+        _Server.seen.append(
+            {"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body}
+        )
         status, payload, headers = _Server.script[min(len(_Server.seen), len(_Server.script)) - 1]
         if payload is None:
             _Server.release.wait(30)
@@ -230,3 +232,41 @@ def test_llm_critic_garbage_rejects_at_critique(server):
     reached = [a for a in res.attempts if a.stage == "critique"]
     assert res.accepted == [] and reached and all("llm critic" in a.reason for a in reached)
     assert _Server.seen and _Server.seen[-1]["body"]["messages"][0]["content"] == Prompts().texts["critique_system"]
+
+
+# ----- the command ------------------------------------------------------------------------------------
+def _cli():
+    import typer
+
+    from rods_core.cli.synth_cmd import synth
+
+    app = typer.Typer()
+    app.command()(synth)
+    return app
+
+
+def test_rods_synth_llm_backend_reports_counts_and_refuses_bad_configs(tmp_path, server):
+    from typer.testing import CliRunner
+
+    parent, out = demo_seeds()[0], tmp_path / "v.jsonl"
+    cfg = tmp_path / "synth.yaml"
+    cfg.write_text(
+        f"synth:\n  endpoint_url: {server((200, _completion('garbage')))}\n  endpoint_model: m\n  max_attempts: 3\n"
+    )
+    args = ["--from", parent.id, "--n", "1", "--out", str(out), "--backend", "llm", "--config", str(cfg), "--json"]
+    r = CliRunner().invoke(_cli(), args)
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.output)
+    assert report["accepted"] == 0 and report["stages"]["rewrite"]["rejected"] >= 1
+    assert "llm: the model's answer holds no" in report["stages"]["rewrite"]["reasons"]
+    for text, why in (
+        ("synth: [unclosed", "not valid YAML"),
+        ("- a list", "expected a mapping"),
+        (f"prompts_dir: {tmp_path / 'nope'}", "not a folder"),
+        ("distance: 2", "distance"),
+    ):
+        cfg.write_text(text)
+        bad = tmp_path / "bad.jsonl"
+        r = CliRunner().invoke(_cli(), ["--from", parent.id, "--n", "1", "--out", str(bad), "--config", str(cfg)])
+        assert r.exit_code == 2 and why in r.output and str(cfg) in r.output, (text, r.output)
+        assert not bad.exists()
