@@ -16,7 +16,7 @@ import json
 import os
 import re
 from dataclasses import dataclass
-from functools import cached_property
+from functools import lru_cache
 from pathlib import Path
 from string import Template
 
@@ -119,14 +119,9 @@ class ChatEndpoint:
             "OpenAI-Project": openai.omit,
         }
 
-    @cached_property
+    @property
     def _client(self):
-        import openai
-
-        # api_key: a callable that holds nothing (the real key goes in `_headers`, read per request).
-        return openai.OpenAI(
-            base_url=self.base_url, api_key=lambda: "", timeout=self.timeout_s, max_retries=self.max_retries
-        )
+        return _client_for(self.base_url, self.timeout_s, self.max_retries)
 
     def complete(self, messages: list[dict], seed: int | None = None) -> str:
         """The assistant's text for a chat; raises LlmError on any failure (after the bounded retries)."""
@@ -160,6 +155,16 @@ class ChatEndpoint:
         if not isinstance(content, str):
             raise LlmError(f"{where} answer has no choices[0].message.content")
         return content
+
+
+@lru_cache(maxsize=8)
+def _client_for(base_url: str, timeout_s: float, max_retries: int):
+    """One client (and connection pool) per endpoint for the process, shared by stages and jobs; the
+    openai client is safe to use from several threads."""
+    import openai
+
+    # api_key: a callable that holds nothing (the real key goes in `_headers`, read per request).
+    return openai.OpenAI(base_url=base_url, api_key=lambda: "", timeout=timeout_s, max_retries=max_retries)
 
 
 # ----- reading the answer -----------------------------------------------------------------------------

@@ -197,8 +197,8 @@ def _rng(seed: int, parent_id: str, attempt: int) -> random.Random:
     return random.Random(int(h[:16], 16))
 
 
-def make_rewriter(cfg: SynthConfig, prompts: Prompts | None = None) -> Rewriter:
-    return LlmRewriter(cfg.endpoint(), prompts) if cfg.backend == "llm" else TemplateRewriter()
+def make_rewriter(cfg: SynthConfig, endpoint: ChatEndpoint | None = None, prompts: Prompts | None = None) -> Rewriter:
+    return LlmRewriter(endpoint or cfg.endpoint(), prompts) if cfg.backend == "llm" else TemplateRewriter()
 
 
 def synthesize(parent: Task, n: int, pool_keys: set[str], cfg: SynthConfig | None = None) -> SynthResult:
@@ -228,11 +228,12 @@ class _Stages:
     """The five stages wired once for one parent; `attempt` runs one candidate through them."""
 
     def __init__(self, planner: Planner, keys: set[str], cfg: SynthConfig):
-        prompts = Prompts(cfg.prompts_dir) if cfg.backend == "llm" or cfg.llm_critic else None
+        uses_llm = cfg.backend == "llm" or cfg.llm_critic
+        endpoint, prompts = (cfg.endpoint(), Prompts(cfg.prompts_dir)) if uses_llm else (None, None)
         self.planner, self.keys, self.cfg = planner, keys, cfg
         self.parent_sig = signature(planner.parent)
-        self.rewriter = make_rewriter(cfg, prompts)
-        llm = cfg.endpoint() if cfg.llm_critic else None
+        self.rewriter = make_rewriter(cfg, endpoint, prompts)
+        llm = endpoint if cfg.llm_critic else None
         self.critic = Critic(signature(planner.base.task), planner.infos, keys, llm, prompts)
         self.augmenter = Augmenter(
             self.parent_sig, perturb=cfg.perturb_config, distractors=cfg.long_context_distractors
