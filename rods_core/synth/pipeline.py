@@ -59,7 +59,8 @@ class SynthConfig(BaseModel):
         description="how far a variant moves from its parent: each value the user states is drawn anew with "
         "this probability (one always is), and compose_share / swap_prob are scaled by it. 0 = near (one value "
         "changed, the parent's wording); 1 = far (every stated value, composed turns for compose_share of "
-        "candidates). A variant's measured distance is in its provenance note ('distance=N')",
+        "candidates). A variant records its distance, changed values + swapped calls + composed turns, in its "
+        "provenance note ('distance=N'; the state perturbation of perturb_config is not counted)",
     )
     compose_share: float = Field(
         0.3,

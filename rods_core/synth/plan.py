@@ -228,9 +228,6 @@ class _Walk:
     def changes(self) -> list[tuple[Any, Any]]:
         return [(o, n) for o, n in self.mapping.values() if o != n] + self.result_changes
 
-    def _resamplable(self, function: str, piece: Piece, said_so_far: str) -> bool:
-        return resamplable(function, piece, said_so_far, self.compose)
-
     def _draw(self, info: CallInfo, piece: Piece, env: BfclEnvironment) -> Any | None:
         ctx = SampleContext(env, info.name, piece.param, piece.value, self.rng, self.taken, list(self.mapping.values()))
         return sample_value(ctx)
@@ -249,7 +246,7 @@ class _Walk:
             new, key = None, _key(piece.value)
             if (
                 key not in self.pinned
-                and self._resamplable(info.name, piece, said_so_far)
+                and resamplable(info.name, piece, said_so_far, self.compose)
                 and (key == self.forced or self.rng.random() < self.draw_prob)
             ):
                 new = self._draw(info, piece, env)
