@@ -53,7 +53,7 @@ def figures(limit: int = 400, n: int = 4, attempts: int = 24, seed: int = 0) -> 
         }
     return {
         "parents": len(m["parents"]),
-        "attempts": sum(r.attempts for r in results),
+        "attempts": sum(len(r.attempts) for r in results),
         "accepted": accepted,
         "accepted_per_s_wall": round(accepted / m["wall_s"], 1),
         "accepted_per_s_cpu": round(accepted / m["cpu_s"], 1),
@@ -74,7 +74,7 @@ def main() -> None:
     m = measure(args.limit, args.n, args.attempts, args.seed)
     parents, results, wall, cpu = m["parents"], m["results"], m["wall_s"], m["cpu_s"]
     accepted = sum(len(r.accepted) for r in results)
-    attempts = sum(r.attempts for r in results)
+    attempts = sum(len(r.attempts) for r in results)
     print(f"synth/parents {len(parents)}  attempts {attempts}  accepted {accepted}")
     print(f"synth/throughput  {accepted / wall:.1f} accepted/s wall  {accepted / cpu:.1f} accepted/s cpu (goal >= 50)")
     print(f"synth/attempts_per_s  {attempts / cpu:.1f} (cpu)")
@@ -96,7 +96,7 @@ def main() -> None:
             g["parents"] += 1
             g["yielded"] += bool(r.accepted)
             g["variants"] += len(r.accepted)
-            g["attempts"] += r.attempts
+            g["attempts"] += len(r.attempts)
     for key, table in groups.items():
         print(f"\nper {key}: parents, parent yield, variants, acceptance per attempt")
         for name, g in sorted(table.items(), key=lambda kv: -kv[1]["parents"]):

@@ -255,7 +255,7 @@ def _move_row(m) -> dict:
 def variant_rows_of(result, accepted: list[Task]) -> list[dict]:
     """One `variant` event per candidate: the stage outcomes of each attempt, in order."""
     rows, ok = [], iter(accepted)
-    for attempt in _attempts_compat(result):
+    for attempt in result.attempts:
         variant = next(ok) if attempt.variant is not None else None
         rows.append(
             {
@@ -265,27 +265,8 @@ def variant_rows_of(result, accepted: list[Task]) -> list[dict]:
                 "stages": [o.to_dict() for o in attempt.outcomes],
                 "reason": "accepted" if variant else f"{attempt.stage}: {attempt.reason}",
                 "task": variant.to_record() if variant else None,
+                "distance": attempt.distance,
             }
         )
     return rows
 
-
-def _attempts_compat(result):  # TEMPORARY until the synth branch (structured attempts) is merged
-    from types import SimpleNamespace
-
-    if isinstance(result.attempts, list):
-        return result.attempts
-    out, cur, k = [], [], 0
-    for o in result.outcomes:
-        cur.append(o)
-        if o.accepted and o.stage != "augment":
-            continue
-        variant = None
-        if o.accepted:
-            variant = result.accepted[k] if k < len(result.accepted) else None
-            k += 1
-        out.append(
-            SimpleNamespace(outcomes=cur, variant=variant, stage=None if o.accepted else o.stage, reason=o.reason)
-        )
-        cur = []
-    return out

@@ -45,8 +45,7 @@ def fresh_variants(parents: list[Task], per_parent: int, cfg: RunConfig, purpose
     """Verified variants of the parents for one purpose ("warm-start", "eval"), seeded from the run seed."""
     from rods_core.synth.pipeline import synthesize_many
 
-    synth_cfg = cfg.synth.model_copy(update={"seed": derive_seed(cfg.seed, purpose)})
-    variants, _ = synthesize_many(parents, per_parent, cfg=synth_cfg)
+    variants, _ = synthesize_many(parents, per_parent, None, cfg.synth, seed=derive_seed(cfg.seed, purpose))
     return variants
 
 

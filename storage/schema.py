@@ -114,6 +114,7 @@ _KINDS = [
             "stages": "json",
             "reason": "str",
             "task": "json",
+            "distance": "int",
         },
     ),
     EventKind(

@@ -98,7 +98,7 @@ def test_per_stage_counts_chain(fifty):
         for a, b in zip(order, order[1:], strict=False):
             assert c[a]["accepted"] == c[b]["accepted"] + c[b]["rejected"]
         assert c["augment"]["accepted"] == len(res.accepted)
-        assert c["plan"]["accepted"] + c["plan"]["rejected"] == res.attempts
+        assert c["plan"]["accepted"] + c["plan"]["rejected"] == len(res.attempts)
 
 
 def test_same_seed_same_variants():

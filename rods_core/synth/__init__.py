@@ -1,21 +1,25 @@
 """Skill-aligned task synthesis (RODS stage 2): Plan -> Execute -> Rewrite -> Critique -> Augment.
 
-Public API: `SynthConfig`, `synthesize(parent, n, pool_keys, cfg) -> SynthResult`, `synthesize_many`, `SynthWorker`
-(background synthesis with a non-blocking `drain()`), `merge_counts`. One module per stage.
+Public API: `SynthConfig`, `synthesize(parent, n, pool_keys, cfg) -> SynthResult` (its `attempts`: one
+`Attempt` per candidate), `synthesize_many`, `SynthWorker` (background synthesis with a non-blocking
+`drain()`), `merge_counts`, `variant_distance`. One module per stage; prompts/ holds the LLM prompts.
 """
 
 from rods_core.synth.pipeline import (
+    Attempt,
     SynthConfig,
     SynthResult,
     SynthWorker,
     merge_counts,
     synthesize,
     synthesize_many,
+    variant_distance,
 )
 from rods_core.synth.stages import STAGES, StageError, StageOutcome
 
 __all__ = [
     "STAGES",
+    "Attempt",
     "StageError",
     "StageOutcome",
     "SynthConfig",
@@ -24,4 +28,5 @@ __all__ = [
     "merge_counts",
     "synthesize",
     "synthesize_many",
+    "variant_distance",
 ]

@@ -31,15 +31,25 @@ def find_parent(task_id: str, tasks_file: Path | None) -> Task:
 
 
 def load_config(path: Path | None, *, seed: int, backend: str, n: int) -> SynthConfig:
+    """A SynthConfig from a YAML/JSON file (a run config's `synth:` section, or the fields alone) and the
+    command's options; every problem is a ValueError naming the file (and field)."""
     data: dict = {}
     if path:
         text = Path(path).read_text(encoding="utf-8")
         if path.suffix in (".yaml", ".yml"):
             import yaml
 
-            data = yaml.safe_load(text) or {}
+            try:
+                data = yaml.safe_load(text) or {}
+            except yaml.YAMLError as e:
+                raise ValueError(f"{path}: not valid YAML: {e}") from None
         else:
-            data = json.loads(text)
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}: not valid JSON: {e.msg} (line {e.lineno})") from None
+        if not isinstance(data, dict) or not isinstance(data.get("synth", data), dict):
+            raise ValueError(f"{path}: expected a mapping of SynthConfig fields (or a run config with `synth:`)")
         data = data.get("synth", data)
     data = {**data, "seed": seed, "backend": backend, "n_per_parent": n}
     try:
@@ -59,10 +69,14 @@ def run(parent: Task, cfg: SynthConfig, out: Path, tasks_file: Path | None = Non
     return {
         "parent": parent.id,
         "accepted": len(result.accepted),
-        "attempts": result.attempts,
+        "attempts": len(result.attempts),
         "out": str(out),
         "stages": result.counts(),
-        "variants": [{"id": t.id, "note": t.provenance.note} for t in result.accepted],
+        "variants": [
+            {"id": a.variant.id, "distance": a.distance, "note": a.variant.provenance.note}
+            for a in result.attempts
+            if a.variant is not None
+        ],
     }
 
 

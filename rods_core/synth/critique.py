@@ -13,20 +13,25 @@ LLM; here the deterministic checks are the critic and the LLM is an optional ext
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
 from typing import Any
 
 from rods_core.envs.bfcl import BfclEnvironment, function_docs
 from rods_core.envs.checker import score_calls
 from rods_core.seeds import leak_guard
 from rods_core.signature import Signature, signature, skill_of
-from rods_core.synth.llm import ChatEndpoint, LlmError, extract_json
+from rods_core.synth.llm import ChatEndpoint, LlmError, Prompts, extract_json
 from rods_core.synth.samplers import documented_choices
 from rods_core.synth.stages import StageError
-from rods_core.synth.values import CallInfo, is_mentioned, looks_failed, parse_result, pieces_of, substitute
+from rods_core.synth.values import (
+    INFORMATIVE_SKILLS,
+    CallInfo,
+    is_mentioned,
+    looks_failed,
+    parse_result,
+    pieces_of,
+    substitute,
+)
 from rods_core.tasks import Task
-
-INFORMATIVE_SKILLS = {"read", "compute", "navigate"}
 
 
 def same_structure(variant: Task, parent_sig: Signature, stage: str = "critique") -> Signature:
@@ -164,14 +169,19 @@ def _inherited(
     return False
 
 
-@dataclass
 class Critic:
     """The critique stage for one parent: its signature, the pool's keys, and the optional LLM critic."""
 
-    parent_sig: Signature
-    parent_infos: list[CallInfo]
-    pool_keys: set[str]
-    llm: ChatEndpoint | None = None
+    def __init__(
+        self,
+        parent_sig: Signature,
+        parent_infos: list[CallInfo],
+        pool_keys: set[str],
+        llm: ChatEndpoint | None = None,
+        prompts: Prompts | None = None,
+    ):
+        self.parent_sig, self.parent_infos, self.pool_keys = parent_sig, parent_infos, pool_keys
+        self.llm, self.prompts = llm, (prompts or Prompts()) if llm is not None else None
 
     def check(self, variant: Task, inherit_turns: set[int], changes: list | None = None) -> None:
         """Raise StageError('critique', why) unless the variant passes every check.
@@ -192,16 +202,13 @@ class Critic:
             self._llm_verdict(variant)
 
     def _llm_verdict(self, variant: Task) -> None:
+        """The endpoint's judgement (prompts/critique_*.md): only an explicit {"accept": true} passes."""
         turns = "\n".join(
             f"Turn {i + 1}: user: {u or '(no message)'}\n  calls: {gt}"
             for i, (u, gt) in enumerate(zip(variant.user_texts, variant.ground_truth, strict=True))
         )
-        ask = (
-            "Does each user turn ask for exactly what its calls do, with every needed value either stated or "
-            'obtainable from earlier calls? Answer JSON only: {"accept": true|false, "reason": "..."}\n' + turns
-        )
         try:
-            verdict = extract_json(self.llm.complete([{"role": "user", "content": ask}]))
+            verdict = extract_json(self.llm.complete(self.prompts.messages("critique", turns=turns)))
         except LlmError as e:
             raise StageError("critique", f"llm critic: {e}") from None
         if not isinstance(verdict, dict) or verdict.get("accept") is not True:

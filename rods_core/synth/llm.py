@@ -1,7 +1,13 @@
-"""A minimal client for any OpenAI-compatible chat endpoint (a local vLLM server, say), over urllib.
+"""The LLM side of synthesis: a client for any OpenAI-compatible chat endpoint, the stage prompts, and the
+JSON read out of a model's answer (which is hostile input: parsed and checked, never executed).
 
-The API key is read at call time from the environment variable whose *name* is configured; the key
-itself is never stored on the object, in configs, in logs, in errors or in exports.
+The client is the `openai` package with a bounded timeout and bounded retries (connection errors,
+timeouts, HTTP 408/409/429/5xx; exponential backoff from 0.5 s, at most 8 s, a server's Retry-After
+honoured up to 2 minutes). The API key is read at request time from the environment variable whose
+*name* is configured; it is never stored on the object, in configs, logs, errors or exports. Without
+`api_key_env` no key is sent at all: a local server never receives the OPENAI_API_KEY of the shell.
+Prompts are Markdown files, rods_core/synth/prompts/<stage>_system.md and <stage>_user.md; the user
+ones are filled through `$name` placeholders. A folder given as `prompts_dir` overrides them file by file.
 """
 
 from __future__ import annotations
@@ -9,22 +15,83 @@ from __future__ import annotations
 import json
 import os
 import re
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from string import Template
 
 
 class LlmError(RuntimeError):
     """The endpoint is not configured, unreachable, or answered something unusable."""
 
 
+# ----- prompts ----------------------------------------------------------------------------------------
+PROMPT_DIR = Path(__file__).with_name("prompts")
+# prompt name -> the placeholders its template must use (system prompts are sent as written)
+PROMPT_FIELDS: dict[str, frozenset[str]] = {
+    "rewrite_system": frozenset(),
+    "rewrite_user": frozenset({"turns", "n_turns"}),
+    "critique_system": frozenset(),
+    "critique_user": frozenset({"turns"}),
+}
+
+
+def _check_prompt(path: Path, text: str, name: str) -> str:
+    if not text.strip():
+        raise ValueError(f"{path}: prompt {name!r} is empty")
+    if not PROMPT_FIELDS[name]:
+        return text
+    template = Template(text)
+    if not template.is_valid():
+        raise ValueError(f"{path}: a '$' that starts no placeholder; write '$$' for a literal dollar sign")
+    used = set(template.get_identifiers())
+    unknown, missing = used - PROMPT_FIELDS[name], PROMPT_FIELDS[name] - used
+    if unknown or missing:
+        parts = [f"unknown placeholder(s) {sorted('$' + u for u in unknown)}"] if unknown else []
+        parts += [f"missing placeholder(s) {sorted('$' + m for m in missing)}"] if missing else []
+        raise ValueError(f"{path}: {'; '.join(parts)}; {name} uses {sorted('$' + f for f in PROMPT_FIELDS[name])}")
+    return text
+
+
+class Prompts:
+    """The stage prompts: built-in files, each replaced by a same-named file in `folder` when there is one."""
+
+    def __init__(self, folder: str | Path | None = None):
+        override = Path(folder) if folder else None
+        if override is not None:
+            if not override.is_dir():
+                raise ValueError(f"prompts_dir {override} is not a folder")
+            for path in sorted(override.glob("*.md")):
+                if path.stem not in PROMPT_FIELDS:
+                    raise ValueError(f"{path}: unknown prompt file; the prompts are {sorted(PROMPT_FIELDS)} (.md)")
+        self.texts: dict[str, str] = {}
+        for name in PROMPT_FIELDS:
+            path = override / f"{name}.md" if override and (override / f"{name}.md").is_file() else None
+            path = path or PROMPT_DIR / f"{name}.md"
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as e:
+                raise ValueError(f"{path}: cannot read the prompt ({type(e).__name__})") from None
+            self.texts[name] = _check_prompt(path, text, name)
+
+    def messages(self, stage: str, **fields: object) -> list[dict]:
+        """The system and user messages of `stage` ('rewrite' or 'critique') with `fields` filled in."""
+        user = Template(self.texts[f"{stage}_user"]).substitute({k: str(v) for k, v in fields.items()})
+        return [{"role": "system", "content": self.texts[f"{stage}_system"]}, {"role": "user", "content": user}]
+
+
+# ----- the endpoint -----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ChatEndpoint:
+    """One OpenAI-compatible chat endpoint; `complete` returns the assistant's text or raises LlmError."""
+
     url: str | None
     model: str | None
     api_key_env: str | None = None
     timeout_s: float = 60.0
+    max_retries: int = 2
     temperature: float = 0.7
+    max_tokens: int = 1024
 
     def check(self) -> None:
         if not self.url or not self.model:
@@ -36,35 +103,77 @@ class ChatEndpoint:
             raise LlmError(f"environment variable {self.api_key_env} (named by api_key_env) is not set")
 
     @property
-    def chat_url(self) -> str:
-        base = (self.url or "").rstrip("/")
-        return base if base.endswith("/chat/completions") else base + "/chat/completions"
+    def base_url(self) -> str:
+        """The URL the client is given: a trailing /chat/completions is accepted and dropped."""
+        return re.sub(r"/chat/completions/?$", "", (self.url or "").rstrip("/"))
 
-    def complete(self, messages: list[dict]) -> str:
-        """The assistant's text for a chat; raises LlmError on any failure."""
+    def _headers(self) -> dict:
+        """Per request: the configured key read now, or no Authorization at all; never the shell's
+        OPENAI_API_KEY, organization or project (the client would pick those up by itself)."""
+        import openai
+
+        key = os.environ.get(self.api_key_env, "") if self.api_key_env else ""
+        return {
+            "Authorization": f"Bearer {key}" if key else openai.omit,
+            "OpenAI-Organization": openai.omit,
+            "OpenAI-Project": openai.omit,
+        }
+
+    @property
+    def _client(self):
+        return _client_for(self.base_url, self.timeout_s, self.max_retries)
+
+    def complete(self, messages: list[dict], seed: int | None = None) -> str:
+        """The assistant's text for a chat; raises LlmError on any failure (after the bounded retries)."""
+        import openai
+
         self.check()
-        body = json.dumps({"model": self.model, "messages": messages, "temperature": self.temperature}).encode()
-        headers = {"Content-Type": "application/json"}
-        if self.api_key_env:
-            headers["Authorization"] = "Bearer " + os.environ[self.api_key_env]
-        req = urllib.request.Request(self.chat_url, data=body, headers=headers, method="POST")
+        where = f"endpoint {self.base_url}"
+        extra = {"seed": seed} if seed is not None else {}
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                data = json.loads(resp.read().decode("utf-8"))
-        except urllib.error.HTTPError as e:
-            raise LlmError(f"endpoint {self.chat_url} answered HTTP {e.code}") from None
-        except (urllib.error.URLError, TimeoutError, OSError) as e:
-            raise LlmError(f"endpoint {self.chat_url} unreachable: {type(e).__name__}") from None
-        except json.JSONDecodeError:
-            raise LlmError(f"endpoint {self.chat_url} answered something that is not JSON") from None
+            resp = self._client.chat.completions.create(
+                model=self.model,
+                messages=messages,
+                temperature=self.temperature,
+                max_tokens=self.max_tokens,
+                extra_headers=self._headers(),
+                **extra,
+            )
+        except openai.APITimeoutError:
+            raise LlmError(f"{where} did not answer within {self.timeout_s:g} s ({self.max_retries} retries)") from None
+        except openai.APIConnectionError as e:
+            cause = type(e.__cause__).__name__ if e.__cause__ else "connection error"
+            raise LlmError(f"{where} unreachable: {cause} ({self.max_retries} retries)") from None
+        except openai.APIStatusError as e:
+            raise LlmError(f"{where} answered HTTP {e.status_code}") from None
+        except (openai.OpenAIError, ValueError) as e:  # an unparseable body, say
+            raise LlmError(f"{where} answered something that is not a chat completion ({type(e).__name__})") from None
         try:
-            return str(data["choices"][0]["message"]["content"])
-        except (KeyError, IndexError, TypeError):
-            raise LlmError("endpoint answer has no choices[0].message.content") from None
+            content = resp.choices[0].message.content
+        except (AttributeError, IndexError, TypeError, KeyError):
+            content = None
+        if not isinstance(content, str):
+            raise LlmError(f"{where} answer has no choices[0].message.content")
+        return content
+
+
+@lru_cache(maxsize=8)
+def _client_for(base_url: str, timeout_s: float, max_retries: int):
+    """One client (and connection pool) per endpoint for the process, shared by stages and jobs; the
+    openai client is safe to use from several threads."""
+    import openai
+
+    # api_key: a callable that holds nothing (the real key goes in `_headers`, read per request).
+    return openai.OpenAI(base_url=base_url, api_key=lambda: "", timeout=timeout_s, max_retries=max_retries)
+
+
+# ----- reading the answer -----------------------------------------------------------------------------
+MAX_ANSWER_CHARS = 100_000  # longer answers are cut before parsing; a stage rejects what is left if unusable
 
 
 def extract_json(text: str) -> object:
     """The first JSON object or list in a model's answer (tolerates ```json fences and chatter)."""
+    text = str(text)[:MAX_ANSWER_CHARS]
     m = re.search(r"```(?:json)?\s*(.*?)```", text, re.S)
     candidate = m.group(1) if m else text
     start = min((i for i in (candidate.find("{"), candidate.find("[")) if i >= 0), default=-1)
@@ -74,4 +183,6 @@ def extract_json(text: str) -> object:
         obj, _ = json.JSONDecoder().raw_decode(candidate[start:])
     except json.JSONDecodeError as e:
         raise LlmError(f"the model's answer is not valid JSON: {e.msg}") from None
+    except RecursionError:
+        raise LlmError("the model's answer nests JSON too deeply") from None
     return obj

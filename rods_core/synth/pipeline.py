@@ -1,10 +1,11 @@
 """The synthesis pipeline: Plan -> Execute -> Rewrite -> Critique -> Augment, and a worker beside training.
 
 `synthesize(parent, n, pool_keys, cfg)` makes up to `max_attempts` candidates from one parent and keeps
-the first `n` that pass every stage; each attempt records one outcome per stage it reached, so the
-result says how many candidates each stage accepted and rejected, and why. Later attempts keep more of
-the parent's values (keep_prob rises), trading variety for yield on hard parents; a candidate whose
-parent words state nothing changeable is composed from the docs instead (`compose_fallback`).
+the first `n` that pass every stage. Each candidate is an `Attempt`: the verdict of every stage it
+reached, in order, and the variant it became or the stage and reason that rejected it; per-stage counts
+are summed from those. How far a variant moves from its parent is one knob, `distance` (see `knobs`);
+later attempts move less, trading variety for yield on hard parents; a candidate whose parent words
+state nothing changeable is composed from the docs instead (`compose_fallback`).
 `SynthWorker` runs synthesis in a background thread or process; the trainer `submit`s boundary tasks
 (never blocking: a full queue refuses) and takes finished results with a non-blocking `drain()`.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import multiprocessing
 import random
+import re
 from collections import Counter, defaultdict
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -23,10 +25,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rods_core.seeds import leak_guard
 from rods_core.signature import signature
-from rods_core.synth.augment import augment
+from rods_core.synth.augment import Augmenter
 from rods_core.synth.critique import Critic
 from rods_core.synth.execute import base_task, execute
-from rods_core.synth.llm import ChatEndpoint
+from rods_core.synth.llm import ChatEndpoint, Prompts
 from rods_core.synth.plan import Planner
 from rods_core.synth.rewrite import LlmRewriter, Rewriter, TemplateRewriter
 from rods_core.synth.stages import STAGES, StageError, StageOutcome, reason_group
@@ -50,28 +52,60 @@ class SynthConfig(BaseModel):
     n_per_parent: int = Field(4, ge=1, le=100, description="accepted variants wanted per parent task")
     max_attempts: int = Field(24, ge=1, le=1000, description="candidates tried per parent before giving up")
     seed: int = Field(0, description="seed of every random choice; same seed + parent = same variants")
-    perturb_config: bool = Field(True, description="also perturb the initial state (rename unused files, balances)")
-    compose_share: float = Field(
-        0.25,
+    distance: float = Field(
+        0.85,
         ge=0.0,
         le=1.0,
-        description="share of candidates whose turns are composed from the tool docs "
-        "(the rest keep the parent's wording with new values)",
+        description="how far a variant moves from its parent: each value the user states is drawn anew with "
+        "this probability (one always is), and compose_share / swap_prob are scaled by it. 0 = near (one value "
+        "changed, the parent's wording); 1 = far (every stated value, composed turns for compose_share of "
+        "candidates). A variant records its distance, changed values + swapped calls + composed turns, in its "
+        "provenance note ('distance=N'; the state perturbation of perturb_config is not counted)",
+    )
+    compose_share: float = Field(
+        0.3,
+        ge=0.0,
+        le=1.0,
+        description="at distance 1, share of candidates whose turns are composed from the tool docs "
+        "(the rest keep the parent's wording with new values; template backend)",
     )
     compose_fallback: bool = Field(
         True,
         description="when the parent's words state no value that can change, compose that candidate's turns "
-        "from the tool docs instead of giving up (template backend)",
+        "from the tool docs instead of giving up (template backend; also at distance 0)",
     )
-    keep_prob: float = Field(0.15, ge=0.0, le=1.0, description="chance to keep a stated value at the first attempt")
     swap_prob: float = Field(
-        0.3, ge=0.0, le=1.0, description="chance to swap a call for a same-skill function (composed turns)"
+        0.35,
+        ge=0.0,
+        le=1.0,
+        description="at distance 1, chance to swap a call for a same-skill function (composed turns)",
+    )
+    perturb_config: bool = Field(
+        True,
+        description="perturb the initial state: Augment renames files no call uses, adds a distractor file, "
+        "raises unstated balances; Plan gives a used folder an empty sibling as a destination to draw",
     )
     long_context_distractors: int = Field(
         0, ge=0, le=200, description="distractor files added to long_context variants"
     )
     llm_critic: bool = Field(False, description="also ask the endpoint to judge each variant (off by default)")
-    llm_timeout_s: float = Field(60.0, gt=0, description="timeout of one endpoint request")
+    llm_timeout_s: float = Field(
+        60.0, gt=0, le=3600, description="seconds one endpoint request may take to connect, and between bytes"
+    )
+    llm_max_retries: int = Field(
+        2,
+        ge=0,
+        le=10,
+        description="retries of an endpoint request that could not connect, timed out or got HTTP 408/409/429/5xx "
+        "(exponential backoff from 0.5 s to 8 s)",
+    )
+    llm_max_tokens: int = Field(1024, ge=16, le=32_768, description="most tokens of one endpoint answer")
+    llm_temperature: float = Field(0.7, ge=0.0, le=2.0, description="sampling temperature of endpoint answers")
+    prompts_dir: str | None = Field(
+        None,
+        description="folder of prompt files overriding the built-in ones (rods_core/synth/prompts): "
+        "rewrite_system.md, rewrite_user.md, critique_system.md, critique_user.md; each file present replaces one",
+    )
     queue_size: int = Field(32, ge=1, le=10_000, description="SynthWorker: parents waiting or in flight at most")
     worker: Literal["thread", "process"] = Field(
         "thread", description="SynthWorker: run beside training in a thread or a process"
@@ -83,20 +117,66 @@ class SynthConfig(BaseModel):
             raise ValueError(
                 "backend='llm' and llm_critic need endpoint_url and endpoint_model; set both or use backend='template'"
             )
+        if self.prompts_dir is not None:
+            Prompts(self.prompts_dir)  # a missing folder or a broken prompt file fails here, naming the file
         return self
 
     def endpoint(self) -> ChatEndpoint:
-        return ChatEndpoint(self.endpoint_url, self.endpoint_model, self.api_key_env, self.llm_timeout_s)
+        return ChatEndpoint(
+            self.endpoint_url,
+            self.endpoint_model,
+            self.api_key_env,
+            timeout_s=self.llm_timeout_s,
+            max_retries=self.llm_max_retries,
+            temperature=self.llm_temperature,
+            max_tokens=self.llm_max_tokens,
+        )
+
+
+def knobs(cfg: SynthConfig, attempt: int) -> tuple[float, float, float]:
+    """(draw_prob, compose_prob, swap_prob) of one attempt: the distance knob, and later attempts nearer.
+
+    From attempt 0 to 21 the draw probability falls linearly to a quarter of `distance` (with the default
+    0.85: 0.85 -> 0.21), so a parent whose far candidates keep failing still yields near ones.
+    """
+    return cfg.distance * max(0.25, 1 - attempt / 28), cfg.compose_share * cfg.distance, cfg.swap_prob * cfg.distance
+
+
+@dataclass
+class Attempt:
+    """One candidate: the verdict of each stage it reached, in order; the variant it became, or the
+    rejecting stage and reason; its distance from the parent (None when Plan rejected it)."""
+
+    outcomes: list[StageOutcome] = field(default_factory=list)
+    variant: Task | None = None
+    distance: int | None = None
+
+    @property
+    def stage(self) -> str | None:
+        """The stage that rejected the candidate, or None when it was accepted."""
+        last = self.outcomes[-1] if self.outcomes else None
+        return last.stage if last is not None and not last.accepted else None
+
+    @property
+    def reason(self) -> str:
+        return "accepted" if self.variant is not None else (self.outcomes[-1].reason if self.outcomes else "")
 
 
 @dataclass
 class SynthResult:
-    """Accepted variants of one parent, and per stage how many candidates passed or failed and why."""
+    """Accepted variants of one parent, every attempt that made them or was rejected, and counts per stage."""
 
     parent_id: str
-    accepted: list[Task] = field(default_factory=list)
-    outcomes: list[StageOutcome] = field(default_factory=list)
-    attempts: int = 0
+    attempts: list[Attempt] = field(default_factory=list)
+
+    @property
+    def accepted(self) -> list[Task]:
+        return [a.variant for a in self.attempts if a.variant is not None]
+
+    @property
+    def outcomes(self) -> list[StageOutcome]:
+        """Every stage verdict, attempt after attempt (each attempt's run ends in a rejection or an accepted augment)."""
+        return [o for a in self.attempts for o in a.outcomes]
 
     def counts(self) -> dict[str, dict]:
         out: dict[str, dict] = {s: {"accepted": 0, "rejected": 0, "reasons": Counter()} for s in STAGES}
@@ -107,13 +187,19 @@ class SynthResult:
         return {s: {**c, "reasons": dict(c["reasons"].most_common())} for s, c in out.items()}
 
 
+def variant_distance(task: Task) -> int | None:
+    """The distance a synthesized variant records in its provenance note, or None for other tasks."""
+    m = re.match(r"distance=(\d+)", task.provenance.note or "")
+    return int(m.group(1)) if m else None
+
+
 def _rng(seed: int, parent_id: str, attempt: int) -> random.Random:
     h = hashlib.sha256(f"{seed}:{parent_id}:{attempt}".encode()).hexdigest()
     return random.Random(int(h[:16], 16))
 
 
-def make_rewriter(cfg: SynthConfig) -> Rewriter:
-    return LlmRewriter(cfg.endpoint()) if cfg.backend == "llm" else TemplateRewriter()
+def make_rewriter(cfg: SynthConfig, endpoint: ChatEndpoint | None = None, prompts: Prompts | None = None) -> Rewriter:
+    return LlmRewriter(endpoint or cfg.endpoint(), prompts) if cfg.backend == "llm" else TemplateRewriter()
 
 
 def synthesize(parent: Task, n: int, pool_keys: set[str], cfg: SynthConfig | None = None) -> SynthResult:
@@ -124,71 +210,103 @@ def synthesize(parent: Task, n: int, pool_keys: set[str], cfg: SynthConfig | Non
         raise ValueError(f"refusing to synthesize from {parent.id}: {leak}; variants of test tasks would leak them")
     result = SynthResult(parent.id)
     try:
-        planner = Planner(parent, keep_prob=cfg.keep_prob, swap_prob=cfg.swap_prob, perturb=cfg.perturb_config)
+        planner = Planner(parent, perturb=cfg.perturb_config)
     except StageError as e:
-        result.outcomes.append(StageOutcome(e.stage, False, e.reason))
-        result.attempts = 1
+        result.attempts.append(Attempt([StageOutcome(e.stage, False, e.reason)]))
         return result
-    parent_sig = signature(parent)
-    keys = set(pool_keys)
-    critic = Critic(signature(planner.base.task), planner.infos, keys, cfg.endpoint() if cfg.llm_critic else None)
-    rewriter = make_rewriter(cfg)
-    for attempt in range(cfg.max_attempts):
+    stages = _Stages(planner, set(pool_keys), cfg)
+    for i in range(cfg.max_attempts):
         if len(result.accepted) >= n:
             break
-        result.attempts += 1
-        rng = _rng(cfg.seed, parent.id, attempt)
-        try:
-            variant = _attempt(planner, rewriter, critic, parent_sig, cfg, rng, attempt, result.outcomes)
-        except StageError as e:
-            result.outcomes.append(StageOutcome(e.stage, False, e.reason))
-            continue
-        keys.add(variant.content_key())
-        result.accepted.append(variant)
+        attempt = stages.attempt(_rng(cfg.seed, parent.id, i), i)
+        if attempt.variant is not None:
+            stages.keys.add(attempt.variant.content_key())
+        result.attempts.append(attempt)
     return result
 
 
-def _attempt(planner, rewriter, critic, parent_sig, cfg, rng, attempt, outcomes) -> Task:
-    keep = min(0.8, cfg.keep_prob + 0.03 * attempt)
-    compose = cfg.backend == "template" and rng.random() < cfg.compose_share
-    try:
-        plan = planner.plan(rng, compose=compose, keep_prob=keep)
-    except StageError as e:
-        # The parent's words state nothing that can change: compose this candidate's turns instead.
-        if compose or not cfg.compose_fallback or cfg.backend != "template" or "no value" not in e.reason:
-            raise
-        plan = planner.plan(rng, compose=True, keep_prob=keep)
-    outcomes.append(StageOutcome("plan", True))
-    execution = execute(plan)
-    outcomes.append(StageOutcome("execute", True))
-    rewrite = rewriter.rewrite(plan, execution, rng)
-    outcomes.append(StageOutcome("rewrite", True))
-    base = base_task(plan).model_copy(
-        update={
-            "question": [[Message(content=" ".join(s))] for s in rewrite.segments],
-            "ground_truth": execution.ground_truth,
-        }
-    )
-    critic.check(base, {t for t, m in enumerate(rewrite.modes) if m == "substitute"}, plan.changes)
-    outcomes.append(StageOutcome("critique", True))
-    final = augment(
-        base, rewrite.segments, plan.base.spec, parent_sig, distractors=cfg.long_context_distractors, rng=rng
-    )
-    outcomes.append(StageOutcome("augment", True))
-    key = final.content_key()
-    note = f"{plan.summary()}; {signature(final).summary()['class_combo']}"
-    return final.model_copy(
-        update={
-            "id": f"{planner.parent.id}~{key[:8]}",
-            "provenance": Provenance(source="synth", parent_id=planner.parent.id, note=note),
-        }
-    )
+class _Stages:
+    """The five stages wired once for one parent; `attempt` runs one candidate through them."""
+
+    def __init__(self, planner: Planner, keys: set[str], cfg: SynthConfig):
+        uses_llm = cfg.backend == "llm" or cfg.llm_critic
+        endpoint, prompts = (cfg.endpoint(), Prompts(cfg.prompts_dir)) if uses_llm else (None, None)
+        self.planner, self.keys, self.cfg = planner, keys, cfg
+        self.parent_sig = signature(planner.parent)
+        self.rewriter = make_rewriter(cfg, endpoint, prompts)
+        llm = endpoint if cfg.llm_critic else None
+        self.critic = Critic(signature(planner.base.task), planner.infos, keys, llm, prompts)
+        self.augmenter = Augmenter(
+            self.parent_sig, perturb=cfg.perturb_config, distractors=cfg.long_context_distractors
+        )
+
+    def attempt(self, rng: random.Random, i: int) -> Attempt:
+        """One candidate through Plan -> Execute -> Rewrite -> Critique -> Augment; the first rejection ends it."""
+        out, stage = Attempt(), "plan"
+        try:
+            plan = self._plan(rng, i)
+            out.distance = plan.distance
+            out.outcomes.append(StageOutcome("plan", True))
+            stage = "execute"
+            execution = execute(plan)
+            out.outcomes.append(StageOutcome("execute", True))
+            stage = "rewrite"
+            rewrite = self.rewriter.rewrite(plan, execution, rng)
+            out.outcomes.append(StageOutcome("rewrite", True))
+            stage = "critique"
+            base = base_task(plan).model_copy(
+                update={
+                    "question": [[Message(content=" ".join(s))] for s in rewrite.segments],
+                    "ground_truth": execution.ground_truth,
+                }
+            )
+            substituted = {t for t, m in enumerate(rewrite.modes) if m == "substitute"}
+            self.critic.check(base, substituted, plan.changes)
+            out.outcomes.append(StageOutcome("critique", True))
+            stage = "augment"
+            final = self.augmenter.augment(base, rewrite.segments, plan, execution, rng)
+        except StageError as e:
+            # Attributed to the stage that was running, so the counts chain (plan accepted = execute seen).
+            out.outcomes.append(StageOutcome(stage, False, e.reason))
+            return out
+        out.outcomes.append(StageOutcome("augment", True))
+        planner, key = self.planner, final.content_key()
+        note = f"{plan.summary()}; {signature(final).summary()['class_combo']}"
+        out.variant = final.model_copy(
+            update={
+                "id": f"{planner.parent.id}~{key[:8]}",
+                "provenance": Provenance(source="synth", parent_id=planner.parent.id, note=note),
+            }
+        )
+        return out
+
+    def _plan(self, rng: random.Random, i: int):
+        cfg = self.cfg
+        draw, compose_prob, swap = knobs(cfg, i)
+        compose = cfg.backend == "template" and rng.random() < compose_prob
+        try:
+            return self.planner.plan(rng, compose=compose, draw_prob=draw, swap_prob=swap)
+        except StageError as e:
+            # The parent's words state nothing that can change: compose this candidate's turns instead.
+            if compose or not cfg.compose_fallback or cfg.backend != "template" or "no value" not in e.reason:
+                raise
+            return self.planner.plan(rng, compose=True, draw_prob=draw, swap_prob=swap)
 
 
 def synthesize_many(
-    parents: list[Task], n: int, pool_keys: set[str] | None = None, cfg: SynthConfig | None = None
+    parents: list[Task],
+    n: int,
+    pool_keys: set[str] | None = None,
+    cfg: SynthConfig | None = None,
+    *,
+    seed: int | None = None,
 ) -> tuple[list[Task], list[SynthResult]]:
-    """Variants of several parents (an SFT warm-start set, say), none duplicating another or the pool."""
+    """Verified variants of several parents (a warm-start set, held-out variants), none duplicating another,
+    a parent, or `pool_keys`. Each parent's draws derive from (seed, parent id, attempt) alone, so adding or
+    dropping a parent changes no other parent's candidates; `seed` overrides `cfg.seed`."""
+    cfg = cfg or SynthConfig()
+    if seed is not None:
+        cfg = cfg.model_copy(update={"seed": seed})
     keys = set(pool_keys or ())
     keys.update(p.content_key() for p in parents)
     variants, results = [], []
@@ -228,7 +346,7 @@ class SynthWorker:
         self.cfg = cfg or SynthConfig()
         self._job = job or _job
         self.pool_keys: set[str] = set(pool_keys or ())
-        self._pending: list[Future] = []
+        self._pending: list[tuple[Future, str]] = []
         self._executor: Executor = (
             # spawn, not fork: forking a trainer that holds torch threads can deadlock the child.
             ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
@@ -239,49 +357,51 @@ class SynthWorker:
         self.refused = 0
 
     def submit(self, parent: Task, n: int | None = None, seed: int | None = None) -> bool:
-        """Queue a parent; False (and nothing queued) when `queue_size` jobs are already waiting."""
-        if sum(not f.done() for f in self._pending) >= self.cfg.queue_size:
+        """Queue a parent (`n` variants, default n_per_parent; `seed`, default the config's).
+
+        Returns False, queueing nothing, when `queue_size` jobs are already waiting or running: the
+        caller never blocks, and a refused parent is simply not synthesized this time (`refused` counts
+        them). A caller that must not lose the request keeps it and submits it again later.
+        """
+        if self.in_flight >= self.cfg.queue_size:
             self.refused += 1
             return False
         cfg = self.cfg if seed is None else self.cfg.model_copy(update={"seed": seed})
         fut = self._executor.submit(self._job, parent, n or self.cfg.n_per_parent, set(self.pool_keys), cfg)
-        self._pending.append(fut)
+        self._pending.append((fut, parent.id))
         self.submitted += 1
         return True
 
     def drain(self) -> list[SynthResult]:
         """Finished results, without waiting; duplicates of earlier hand-outs are dropped."""
-        done = [f for f in self._pending if f.done()]
-        self._pending = [f for f in self._pending if not f.done()]
+        done = [(f, pid) for f, pid in self._pending if f.done()]
+        self._pending = [(f, pid) for f, pid in self._pending if not f.done()]
         out = []
-        for fut in done:
+        for fut, parent_id in done:
             try:
                 res = fut.result()
             except Exception as e:  # noqa: BLE001 - a failed job must not stop training; report it
-                res = SynthResult("?", outcomes=[StageOutcome("plan", False, f"worker error: {type(e).__name__}: {e}")])
+                failed = StageOutcome("plan", False, f"worker error: {type(e).__name__}: {e}")
+                res = SynthResult(parent_id, [Attempt([failed])])
             out.append(self._dedupe(res))
         return out
 
     def _dedupe(self, res: SynthResult) -> SynthResult:
-        """Drop variants handed out before; their passed `augment` outcome becomes a rejection, so the
-        k-th accepted augment outcome still belongs to the k-th accepted variant."""
-        fresh, outcomes, k = [], [], 0
-        for o in res.outcomes:
-            if o.stage == "augment" and o.accepted:
-                variant = res.accepted[k]
-                k += 1
-                if variant.content_key() in self.pool_keys:
-                    o = StageOutcome("augment", False, "duplicates a variant handed out earlier")
-                else:
-                    self.pool_keys.add(variant.content_key())
-                    fresh.append(variant)
-            outcomes.append(o)
-        res.accepted, res.outcomes = fresh, outcomes
+        """Drop variants handed out before: their attempt ends rejected at `augment` instead."""
+        for attempt in res.attempts:
+            if attempt.variant is None:
+                continue
+            key = attempt.variant.content_key()
+            if key in self.pool_keys:
+                attempt.variant = None
+                attempt.outcomes[-1] = StageOutcome("augment", False, "duplicates a variant handed out earlier")
+            else:
+                self.pool_keys.add(key)
         return res
 
     @property
     def in_flight(self) -> int:
-        return sum(not f.done() for f in self._pending)
+        return sum(not f.done() for f, _ in self._pending)
 
     def close(self, wait: bool = True) -> None:
         self._executor.shutdown(wait=wait, cancel_futures=not wait)

@@ -1,4 +1,4 @@
-"""Stage 1, Plan: a new task with the parent's structure and new argument values drawn from the state.
+"""Stage 1, Plan: which argument values of the parent change, and to what, drawn from the live state.
 
 The parent is first brought to its *base form* (BFCL builds miss_param / miss_func tasks from a base task
 by inserting one empty turn; the base form undoes that and remembers where, so Augment can redo it).
@@ -10,9 +10,13 @@ parts; the rest is kept. A failing call first redraws its own new values, then f
 parent's; if the culprit was drawn earlier (a new folder, then a file not in it), the walk restarts
 with that value pinned. With `compose` (the rewrite will write the turns from the tool docs) values
 the parent only implied may change too, and a call that feeds no later call may swap to a function
-of the same class, skill and required arguments (cat -> tail).
+of the same class, skill and required arguments (cat -> tail). How many values change is the distance
+knob: each changeable value is drawn anew with probability `draw_prob`, and one always is (near: one
+value; far: every value, composed turns). Plan dry-runs each call in a scratch environment only to draw
+from the state earlier calls leave and to steer away from calls that error; it hands Execute calls,
+not results: Execute runs them from scratch and is the stage that judges the execution.
 Departure from the paper: planning is a seeded, execution-guided resampling of a real task, not an
-LLM proposal; Execute still re-runs the plan from scratch as the independent check.
+LLM proposal.
 """
 
 from __future__ import annotations
@@ -106,10 +110,12 @@ def replay(task: Task) -> list[CallInfo]:
         env.start_turn(turn)
         said += " " + task.user_texts[turn].lower()
         for text in calls:
+            before = copy.deepcopy(env.public_state())
             for obs in env.execute(text):
                 if obs.call is None:
                     raise StageError("plan", f"parent ground truth does not parse: {text[:80]}")
                 info = CallInfo(len(infos), turn, obs.call.name, dict(_bound(obs.call)), obs.result)
+                info.changed_state = env.public_state() != before
                 for param, value in info.kwargs.items():
                     for idx, v in pieces_of(param, value):
                         kind, prod, path = classify(v, said, results)
@@ -167,10 +173,16 @@ class Plan:
     def n_turns(self) -> int:
         return len(self.base.segments)
 
+    @property
+    def distance(self) -> int:
+        """How far the plan moved from its parent: changed stated values + swapped calls + composed turns."""
+        return sum(o != n for o, n in self.value_map) + len(self.swaps) + (self.n_turns if self.compose else 0)
+
     def summary(self) -> str:
         changed = [f"{o!r}->{n!r}" for o, n in self.value_map if o != n]
         sw = f"; swaps {self.swaps}" if self.swaps else ""
-        return f"values {', '.join(changed) or 'none'}{sw}; rewrite={'compose' if self.compose else 'substitute'}"
+        mode = "compose" if self.compose else "substitute"
+        return f"distance={self.distance}; values {', '.join(changed) or 'none'}{sw}; rewrite={mode}"
 
 
 def _set(kwargs: dict, piece: Piece, value: Any) -> None:
@@ -197,10 +209,14 @@ class _Failed(Exception):
 
 
 class _Walk:
-    """The value map of one planning walk: each stated value is resampled once, where first used."""
+    """The value map of one planning walk: each stated value is resampled once, where first used.
 
-    def __init__(self, rng: random.Random, keep_prob: float, compose: bool, taken: set, pinned: set):
-        self.rng, self.keep_prob, self.compose, self.pinned = rng, keep_prob, compose, pinned
+    A value is drawn anew with probability `draw_prob`, and the `forced` one always (so even the
+    nearest plan changes something).
+    """
+
+    def __init__(self, rng: random.Random, draw_prob: float, compose: bool, taken: set, pinned: set, forced=None):
+        self.rng, self.draw_prob, self.compose, self.pinned, self.forced = rng, draw_prob, compose, pinned, forced
         self.mapping: dict[tuple[str, str], tuple[Any, Any]] = {}
         self.taken = set(taken)
         self.result_changes: list[tuple[Any, Any]] = []
@@ -211,16 +227,6 @@ class _Walk:
 
     def changes(self) -> list[tuple[Any, Any]]:
         return [(o, n) for o, n in self.mapping.values() if o != n] + self.result_changes
-
-    def _resamplable(self, function: str, piece: Piece, said_so_far: str) -> bool:
-        if self.compose:
-            # Composed turns state every value, so what the parent only implied may change too.
-            return piece.kind == "said" or (piece.kind == "fixed" and not _is_default(function, piece))
-        if piece.kind == "said":
-            return (function, piece.param) not in WORDLIKE_CHOICES and is_mentioned(
-                said_so_far, piece.value, exact=True
-            )
-        return False
 
     def _draw(self, info: CallInfo, piece: Piece, env: BfclEnvironment) -> Any | None:
         ctx = SampleContext(env, info.name, piece.param, piece.value, self.rng, self.taken, list(self.mapping.values()))
@@ -237,9 +243,12 @@ class _Walk:
         for piece in info.pieces:
             if piece.kind == "dep" or _key(piece.value) in self.mapping:
                 continue
-            new = None
-            pinned = _key(piece.value) in self.pinned
-            if not pinned and self._resamplable(info.name, piece, said_so_far) and self.rng.random() >= self.keep_prob:
+            new, key = None, _key(piece.value)
+            if (
+                key not in self.pinned
+                and resamplable(info.name, piece, said_so_far, self.compose)
+                and (key == self.forced or self.rng.random() < self.draw_prob)
+            ):
                 new = self._draw(info, piece, env)
             self._record(piece, new)
             if new is not None:
@@ -257,14 +266,24 @@ def _is_default(function: str, piece: Piece) -> bool:
     return "default" in spec and str(spec["default"]) == str(piece.value)
 
 
+def resamplable(function: str, piece: Piece, said_so_far: str, compose: bool) -> bool:
+    """Whether a value may be drawn anew: one the user states in the parent's words (substitute), or
+    with composed turns, which state every value, also one the parent only implied."""
+    if compose:
+        return piece.kind == "said" or (piece.kind == "fixed" and not _is_default(function, piece))
+    if piece.kind == "said":
+        return (function, piece.param) not in WORDLIKE_CHOICES and is_mentioned(said_so_far, piece.value, exact=True)
+    return False
+
+
 class Planner:
     """Plans variants of one parent; the parent's replay is computed once and reused per attempt."""
 
-    def __init__(self, parent: Task, *, keep_prob: float = 0.2, swap_prob: float = 0.3, perturb: bool = True):
+    def __init__(self, parent: Task, *, perturb: bool = True):
         self.parent = parent
         self.base = base_form(parent)
         self.infos = replay(self.base.task)
-        self.keep_prob, self.swap_prob, self.perturb = keep_prob, swap_prob, perturb
+        self.perturb = perturb
         self.producers = {p.producer for i in self.infos for p in i.pieces if p.kind == "dep"}
         self.held = set(self.base.spec.functions)
         self.full_text = " ".join(self.base.task.user_texts)
@@ -276,37 +295,57 @@ class Planner:
             spec.withheld = [v for v in dict.fromkeys(said) if is_mentioned(supply, v) and not is_mentioned(ask, v)]
         # Composed turns must be able to withhold the miss_param value; otherwise keep the parent's words.
         self.can_compose = spec.category != "miss_param" or bool(spec.withheld)
+        self._changeable = {c: self._changeable_keys(c) for c in (False, True)}
 
-    def plan(self, rng: random.Random, *, compose: bool = False, keep_prob: float | None = None) -> Plan:
+    def _changeable_keys(self, compose: bool) -> list[tuple[str, str]]:
+        """The values a walk may draw anew, each where it is first used (as `_Walk.introduce` meets them)."""
+        seen, out, texts = set(), [], self.base.task.user_texts
+        for info in self.infos:
+            said_so_far = " ".join(texts[: info.turn + 1])
+            for piece in info.pieces:
+                key = _key(piece.value)
+                if piece.kind == "dep" or key in seen:
+                    continue
+                seen.add(key)
+                if resamplable(info.name, piece, said_so_far, compose):
+                    out.append(key)
+        return out
+
+    def plan(
+        self, rng: random.Random, *, compose: bool = False, draw_prob: float = 0.85, swap_prob: float = 0.3
+    ) -> Plan:
         """One candidate; raises StageError('plan', why) when no valid call sequence was found.
 
+        Each changeable value is drawn anew with probability `draw_prob`, one chosen value always;
+        with `compose`, a call that feeds no other may swap to a same-skill function with `swap_prob`.
         When a call fails because of a value drawn at an earlier call (a new folder, then a file that
         is not in it), the walk starts over with the latest such value pinned to the parent's.
         """
-        keep = self.keep_prob if keep_prob is None else keep_prob
         compose = compose and self.can_compose
         cfg = copy.deepcopy(self.parent.initial_config)
         if self.perturb:
-            cfg = perturb_config(cfg, rng, self._protected)
+            make_room(cfg, rng, self._protected)
+        changeable = self._changeable[compose]
+        forced = rng.choice(changeable) if changeable else None
         pinned: set = set()
         for tries in range(MAX_BACKTRACKS + 1):
             try:
-                return self._walk(rng, cfg, compose, keep, pinned)
+                return self._walk(rng, cfg, compose, draw_prob, swap_prob, pinned, forced)
             except _Failed as e:
                 if tries == MAX_BACKTRACKS or not e.suspects:
                     raise StageError("plan", e.reason) from None
                 pinned.add(e.suspects[-1])
         raise AssertionError("unreachable")
 
-    def _walk(self, rng: random.Random, cfg: dict, compose: bool, keep: float, pinned: set) -> Plan:
+    def _walk(self, rng, cfg: dict, compose: bool, draw: float, swap: float, pinned: set, forced) -> Plan:
         env = BfclEnvironment(self.base.task.model_copy(update={"initial_config": cfg}))
-        walk = _Walk(rng, keep, compose, {p.value for i in self.infos for p in i.pieces}, pinned)
+        walk = _Walk(rng, draw, compose, {p.value for i in self.infos for p in i.pieces}, pinned, forced)
         texts = self.base.task.user_texts
         calls, results, swaps = [], [], []
         for info in self.infos:
             env.start_turn(info.turn)
             said_so_far = " ".join(texts[: info.turn + 1])
-            name = self._maybe_swap(info, rng) if compose else info.name
+            name = self._maybe_swap(info, rng, swap) if compose else info.name
             planned = PlannedCall(info.index, info.turn, Call(name), info)
             earlier = walk.changed_keys()
             fresh = walk.introduce(info, env, said_so_far)
@@ -368,9 +407,9 @@ class Planner:
                     raise StageError("plan", f"{piece.param} read from a result still carries a replaced value")
         return value
 
-    def _maybe_swap(self, info: CallInfo, rng: random.Random) -> str:
+    def _maybe_swap(self, info: CallInfo, rng: random.Random, swap_prob: float) -> str:
         consumer = any(p.kind == "dep" or p.value in self.base.spec.withheld for p in info.pieces)
-        if info.index in self.producers or consumer or info.name in self.held or rng.random() >= self.swap_prob:
+        if info.index in self.producers or consumer or info.name in self.held or rng.random() >= swap_prob:
             return info.name
         excluded = set(self.parent.excluded_function) | self.held
         group = [n for n in swap_group(info.name) if n not in excluded]
@@ -385,53 +424,25 @@ class Planner:
         return str(value) in self._used or is_mentioned(self.full_text, value)
 
 
-# ----- config perturbation ----------------------------------------------------------------------------
-def perturb_config(cfg: dict, rng: random.Random, protected: Callable[[Any], bool]) -> dict:
-    """Rename files that no call uses, add a distractor file or an empty folder; raise balances a little.
-
-    Changes what `ls`, `find` and account reads return without changing what the task asks.
-    """
+# ----- room for new values ----------------------------------------------------------------------------
+def make_room(cfg: dict, rng: random.Random, protected: Callable[[Any], bool]) -> None:
+    """Now and then add a file to a folder, and give a folder the task uses an empty sibling, so a
+    resampled file or destination has somewhere to come from ("copy it into <another folder>"; the
+    samplers pick among existing entries). The rest of the state is Augment's."""
     fs = cfg.get("GorillaFileSystem", {}).get("root")
-    if isinstance(fs, dict):
-        dirs = [fs]
-        while dirs:
-            d = dirs.pop()
-            for entry in d.values():
-                if isinstance(entry, dict) and entry.get("type") == "directory":
-                    contents = entry.setdefault("contents", {})
-                    _rename_unused(contents, rng, protected)
-                    dirs.append(contents)
-    for cls in ("TradingBot", "TravelAPI"):
-        _scale_balances(cfg.get(cls), rng, protected)
-    return cfg
-
-
-def _rename_unused(contents: dict, rng: random.Random, protected: Callable[[Any], bool]) -> None:
-    for name in list(contents):
-        entry = contents[name]
-        if entry.get("type") == "file" and not name.startswith(".") and not protected(name) and rng.random() < 0.4:
-            stem = "_".join(rng.sample(WORDS, 2))
-            ext = "." + name.rsplit(".", 1)[1] if "." in name else ""
-            if stem + ext not in contents:
-                contents[stem + ext] = contents.pop(name)
-    if rng.random() < 0.3:
-        extra = f"{rng.choice(WORDS)}_{rng.randint(1, 99)}.txt"
-        if extra not in contents and not protected(extra):
-            contents[extra] = {"type": "file", "content": f"{rng.choice(WORDS).capitalize()} notes."}
-    # A folder the task uses gets an empty sibling now and then, so "copy it into <another folder>"
-    # has somewhere to go (the samplers pick among existing folders).
-    used_dirs = [n for n, e in contents.items() if e.get("type") == "directory" and protected(n)]
-    if used_dirs and rng.random() < 0.5:
-        sibling = rng.choice(WORDS) + ("_" + rng.choice(WORDS) if rng.random() < 0.5 else "")
-        if sibling not in contents and not protected(sibling):
-            contents[sibling] = {"type": "directory", "contents": {}}
-
-
-def _scale_balances(state: Any, rng: random.Random, protected: Callable[[Any], bool]) -> None:
-    if not isinstance(state, dict):
-        return
-    for key, val in state.items():
-        if isinstance(val, dict):
-            _scale_balances(val, rng, protected)
-        elif key == "balance" and isinstance(val, float) and not protected(val):
-            state[key] = round(val * rng.uniform(1.0, 1.5), 2)
+    dirs = [fs] if isinstance(fs, dict) else []
+    while dirs:
+        d = dirs.pop()
+        for entry in d.values():
+            if isinstance(entry, dict) and entry.get("type") == "directory":
+                contents = entry.setdefault("contents", {})
+                if rng.random() < 0.3:
+                    extra = f"{rng.choice(WORDS)}_{rng.randint(1, 99)}.txt"
+                    if extra not in contents and not protected(extra):
+                        contents[extra] = {"type": "file", "content": f"{rng.choice(WORDS).capitalize()} notes."}
+                used = [n for n, e in contents.items() if e.get("type") == "directory" and protected(n)]
+                if used and rng.random() < 0.5:
+                    sibling = rng.choice(WORDS) + ("_" + rng.choice(WORDS) if rng.random() < 0.5 else "")
+                    if sibling not in contents and not protected(sibling):
+                        contents[sibling] = {"type": "directory", "contents": {}}
+                dirs.append(contents)

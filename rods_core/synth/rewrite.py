@@ -4,7 +4,7 @@ Two backends. `TemplateRewriter` (default, no LLM) writes a turn one of two ways
 the parent's own words and swaps each stated value for its new value (the variant reads like a BFCL
 seed), *compose* writes one request per call naming the values the user gives (phrases.py for the
 common functions, the tool doc otherwise), joined with some variety. `LlmRewriter` asks an
-OpenAI-compatible endpoint for the turns. Whatever the backend, a value the agent must take from an
+OpenAI-compatible endpoint for the turns (prompts/rewrite_*.md). Whatever the backend, a value the agent must take from an
 earlier result is never written into the user's words ("rewrite: leaks ..."), and words adapted from
 the parent's may not still state a value the plan replaced ("rewrite: still states ...").
 """
@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from rods_core.envs.bfcl import function_docs
 from rods_core.synth.execute import Execution
-from rods_core.synth.llm import ChatEndpoint, LlmError, extract_json
+from rods_core.synth.llm import ChatEndpoint, LlmError, Prompts, extract_json
 from rods_core.synth.phrases import fill, phrasings
 from rods_core.synth.plan import Plan
 from rods_core.synth.stages import StageError
@@ -191,47 +191,42 @@ class TemplateRewriter:
 
 
 # ----- LLM backend ------------------------------------------------------------------------------------
-SYSTEM = (
-    "You write the user's side of a multi-turn conversation with a tool-using assistant. For each turn you "
-    "get the calls the assistant must make. Write what the user says so that every listed value is stated "
-    "exactly as given, in the voice of a person with a real goal (like the example). Never mention values "
-    "marked 'from earlier results': the assistant must find them itself. Answer with JSON only: "
-    '{"turns": [...]}, one string per turn; for a turn marked SPLIT give a list of two strings: the request '
-    "without the withheld values, then a short follow-up that gives them."
-)
+MAX_TURN_CHARS = 2000  # a user turn longer than this is not a user turn
 
 
 class LlmRewriter:
-    """Rewriting by an OpenAI-compatible chat endpoint; refuses clearly when none is configured."""
+    """Rewriting by an OpenAI-compatible chat endpoint, with the prompts of prompts/rewrite_*.md.
 
-    def __init__(self, endpoint: ChatEndpoint):
-        self.endpoint = endpoint
+    The answer is hostile input: it must be JSON with one non-empty string per turn (two for a SPLIT
+    turn), and then pass the same leak and stale-value checks as the template backend's words.
+    """
+
+    def __init__(self, endpoint: ChatEndpoint, prompts: Prompts | None = None):
+        self.endpoint, self.prompts = endpoint, prompts or Prompts()
 
     def prompt(self, plan: Plan, views: list[list[CallView]]) -> list[dict]:
         held = withheld_values(plan)
         lines = []
         for turn, vs in enumerate(views):
-            example = " ".join(plan.base.segments[turn])
-            lines.append(
-                f"Turn {turn + 1}{' (SPLIT; withheld: ' + _render(held) + ')' if turn == plan.base.spec.turn and held else ''}:"
-            )
-            lines.append(f"  example wording of a similar request: {example[:400]}")
+            split = turn == plan.base.spec.turn and held
+            lines.append(f"Turn {turn + 1}{' (SPLIT; withheld: ' + _render(held) + ')' if split else ''}:")
+            lines.append(f"  example wording of a similar request: {' '.join(plan.base.segments[turn])[:400]}")
             for v in vs:
                 stated = ", ".join(f"{_human(p)}={_render(x)}" for p, x in v.stated.items()) or "no values"
                 dep = f"; from earlier results: {', '.join(v.from_results)}" if v.from_results else ""
                 lines.append(f"  - {v.function}: {stated}{dep}")
-        return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n".join(lines)}]
+        return self.prompts.messages("rewrite", turns="\n".join(lines), n_turns=plan.n_turns)
 
     def rewrite(self, plan: Plan, execution: Execution, rng: random.Random) -> Rewrite:
         views = call_views(plan, execution)
         try:
-            self.endpoint.check()
-            answer = extract_json(self.endpoint.complete(self.prompt(plan, views)))
+            answer = extract_json(self.endpoint.complete(self.prompt(plan, views), seed=rng.randrange(2**31)))
         except LlmError as e:
             raise StageError("rewrite", f"llm: {e}") from None
         turns = answer.get("turns") if isinstance(answer, dict) else answer
         if not isinstance(turns, list) or len(turns) != plan.n_turns:
-            raise StageError("rewrite", f"llm: expected {plan.n_turns} turns, got {type(turns).__name__}")
+            got = f"{len(turns)} turns" if isinstance(turns, list) else type(turns).__name__
+            raise StageError("rewrite", f"llm: expected {plan.n_turns} turns, got {got}")
         segments = []
         for turn, t in enumerate(turns):
             segs = [t] if isinstance(t, str) else t
@@ -239,9 +234,9 @@ class LlmRewriter:
             if (
                 not isinstance(segs, list)
                 or len(segs) != want
-                or not all(isinstance(s, str) and s.strip() for s in segs)
+                or not all(isinstance(s, str) and s.strip() and len(s) <= MAX_TURN_CHARS for s in segs)
             ):
-                raise StageError("rewrite", f"llm: turn {turn} should be {want} non-empty string(s)")
+                raise StageError("rewrite", f"llm: turn {turn} should be {want} non-empty string(s) of a user's length")
             segments.append([s.strip() for s in segs])
         check_no_leak(plan, segments, views)
         check_no_stale(plan, segments)

@@ -171,6 +171,15 @@ def name_fragment(ctx: SampleContext) -> Any:
     return ctx.pick(frags)
 
 
+def content_word(ctx: SampleContext) -> Any:
+    """A search pattern: a word of a file in the current directory, so the grep finds something
+    (a random word mostly finds nothing, and Execute rejects a read that returns nothing)."""
+    fs = ctx.instance("GorillaFileSystem")
+    texts = [str(getattr(f, "content", "")) for f in fs._current_dir.contents.values()] if fs is not None else []
+    words = [w for t in texts for w in re.findall(r"[A-Za-z]{4,}", t)]
+    return ctx.pick(words) if words else word(ctx)
+
+
 # ----- free text ---------------------------------------------------------------------------------------
 SUBJECTS = (
     "The quarterly report",
@@ -346,7 +355,7 @@ BY_CALL: dict[tuple[str, str], Sampler] = {
     ("rm", "file_name"): file_or_dir,
     ("find", "name"): name_fragment,
     ("find", "path"): existing_dir,
-    ("grep", "pattern"): word,
+    ("grep", "pattern"): content_word,
     ("create_ticket", "title"): title,
     ("create_ticket", "priority"): small_int,
     ("get_user_id", "user"): user_name,

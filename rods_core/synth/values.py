@@ -19,6 +19,7 @@ from typing import Any, Literal
 from rods_core.signature import _values
 
 Kind = Literal["said", "dep", "fixed"]
+INFORMATIVE_SKILLS = frozenset({"read", "compute", "navigate"})  # calls whose point is the data they return
 
 
 # ----- mentions in user text -------------------------------------------------------------------------
@@ -132,6 +133,14 @@ def looks_failed(result: str) -> str | None:
     if isinstance(data, str) and data.lower().startswith(("error", "failed")):
         return f"result says {data[:80]}"
     return None
+
+
+def returns_nothing(result: str) -> bool:
+    """Whether a call's result holds no data: empty, None, or a dict of empty fields ({"matching_lines": []})."""
+    data = parse_result(result)
+    if isinstance(data, dict) and data:
+        return all(v in ("", None) or v == [] or v == {} for v in data.values())
+    return data in ("", "None", None) or data == [] or data == {}
 
 
 Path = tuple  # keys / list indices into a parsed result; a trailing ("/", i) picks a path component
@@ -261,6 +270,7 @@ class CallInfo:
     kwargs: dict[str, Any]
     result: str
     pieces: list[Piece] = field(default_factory=list)
+    changed_state: bool = False  # the call changed its class's public state (Execute holds variants to it)
 
 
 def pieces_of(param: str, value: Any) -> list[tuple[int | None, Any]]:
