@@ -21,6 +21,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from rods_core.ids import variant_id
 from rods_core.seeds import leak_guard
 from rods_core.signature import signature
 from rods_core.synth.augment import augment
@@ -179,7 +180,7 @@ def _attempt(planner, rewriter, critic, parent_sig, cfg, rng, attempt, outcomes)
     note = f"{plan.summary()}; {signature(final).summary()['class_combo']}"
     return final.model_copy(
         update={
-            "id": f"{planner.parent.id}~{key[:8]}",
+            "id": variant_id(planner.parent.id, key),
             "provenance": Provenance(source="synth", parent_id=planner.parent.id, note=note),
         }
     )
