@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
 # BFCL's deepest record nests 12 levels (a file system's folders); 64 leaves room and stops hostile input
 # long before Python's recursion limit (json, yaml, deepcopy and pydantic all recurse).
 MAX_DEPTH = 64
+_BRACKETS = re.compile(r"[\[\]{}]")
 
 
 class DoorError(ValueError):
@@ -31,17 +34,29 @@ class DoorError(ValueError):
 
 
 # ----- text, JSON, YAML --------------------------------------------------------------------------------
+@contextmanager
+def _filesystem(p: Path, what: str) -> Iterator[None]:
+    """OS errors on a user-given path (no such file, a NUL byte, a name too long, no access) as DoorError."""
+    if "\x00" in str(p):  # pathlib reports such a path as missing; open() would raise ValueError later
+        raise DoorError(f"{str(p)[:120]!r}: cannot use it as a {what} (the path holds a NUL byte)")
+    try:
+        yield
+    except DoorError:
+        raise
+    except FileNotFoundError:
+        raise DoorError(f"{p}: no such {what}") from None
+    except (OSError, ValueError) as e:
+        shown = repr(str(p)[:120]) if "\x00" in str(p) or len(str(p)) > 120 else str(p)
+        raise DoorError(f"{shown}: cannot use it as a {what} ({getattr(e, 'strerror', None) or e})") from None
+
+
 def read_bytes(path: str | Path, what: str = "file") -> bytes:
     """A regular file's bytes, or DoorError saying why it cannot be read (missing, a folder, no access)."""
     p = Path(path)
-    try:
+    with _filesystem(p, what):
         if p.is_dir():
             raise DoorError(f"{p}: is a folder, not a {what}")
         return p.read_bytes()
-    except FileNotFoundError:
-        raise DoorError(f"{p}: no such {what}") from None
-    except OSError as e:
-        raise DoorError(f"{p}: cannot read the {what} ({e.strerror or e})") from None
 
 
 def _bad_byte(data: bytes, e: UnicodeDecodeError) -> tuple[int, str]:
@@ -106,8 +121,19 @@ def _at(where: str | None, msg: str) -> str:
     return f"{where}: {msg}" if where else msg
 
 
+def _flow_depth(text: str) -> int:
+    """The deepest nesting of [ and { (quotes ignored: an over-count only refuses absurd input sooner)."""
+    depth = peak = 0
+    for m in _BRACKETS.finditer(text):
+        depth = depth + 1 if m.group() in "[{" else max(depth - 1, 0)
+        peak = max(peak, depth)
+    return peak
+
+
 def yaml_value(text: str, source: str | None = None) -> Any:
     """One YAML document (safe loader), checked by check_value; DoorError naming `source`:line otherwise."""
+    if _flow_depth(text) > MAX_DEPTH:  # PyYAML takes seconds to reach its recursion limit on deep [[[...
+        raise DoorError(_at(source, f"nested deeper than {MAX_DEPTH} levels"))
     try:
         value = yaml.safe_load(text)
     except yaml.YAMLError as e:
@@ -162,21 +188,23 @@ def _writable_ancestor(p: Path, what: str) -> None:
 def check_output_file(path: str | Path, what: str = "output file") -> Path:
     """A path a file may be written to: not a folder, and its folder can be created."""
     p = Path(path)
-    if p.is_dir():
-        raise DoorError(f"{p}: is a folder; give a file name, e.g. {p / 'out.jsonl'}")
-    if p.exists() and not p.is_file():
-        raise DoorError(f"{p}: exists and is not a regular file")
-    _writable_ancestor(p, what)
+    with _filesystem(p, what):
+        if p.is_dir():
+            raise DoorError(f"{p}: is a folder; give a file name, e.g. {p / 'out.jsonl'}")
+        if p.exists() and not p.is_file():
+            raise DoorError(f"{p}: exists and is not a regular file")
+        _writable_ancestor(p, what)
     return p
 
 
 def check_output_dir(path: str | Path, what: str = "output folder") -> Path:
     """A path a folder may be written to: not a file, and creatable."""
     p = Path(path)
-    if p.exists() and not p.is_dir():
-        raise DoorError(f"{p}: is a file; give a folder")
-    if not p.exists():
-        _writable_ancestor(p, what)
+    with _filesystem(p, what):
+        if p.exists() and not p.is_dir():
+            raise DoorError(f"{p}: is a file; give a folder")
+        if not p.exists():
+            _writable_ancestor(p, what)
     return p
 
 
@@ -189,14 +217,13 @@ WEIGHT_FILES = (
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 
 
-def _json_object(path: Path, field: str) -> dict:
-    text = read_text(path, field)
+def _json_object(path: Path, what: str, field: str) -> dict:
     try:
-        doc = json_value(text)
+        doc = json_value(decode(read_bytes(path, what), str(path)))
     except DoorError as e:
-        raise DoorError(f"{path}: {e}") from None
+        raise DoorError(f"{field}: {e}" if str(e).startswith(str(path)) else f"{field}: {path}: {e}") from None
     if not isinstance(doc, dict):
-        raise DoorError(f"{path}: must be a JSON object")
+        raise DoorError(f"{field}: {path}: must be a JSON object")
     return doc
 
 
@@ -204,6 +231,11 @@ def check_model_dir(path: str | Path, field: str = "model.path") -> Path:
     """A local Hugging Face model folder (config.json with model_type, weights, a tokenizer; a readable
     rods_model.json card when present), or DoorError saying what is missing and how to get a model."""
     p = Path(path)
+    with _filesystem(p, "model folder"):
+        return _check_model_dir(p, field)
+
+
+def _check_model_dir(p: Path, field: str) -> Path:
     build = f"build one with `rods model init-tiny --out {p}` then `rods sft`, or set model.build_if_missing: true"
     if not p.exists():
         raise DoorError(f"{field}: {p}: no such folder; {build}")
@@ -211,7 +243,7 @@ def check_model_dir(path: str | Path, field: str = "model.path") -> Path:
         raise DoorError(f"{field}: {p}: is a file, not a model folder")
     if not (p / "config.json").is_file():
         raise DoorError(f"{field}: {p}: holds no config.json (not a Hugging Face model folder); {build}")
-    config = _json_object(p / "config.json", "model config")
+    config = _json_object(p / "config.json", "model config", field)
     if not isinstance(config.get("model_type"), str):
         raise DoorError(f"{field}: {p / 'config.json'}: model_type: missing (not a transformers model config)")
     if not any((p / f).is_file() for f in WEIGHT_FILES):
@@ -220,7 +252,7 @@ def check_model_dir(path: str | Path, field: str = "model.path") -> Path:
         raise DoorError(f"{field}: {p}: no tokenizer ({' or '.join(TOKENIZER_FILES)})")
     card_path = p / "rods_model.json"
     if card_path.exists():
-        card = _json_object(card_path, "model card")
+        card = _json_object(card_path, "model card", field)
         if "prompt" in card:
             from pydantic import ValidationError
 
@@ -229,18 +261,28 @@ def check_model_dir(path: str | Path, field: str = "model.path") -> Path:
             try:
                 PromptConfig.model_validate(card["prompt"])
             except ValidationError as e:
-                first = e.errors()[0]
+                loc = ".".join(map(str, e.errors()[0]["loc"]))
                 raise DoorError(
-                    f"{card_path}: prompt.{'.'.join(map(str, first['loc']))}: {first['msg']}".replace(
-                        "prompt.:", "prompt:"
-                    )
+                    f"{field}: {card_path}: prompt{'.' + loc if loc else ''}: {e.errors()[0]['msg']}"
                 ) from None
     return p
 
 
 # ----- task files: schema, execution, leak guard -------------------------------------------------------
+def _reports_error(result: str) -> bool:
+    """A call that returned normally but says it failed: the API classes answer {"error": "..."}."""
+    if not result.startswith("{"):
+        return False
+    try:
+        doc = json.loads(result)
+    except ValueError:
+        return False
+    return isinstance(doc, dict) and any("error" in str(k).lower() and v for k, v in doc.items())
+
+
 def replay_problem(task: Task) -> tuple[str, str] | None:
-    """(field, reason) when the task's initial state does not load or a ground-truth call fails on replay.
+    """(field, reason) when the task's initial state does not load or a ground-truth call fails on replay
+    (raises, or answers {"error": ...}).
 
     BFCL's own 800 tasks are the reference and pass as they are (5 test-split ones hold a call our typed
     environment refuses). Departure from synth.verify.verify_task: no "useful" or failure-looking-result
@@ -259,7 +301,7 @@ def replay_problem(task: Task) -> tuple[str, str] | None:
     for turn, calls in enumerate(task.ground_truth):
         env.start_turn(turn)
         for k, text in enumerate(calls):
-            failed = next((o.result for o in env.execute(text) if not o.ok), None)
+            failed = next((o.result for o in env.execute(text) if not o.ok or _reports_error(o.result)), None)
             if failed is not None:
                 return f"ground_truth.{turn}.{k}", f"{text[:80]!r} fails on replay: {failed[:160]}"
     try:
