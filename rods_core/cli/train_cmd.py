@@ -31,10 +31,11 @@ def train(
     Example: rods train --config configs/demo-cpu.yaml --set grpo.max_steps=10
     """
     from rods_core.doors import preflight
+    from rods_core.ids import new_run_id
 
     cfg = _load(config, sets)
     with clean_errors():
-        run_id = preflight(cfg, run_id, resume)  # ids, resume target, seed file, model: before anything is made
+        run_id = preflight(cfg, run_id, resume) or new_run_id(cfg.name)  # checked before anything is made
     from rods_core.loop import train as run_training
 
     run_dir = run_training(cfg, run_id=run_id, resume=bool(resume), log=typer.echo)
