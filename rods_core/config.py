@@ -145,13 +145,16 @@ class ConfigError(DoorError):
 
 
 def format_validation_error(err: ValidationError, source: str = "config") -> str:
-    lines = [f"{source}: {len(err.errors())} problem(s):"]
-    for e in err.errors():
+    errors = err.errors()
+    lines = [f"{source}: {len(errors)} problem(s):"]
+    for e in errors[:20]:
         loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
         hint = (
             " (unknown field: check the spelling against `rods config show`)" if e["type"] == "extra_forbidden" else ""
         )
         lines.append(f"  {loc}: {e['msg']}{hint}")
+    if len(errors) > 20:
+        lines.append(f"  ... and {len(errors) - 20} more")
     return "\n".join(lines)
 
 
