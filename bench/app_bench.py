@@ -33,6 +33,7 @@ STEPS, TASKS, ROLLOUT_TASKS, G = 1250, 800, 50, 16
 
 
 def _tasks():
+    from rods_core.ids import variant_id
     from rods_core.seeds import load_seeds
 
     seeds = load_seeds("train")
@@ -45,7 +46,7 @@ def _tasks():
         ]
         rec = {
             **s.to_record(),
-            "id": f"{s.id}~v{i}",
+            "id": variant_id(s.id, f"{i:08x}"),
             "question": q,
             "provenance": {"source": "synth", "parent_id": s.id, "created_step": i},
         }

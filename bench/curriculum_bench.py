@@ -69,7 +69,7 @@ def run_configs(
                 "grpo.save_steps": steps,
                 "eval.every": every,
             }
-            plans.append((f"{method}-r{k}", method, k, load_config(base, overrides)))
+            plans.append((f"{method}_r{k}", method, k, load_config(base, overrides)))  # run ids: rods_core.ids
     return plans
 
 

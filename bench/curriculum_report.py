@@ -172,7 +172,7 @@ def _num(v) -> str:
 def findings(goals: list[dict], runs: pd.DataFrame, settings: dict, runs_meta: list[dict]) -> list[str]:
     """One plain sentence per goal, saying 'not met' where RODS did not beat the target, and what is missing."""
     out = []
-    planned = [f"{m}-r{k}" for k in range(settings["repeats"]) for m in settings["methods"]]
+    planned = [f"{m}_r{k}" for k in range(settings["repeats"]) for m in settings["methods"]]
     done = {m["run"] for m in runs_meta if m["status"] == "finished"}
     missing = [r for r in planned if r not in done]
     if missing:

@@ -6,17 +6,9 @@ import streamlit as st
 from pydantic import ValidationError
 
 import lab_ui
-from rods_core.config import ConfigError, load_config
-from rods_core.launch import (
-    OutsideWorkspace,
-    build_config,
-    field_errors,
-    launch_run,
-    list_configs,
-    parse_overrides,
-    read_prefs,
-    tail,
-)
+from rods_core.config import ConfigError, load_config, parse_overrides
+from rods_core.doors import DoorError
+from rods_core.launch import build_config, field_errors, launch_run, list_configs, read_prefs, tail
 from rods_core.sources import METHODS
 
 lab_ui.page_setup("Launch", "🚀")
@@ -85,12 +77,12 @@ if submitted:
         "grpo.tasks_per_step": int(tasks),
     }
     try:
-        cfg = build_config(configs[name], {**overrides, **parse_overrides(more)}, paths)
+        cfg = build_config(configs[name], {**overrides, **parse_overrides(more, "more fields")}, paths)
         launched = launch_run(cfg, paths)
     except ValidationError as e:
         st.session_state["launch_errors"] = field_errors(e)
         st.rerun()
-    except (ConfigError, OutsideWorkspace, FileExistsError) as e:
+    except (DoorError, FileExistsError) as e:  # config, overrides, paths, seed file, model folder
         st.session_state["launch_errors"] = {"(config)": str(e)}
         st.rerun()
     else:

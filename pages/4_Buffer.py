@@ -6,7 +6,7 @@ import streamlit as st
 
 import lab_ui
 from rods_core import charts, lab
-from storage.export import export_pool
+from storage.export import EmptyPool, export_to_folder
 from storage.pools import PoolsFileError
 
 lab_ui.page_setup("Buffer", "🗃️")
@@ -24,13 +24,13 @@ def history(run_dir: str, task_id: str):
 
 
 @st.cache_data(ttl=lab_ui.LIVE_S, show_spinner="Exporting…")
-def export_bytes(run_dir: str, pool: str, run_id: str) -> tuple[bytes, int]:
-    out = lab_ui.paths().workspace / "exports" / f"{run_id}-{pool}.jsonl"
+def export_bytes(run_dir: str, pool: str, run_id: str) -> tuple[bytes, int, str]:
+    """(file bytes, tasks, why nothing was exported) for a pool written to <workspace>/exports/."""
     try:
-        n = export_pool(run_dir, pool, out)
-    except PoolsFileError:  # before the first step: nothing to export yet
-        return b"", 0
-    return out.read_bytes(), n
+        out, n = export_to_folder(run_dir, pool, lab_ui.paths().workspace / "exports", run_id)
+    except (PoolsFileError, EmptyPool) as e:  # before the first step, or an empty pool: nothing to export
+        return b"", 0, str(e)
+    return out.read_bytes(), n, ""
 
 
 run = lab_ui.pick_run("buffer")
@@ -60,11 +60,14 @@ with left:
 with right:
     st.subheader("Export")
     pool = st.selectbox("Pool", lab.pools_list(), index=2, key="buffer_export_pool")
-    data, n = export_bytes(run.out_dir, pool, run.id)
+    data, n, why = export_bytes(run.out_dir, pool, run.id)
+    if why:
+        st.info(why)
     st.download_button(
         f"Download {pool} ({n} tasks, JSONL)",
         data,
         f"{run.id}-{pool}.jsonl",
         mime="application/jsonl",
         key="buffer_download",
+        disabled=not n,
     )

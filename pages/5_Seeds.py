@@ -8,11 +8,11 @@ import streamlit as st
 
 import lab_ui
 from rods_core import launch
-from rods_core.seeds import leak_guard, load_seeds, split_of
+from rods_core.config import parse_overrides
+from rods_core.doors import DoorError
+from rods_core.seeds import load_seeds, split_of
 from rods_core.stats import task_rows
-from rods_core.tasks import TaskFileError
 from storage.catalog import retag, seed_frame
-from storage.export import ImportRefused, import_seeds
 
 lab_ui.page_setup("Seeds", "🌱")
 st.title("Seeds")
@@ -25,10 +25,14 @@ def bfcl_table() -> pd.DataFrame:
     return pd.DataFrame(task_rows(tasks)).assign(split=[split_of(t.id) for t in tasks])
 
 
-def import_file(path, tags: list[str]) -> None:
+def import_seed_file(upload, typed: str, tags: list[str]) -> None:
     try:
-        report = import_seeds(path, db, refuse=leak_guard().reason, tags=tags)
-    except (TaskFileError, ImportRefused) as e:
+        report = (
+            launch.import_upload(paths, db, upload.name, upload.getvalue(), tags)
+            if upload is not None
+            else launch.import_workspace_file(paths, db, typed, tags)
+        )
+    except DoorError as e:  # unreadable, invalid, failing replay, test-split or outside the workspace
         st.error("Nothing was imported.")
         st.code(str(e), language="text")
     else:
@@ -41,15 +45,7 @@ with add:
     typed = st.text_input("…or a file in the workspace", key="seeds_path", placeholder="imports/tasks.jsonl")
     tags = [t.strip() for t in st.text_input("Tags (comma separated)", key="seeds_import_tags").split(",") if t.strip()]
     if st.button("Import", key="seeds_import", type="primary"):
-        try:
-            import_file(
-                launch.save_upload(paths, upload.name, upload.getvalue())
-                if upload is not None
-                else launch.confine(typed, paths.workspace),
-                tags,
-            )
-        except (launch.OutsideWorkspace, FileNotFoundError, IsADirectoryError) as e:
-            st.error(str(e))
+        import_seed_file(upload, typed, tags)
     if st.button("Add the BFCL train split (400 seeds)", key="seeds_add_bfcl"):
         added, updated = db.upsert_seeds(load_seeds("train"), source="bfcl", tags=["bfcl"])
         st.success(f"Added {added} and updated {updated} BFCL seed(s).")
@@ -84,7 +80,9 @@ with catalog:
     chosen = [t for t in picked if bool(df.set_index("task_id").enabled[t])]
     if st.button(f"Start a run on {len(chosen)} enabled seed(s)", key="seeds_launch", disabled=not chosen):
         try:
-            run, file = launch.launch_on_seeds(db, chosen, configs[config], name, launch.parse_overrides(more), paths)
+            run, file = launch.launch_on_seeds(
+                db, chosen, configs[config], name, parse_overrides(more, "more fields"), paths
+            )
         except (ValueError, KeyError, FileExistsError) as e:  # config, path and catalog errors are shown
             st.error(str(e))
         else:

@@ -25,6 +25,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rods_core.boundary import BoundaryConfig, BoundaryDetector, TaskStats
+from rods_core.ids import next_edit_id
 from rods_core.sampling import rng_state, set_rng_state, weighted_pick
 from rods_core.tasks import Task
 
@@ -406,8 +407,7 @@ class ReplayBuffer:
 
     def _apply_edit(self, tid: str, e: Entry, edited: Task) -> tuple[bool, str]:
         if edited.id == tid or edited.id in self._entries:  # records are immutable per id: give it a fresh one
-            n = 1 + sum(t.startswith(f"{tid}.e") for t in self._entries)
-            edited = edited.model_copy(update={"id": f"{tid}.e{n}"})
+            edited = edited.model_copy(update={"id": next_edit_id(tid, self._entries)})
         prov = edited.provenance.model_copy(update={"source": "edit", "parent_id": tid, "created_step": self.step})
         edited = edited.model_copy(update={"provenance": prov})
         replaces = not e.seed and e.pool in ("active", "staged")

@@ -18,6 +18,7 @@ from rods_core.buffer import Decision as BufferDecision
 from rods_core.config import RunConfig
 from rods_core.ranks import Ranks, digest
 from rods_core.sampling import derive_seed
+from rods_core.seeds import TestSplitRefused, refuse_test_tasks
 from rods_core.sources import build_source
 from rods_core.tasks import Task
 from rods_core.trainer import RolloutReport
@@ -133,6 +134,11 @@ class Curriculum:
             # a fresh seed per step: the same boundary parent asked again yields new variants
             seed = derive_seed(self.cfg.synth.seed, "synth", step)
             for tid in parents:
+                try:  # the leak guard at the synthesis door: variants of a test task would leak it
+                    refuse_test_tasks([self.source.task(tid)], "synthesis parent")
+                except TestSplitRefused:
+                    refused += 1
+                    continue
                 if self.worker.submit(self.source.task(tid), n, seed=seed):
                     self._asked.append((tid, n))
                 else:
@@ -179,8 +185,6 @@ class Curriculum:
 
     def _apply(self, d) -> tuple[bool, str]:
         """Verify and apply one decision (`storage.decisions.Claimed`); raising refuses it with the reason."""
-        from rods_core.seeds import leak_guard
-
         if d.payload and len(d.payload) > MAX_DECISION_PAYLOAD:
             return False, f"payload of {len(d.payload)} characters is over the {MAX_DECISION_PAYLOAD} limit"
         payload = d.payload_dict()
@@ -189,6 +193,7 @@ class Curriculum:
             from rods_core.synth.verify import verify_task
 
             task = Task.model_validate(payload.get("task"))
+            refuse_test_tasks([task], f"edit decision {d.id}")
             original = self.source.task(d.task_id)
             parent_id = original.provenance.parent_id
             parent = self.source.task(parent_id) if parent_id and parent_id in self.all_ids() else original
@@ -199,9 +204,7 @@ class Curriculum:
             if not ok:
                 return False, f"edit failed verification: {reason}"
         elif d.action == "reseed" and d.task_id in self.all_ids():
-            leak = leak_guard().reason(self.source.task(d.task_id))
-            if leak:
-                return False, f"refused: {leak}"
+            refuse_test_tasks([self.source.task(d.task_id)], f"reseed decision {d.id}")
         decision = BufferDecision(action=d.action, task_id=d.task_id, task=task, mode=payload.get("mode"))
         return self.source.apply_decision(decision)
 
@@ -269,4 +272,3 @@ def variant_rows_of(result, accepted: list[Task]) -> list[dict]:
             }
         )
     return rows
-

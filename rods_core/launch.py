@@ -10,25 +10,27 @@ process that dies before registering (bad model path, crash at import) is report
 
 from __future__ import annotations
 
+import copy
 import os
+import re
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
-from rods_core.config import ConfigError, RunConfig, dump_config
+from rods_core.config import RunConfig, dump_config, read_config_data, set_dotted
+from rods_core.doors import DoorError, check_model_dir, load_task_file, read_bytes
+from rods_core.ids import check_run_id, new_run_id
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 LOG_FILE = "train.log"
 LAUNCH_FILE = "launch.yaml"
 
 
-class OutsideWorkspace(ValueError):
+class OutsideWorkspace(DoorError):
     """A path the user typed resolves outside the folders the app may read or write."""
 
 
@@ -79,31 +81,6 @@ def list_configs(folder: str | Path = PROJECT_ROOT / "configs") -> list[Path]:
     return sorted(Path(folder).glob("*.yaml"))
 
 
-def set_dotted(data: dict, key: str, value: Any) -> None:
-    node = data
-    *parents, leaf = key.split(".")
-    for p in parents:
-        node = node.setdefault(p, {})
-    node[leaf] = value
-
-
-def parse_overrides(text: str) -> dict[str, Any]:
-    """`key.path=value` per line (YAML values), as `rods train --set`; raises ConfigError naming the line."""
-    out: dict[str, Any] = {}
-    for n, line in enumerate(text.splitlines(), start=1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        if "=" not in line:
-            raise ConfigError(f"overrides line {n}: {line!r}: expected key.path=value")
-        key, value = line.split("=", 1)
-        try:
-            out[key.strip()] = yaml.safe_load(value)
-        except yaml.YAMLError as e:
-            raise ConfigError(f"overrides line {n}: {key.strip()}: not a YAML value ({e})") from None
-    return out
-
-
 def field_errors(err: ValidationError) -> dict[str, str]:
     """Field path -> message, for showing each error beside its field."""
     out: dict[str, str] = {}
@@ -114,25 +91,26 @@ def field_errors(err: ValidationError) -> dict[str, str]:
     return out
 
 
-def build_config(base: str | Path | dict, overrides: dict[str, Any], paths: AppPaths) -> RunConfig:
+def build_config(
+    base: str | Path | dict, overrides: dict[str, Any], paths: AppPaths, *, check_seeds: bool = True
+) -> RunConfig:
     """The base config (a file or a mapping) with dotted overrides, validated; output_dir and workspace
-    are always the app's, and user-typed file paths are confined. Raises ValidationError,
-    ConfigError or OutsideWorkspace."""
-    if isinstance(base, dict):
-        data = yaml.safe_load(yaml.safe_dump(base)) or {}
-    else:
-        try:
-            data = yaml.safe_load(Path(base).read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError) as e:
-            raise ConfigError(f"{base}: cannot read the config ({e})") from None
+    are always the app's, user-typed file paths are confined, the seed file passes the task-file door
+    (unless check_seeds=False: the caller writes it next) and the model folder holds a model.
+    Raises ValidationError or a DoorError (ConfigError, OutsideWorkspace, TaskFileError, TestSplitRefused)."""
+    data = copy.deepcopy(base) if isinstance(base, dict) else read_config_data(base)
     for k, v in overrides.items():
         set_dotted(data, k, v)
     data["output_dir"], data["workspace"] = str(paths.runs), str(paths.workspace)
     cfg = RunConfig.model_validate(data)
     if cfg.seeds.file:
         cfg.seeds.file = str(confine(cfg.seeds.file, paths.workspace))
+        if check_seeds and cfg.seeds.subset == "file":
+            load_task_file(cfg.seeds.file, "seeds.file")
     # The trainer runs in the project folder: a relative model path means the project's models/.
     cfg.model.path = str(confine(cfg.model.path, paths.workspace, PROJECT_ROOT / "models", base=PROJECT_ROOT))
+    if not cfg.model.build_if_missing:
+        check_model_dir(cfg.model.path)
     return cfg
 
 
@@ -145,15 +123,11 @@ class Launched:
     log_path: Path
 
 
-def new_run_id(name: str) -> str:
-    return f"{time.strftime('%Y%m%d-%H%M%S')}-{name}-{os.urandom(2).hex()}"
-
-
 def launch_run(cfg: RunConfig, paths: AppPaths, run_id: str | None = None) -> Launched:
     """Create the Run row (queued), write the config, start `rods train` in its own session."""
     from storage.control import process_start
 
-    run_id = run_id or new_run_id(cfg.name)
+    run_id = check_run_id(run_id) if run_id else new_run_id(cfg.name)
     run_dir = Path(cfg.output_dir) / run_id
     if run_dir.exists():
         raise FileExistsError(f"run folder {run_dir} exists already; pick another run id")
@@ -180,23 +154,52 @@ def launch_run(cfg: RunConfig, paths: AppPaths, run_id: str | None = None) -> La
 def launch_on_seeds(
     db, task_ids: list[str], base: str | Path, name: str, overrides: dict[str, Any], paths: AppPaths
 ) -> tuple[Launched, Path]:
-    """Write the chosen catalog seeds to <workspace>/subsets/ and launch `base` on them (seeds.subset=file)."""
-    from storage.catalog import write_subset
+    """Write the chosen catalog seeds to <workspace>/subsets/ and launch `base` on them (seeds.subset=file).
+    The config and the seeds are checked first, so a refusal leaves no subset file behind."""
+    from rods_core.seeds import refuse_test_tasks
+    from rods_core.tasks import write_tasks
+    from storage.catalog import catalog_tasks
 
-    file = paths.workspace / "subsets" / f"{name}-{os.urandom(2).hex()}.jsonl"
-    write_subset(db, task_ids, file)
+    tasks = catalog_tasks(db, task_ids)
+    if not tasks:
+        raise ValueError("choose at least one seed")
+    refuse_test_tasks(tasks, "a run on catalog seeds")
+    file = paths.workspace / "subsets" / f"{new_run_id(name)}.jsonl"
     cfg = build_config(
-        base, {"name": name, "seeds.subset": "file", "seeds.file": str(file), "seeds.limit": None, **overrides}, paths
+        base,
+        {"name": name, "seeds.subset": "file", "seeds.file": str(file), "seeds.limit": None, **overrides},
+        paths,
+        check_seeds=False,
     )
+    write_tasks(file, tasks)
     return launch_run(cfg, paths), file
 
 
 def save_upload(paths: AppPaths, name: str, data: bytes) -> Path:
-    """Keep an uploaded file under <workspace>/imports/ (only its base name is used)."""
-    target = confine(Path("imports") / Path(name).name, paths.workspace)
+    """Keep an uploaded file under <workspace>/imports/ (only its base name, in safe characters, is used)."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(name).name, flags=re.ASCII).lstrip(".") or "upload.jsonl"
+    target = confine(Path("imports") / safe, paths.workspace)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(data)
     return target
+
+
+def import_upload(paths: AppPaths, db, name: str, data: bytes, tags: list[str]):
+    """An uploaded seed file, verified as `rods seeds import` verifies one (schema, replay, leak guard)
+    before anything is written; then kept under imports/. Returns storage.catalog's ImportReport."""
+    from storage.catalog import import_seeds
+
+    report = import_seeds(db, data, Path(name).name or "upload", "the Seeds page upload", tags=tags)
+    save_upload(paths, name, data)
+    return report
+
+
+def import_workspace_file(paths: AppPaths, db, typed: str, tags: list[str]):
+    """A seed file typed as a path: confined to the workspace, then verified and imported whole."""
+    from storage.catalog import import_seeds
+
+    path = confine(typed, paths.workspace)
+    return import_seeds(db, read_bytes(path, "task file"), str(path), "the Seeds page import", tags=tags)
 
 
 def effective_status(db, run) -> str:

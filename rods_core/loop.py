@@ -238,8 +238,9 @@ def train(
 
     from rods_core.evaluation import EvalConfig, evaluate_sharded
     from rods_core.ids import new_run_id
-    from rods_core.policy.build import ModelFolderError, ensure_model
+    from rods_core.policy.build import ensure_model
     from rods_core.policy.tiny import load_policy, read_card, write_card
+    from rods_core.doors import DoorError
     from rods_core.tasks import TaskFileError
     from rods_core.tasksets import TaskSetError, eval_tasks, select_seeds
     from rods_core.threads import apply_thread_policy
@@ -255,7 +256,7 @@ def train(
     try:
         seeds = select_seeds(cfg)
         check_model_source(cfg)
-    except (TaskSetError, ModelFolderError, TaskFileError, OSError) as e:
+    except (TaskSetError, DoorError, TaskFileError, OSError) as e:
         raise RunSetupError(str(e)) from None
     if resume and not (run_dir / "config.yaml").exists():
         raise RunSetupError(
@@ -345,12 +346,9 @@ def train(
 
 def check_model_source(cfg: RunConfig) -> None:
     """Refuse a model folder that is neither a model nor allowed to be built, before the run is created."""
-    from rods_core.policy.build import ModelFolderError
+    from rods_core.doors import check_model_dir
 
     path = Path(cfg.model.path)
-    if (path / "config.json").exists() or cfg.model.build_if_missing:
-        return
-    raise ModelFolderError(
-        f"model.path {path} holds no model (no config.json); point it at a local model folder, run "
-        "`rods model init-tiny` and `rods sft`, or set model.build_if_missing: true"
-    )
+    if cfg.model.build_if_missing and not (path / "config.json").exists():
+        return  # built by policy/build.py once the run exists
+    check_model_dir(path)

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from functools import cache
 from importlib import resources
 from typing import Literal
 
+from rods_core.doors import DoorError
 from rods_core.tasks import CATEGORIES, Task
 
 Split = Literal["train", "test", "all"]
@@ -100,3 +102,42 @@ class LeakGuard:
 @cache
 def leak_guard() -> LeakGuard:
     return LeakGuard()
+
+
+class TestSplitRefused(DoorError):
+    """Tasks of the held-out test split offered at a door into training; `refused` lists (id, reason)."""
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(self, where: str, refused: list[tuple[str, str]]):
+        self.where, self.refused = where, refused
+        shown = "\n".join(f"  {tid}: {why}" for tid, why in refused[:20])
+        more = f"\n  ... and {len(refused) - 20} more" if len(refused) > 20 else ""
+        super().__init__(
+            f"{where}: {len(refused)} task(s) refused: they belong to the held-out test split "
+            f"and would leak it into training; nothing was taken:\n{shown}{more}"
+        )
+
+
+def refuse_test_tasks(tasks: Iterable[Task], where: str) -> None:
+    """The leak guard at a door into training (imports, uploads, seed files, edits, reseeds, synthesis
+    parents): raises TestSplitRefused naming `where` and every offending id, by id, content or user turns."""
+    guard = leak_guard()
+    refused = [(t.id, why) for t in tasks if (why := guard.reason(t))]
+    if refused:
+        raise TestSplitRefused(where, refused)
+
+
+def _exact_key(task: Task) -> str:
+    rec = task.model_dump(mode="json", exclude={"id", "provenance"})
+    return hashlib.sha256(json.dumps(rec, sort_keys=True).encode()).hexdigest()
+
+
+@cache
+def _bfcl_keys() -> frozenset[str]:
+    return frozenset(_exact_key(t) for t in _all_seeds())
+
+
+def is_bfcl_task(task: Task) -> bool:
+    """True when every field but the id and provenance equals one of BFCL's own 800 tasks."""
+    return _exact_key(task) in _bfcl_keys()

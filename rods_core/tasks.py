@@ -19,6 +19,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from rods_core.doors import Bad, DoorError, jsonl_lines, read_bytes
+from rods_core.ids import check_task_id
+
 Category = Literal["base", "miss_func", "miss_param", "long_context"]
 CATEGORIES: tuple[str, ...] = ("base", "miss_func", "miss_param", "long_context")
 Source = Literal["seed", "synth", "import", "edit"]
@@ -56,7 +59,7 @@ class Task(BaseModel):
     """One multi-turn tool-use task (a BFCL v3 multi-turn entry, or a variant of one)."""
 
     model_config = ConfigDict(extra="forbid")
-    id: str = Field(min_length=1, max_length=200)
+    id: str = Field(description="letters, digits and _ only (rods_core.ids): bfcl-eval builds Python names from it")
     category: Category
     question: list[list[Message]] = Field(
         description="user turns; each a list of messages (empty where a miss_func function arrives)"
@@ -70,6 +73,11 @@ class Task(BaseModel):
     excluded_function: list[str] = Field(default_factory=list)
     path: list[str] = Field(default_factory=list, description="BFCL's annotated call path")
     provenance: Provenance = Field(default_factory=Provenance)
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id_rule(cls, v: Any) -> Any:
+        return check_task_id(v) if isinstance(v, str) else v  # a non-string is pydantic's to name
 
     @field_validator("involved_classes")
     @classmethod
@@ -171,15 +179,15 @@ def category_of(task_id: str) -> str:
 EXPORT_ONLY_FIELDS = ("stats", "pool")
 
 
-class TaskFileError(ValueError):
+class TaskFileError(DoorError):
     """A task file holds invalid records; `problems` lists (line, field, reason) for each."""
 
-    def __init__(self, path: str | Path, problems: list[tuple[int, str, str]]):
+    def __init__(self, path: str | Path, problems: list[tuple[int, str, str]], what: str = "invalid record(s)"):
         self.path = str(path)
         self.problems = problems
         shown = "\n".join(f"  {self.path}:{ln}: {fld}: {why}" for ln, fld, why in problems[:20])
         more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
-        super().__init__(f"{len(problems)} invalid record(s) in {self.path}; nothing was read:\n{shown}{more}")
+        super().__init__(f"{len(problems)} {what} in {self.path}; nothing was read:\n{shown}{more}")
 
 
 def _problems(err: ValidationError) -> list[tuple[str, str]]:
@@ -199,32 +207,36 @@ def parse_record(rec: Any) -> Task:
     return Task.model_validate(rec)
 
 
-def read_tasks(path: str | Path) -> list[Task]:
-    """Read a JSONL task file, all or nothing: any invalid line raises TaskFileError naming them all."""
-    tasks, problems, seen = [], [], {}
-    with open(path, encoding="utf-8") as f:
-        for ln, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                task = parse_record(json.loads(line))
-            except json.JSONDecodeError as e:
-                problems.append((ln, "(json)", f"not valid JSON: {e.msg} at column {e.colno}"))
-                continue
-            except ValidationError as e:
-                problems.extend((ln, fld, why) for fld, why in _problems(e))
-                continue
-            except ValueError as e:
-                problems.append((ln, "(record)", str(e)))
-                continue
-            if task.id in seen:
-                problems.append((ln, "id", f"duplicate id {task.id!r} (first on line {seen[task.id]})"))
-                continue
-            seen[task.id] = ln
-            tasks.append(task)
+def parse_task_lines(data: bytes, source: str) -> list[tuple[int, Task]]:
+    """(line, task) for each record of a JSONL file's bytes, all or nothing: any invalid line (not UTF-8,
+    not JSON, too deep, a bad field, a repeated id) raises TaskFileError naming them all."""
+    out, problems, seen = [], [], {}
+    for ln, rec in jsonl_lines(data, source):
+        if isinstance(rec, Bad):
+            problems.append((ln, rec.field, rec.reason))
+            continue
+        try:
+            task = parse_record(rec)
+        except ValidationError as e:
+            problems.extend((ln, fld, why) for fld, why in _problems(e))
+            continue
+        except ValueError as e:
+            problems.append((ln, "(record)", str(e)))
+            continue
+        if task.id in seen:
+            problems.append((ln, "id", f"duplicate id {task.id!r} (first on line {seen[task.id]})"))
+            continue
+        seen[task.id] = ln
+        out.append((ln, task))
     if problems:
-        raise TaskFileError(path, problems)
-    return tasks
+        raise TaskFileError(source, problems)
+    return out
+
+
+def read_tasks(path: str | Path) -> list[Task]:
+    """Read a JSONL task file by the schema alone (DoorError if unreadable, TaskFileError per line).
+    Doors into training also verify by execution: rods_core.doors.load_task_file."""
+    return [t for _, t in parse_task_lines(read_bytes(path, "task file"), str(path))]
 
 
 def iter_records(tasks: Iterable[Task], extra: dict[str, dict] | None = None) -> Iterator[dict]:

@@ -1,16 +1,16 @@
 """The task sets of a run: its seeds (from the config) and its held-out evaluation tasks.
 
-Every route into training passes the leak guard here too: a seed file holding test-split tasks is
-refused before anything is created, whatever door it came through (`seeds.subset: file`, `--set
-seeds.file=…`, the app's seed subsets).
+A seed file passes the task-file door (rods_core.doors.load_task_file: schema, replay by execution, the
+leak guard) whatever route it came through (`seeds.subset: file`, `--set seeds.file=…`, the app's seed
+subsets), before anything of the run is created.
 """
 
 from __future__ import annotations
 
 from rods_core.config import RunConfig
 from rods_core.sampling import derive_seed
-from rods_core.seeds import leak_guard, load_seeds
-from rods_core.tasks import Task, read_tasks
+from rods_core.seeds import load_seeds
+from rods_core.tasks import Task
 
 
 class TaskSetError(ValueError):
@@ -25,12 +25,10 @@ def select_seeds(cfg: RunConfig) -> list[Task]:
 
         tasks = demo_seeds()
     elif s.subset == "file":
-        tasks = read_tasks(s.file)
-        guard = leak_guard()
-        leaks = [(t.id, why) for t in tasks if (why := guard.reason(t))]
-        if leaks:
-            shown = "; ".join(f"{tid}: {why}" for tid, why in leaks[:5])
-            raise TaskSetError(f"seeds.file {s.file}: {len(leaks)} test-split task(s) cannot train ({shown})")
+        from rods_core.doors import load_task_file
+
+        # the task-file door: schema, replay by execution, and the leak guard, all or nothing
+        tasks = load_task_file(s.file, "seeds.file")
     else:
         tasks = load_seeds("train")
     tasks = [t for t in tasks if t.category in s.categories]

@@ -7,13 +7,40 @@ built-in BFCL seed and is read from the BFCL data by id.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from pathlib import Path
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 import pandas as pd
 
-from rods_core.tasks import Task, write_tasks
+from rods_core.tasks import Task
 from storage.control import ControlDB
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    source: str
+    added: int
+    updated: int
+
+
+def import_seeds(
+    db: ControlDB | Callable[[], ControlDB],
+    data: bytes,
+    source: str,
+    where: str,
+    *,
+    tags: Iterable[str] = (),
+    allow_test: bool = False,
+) -> ImportReport:
+    """Verify a whole seed file's bytes (schema naming file:line:field, replay by execution, and the leak
+    guard unless allow_test), and only then add its tasks to the catalog in one transaction. `db` may be
+    a factory, so a refused file does not even create the database. Raises DoorError subclasses."""
+    from rods_core.doors import parse_task_bytes
+
+    tasks = parse_task_bytes(data, source, where, guard=not allow_test)
+    cdb = db() if callable(db) else db
+    added, updated = cdb.upsert_seeds(tasks, source="import", tags=tags)
+    return ImportReport(source, added, updated)
 
 
 def retag(db: ControlDB, task_ids: Iterable[str], tag: str, add: bool = True) -> int:
@@ -67,11 +94,3 @@ def catalog_tasks(db: ControlDB, task_ids: Iterable[str]) -> list[Task]:
             task = builtin[tid]
         out.append(task)
     return out
-
-
-def write_subset(db: ControlDB, task_ids: Iterable[str], path: str | Path) -> int:
-    """Write the chosen seeds as a JSONL a run reads with seeds.subset=file; returns lines."""
-    tasks = catalog_tasks(db, task_ids)
-    if not tasks:
-        raise ValueError("choose at least one seed")
-    return write_tasks(path, tasks)

@@ -321,9 +321,11 @@ class ControlDB:
 
     # ----- seed catalog -------------------------------------------------------------------------
     def upsert_seeds(self, tasks: Iterable[Task], source: str = "import", tags: Iterable[str] = ()) -> tuple[int, int]:
-        """Add or replace catalog entries in one transaction; returns (added, updated)."""
+        """Add or replace catalog entries in one transaction; returns (added, updated). A replaced entry
+        keeps its tags (the new ones are added) and its enabled flag."""
         rows = [(t.id, json.dumps(t.to_record(), ensure_ascii=False)) for t in tasks]
-        tag_json = json.dumps(sorted(set(tags)))
+        new_tags = {t.strip() for t in tags if t and t.strip()}
+        tag_json = json.dumps(sorted(new_tags))
 
         def fn(s: Session) -> tuple[int, int]:
             added = updated = 0
@@ -333,7 +335,8 @@ class ControlDB:
                     s.add(Seed(task_id=task_id, source=source, tags=tag_json, added_at=_now(), record=record))
                     added += 1
                 else:
-                    seed.record, seed.source, seed.tags = record, source, tag_json
+                    kept = set(json.loads(seed.tags or "[]"))
+                    seed.record, seed.source, seed.tags = record, source, json.dumps(sorted(kept | new_tags))
                     s.add(seed)
                     updated += 1
             return added, updated

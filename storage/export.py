@@ -1,4 +1,4 @@
-"""Export a run's pools as JSONL and import seed files into the catalog.
+"""Export a run's pools as JSONL (seed files are imported by storage.catalog.import_seeds).
 
 An export line is `Task.to_record()` (BFCL's question fields + ground_truth + provenance) plus `pool`
 and `stats` (the task's latest reward statistics in the run; every key present, null when unknown, so
@@ -10,14 +10,14 @@ heterogeneous `initial_config` as Json). Pool membership comes from the run's po
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from rods_core.tasks import Task, read_tasks, write_tasks
-from storage.control import ControlDB
+from rods_core.tasks import Task, write_tasks
 from storage.pools import read_pools_snapshot
+from storage.schema import POOLS
 
 STATS_FIELDS = ("step", "n", "mean", "var", "smoothed_mean", "smoothed_var", "region")
 
@@ -58,39 +58,27 @@ def export_tasks(
     return write_tasks(out_path, tasks, extra)
 
 
+class EmptyPool(ValueError):
+    """The pool holds no task: nothing is written, since `datasets` cannot load an empty JSONL file."""
+
+
 def export_pool(run_dir: str | Path, pool: str, out_path: str | Path) -> int:
-    """Export one pool of a run (seeds | staged | active | retired | all) as JSONL; returns lines."""
+    """Export one pool of a run (seeds | staged | active | retired | all) as JSONL; returns lines.
+    Raises PoolsFileError before the first snapshot and EmptyPool for an empty pool (no file written)."""
     snap = read_pools_snapshot(run_dir)
     tasks = snap.tasks(pool)
+    if not tasks:
+        raise EmptyPool(
+            f"the {pool} pool of {Path(run_dir).name} holds no task; nothing was written "
+            "(an empty JSONL file cannot be loaded by datasets)"
+        )
     return export_tasks(tasks, out_path, snap.pool_of(), task_stats_map(run_dir))
 
 
-class ImportRefused(ValueError):
-    """Valid tasks that may not become seeds (e.g. held-out test tasks); nothing was imported."""
-
-    def __init__(self, path: str | Path, refused: list[tuple[str, str]]):
-        self.refused = refused
-        shown = "\n".join(f"  {tid}: {why}" for tid, why in refused[:20])
-        more = f"\n  ... and {len(refused) - 20} more" if len(refused) > 20 else ""
-        super().__init__(f"{len(refused)} task(s) in {path} refused; nothing was imported:\n{shown}{more}")
-
-
-@dataclass(frozen=True)
-class ImportReport:
-    path: str
-    added: int
-    updated: int
-
-
-def import_seeds(
-    path: str | Path, db: ControlDB, refuse: Callable[[Task], str | None] | None = None, tags: Iterable[str] = ()
-) -> ImportReport:
-    """Validate the whole file (TaskFileError names file:line:field), check every task with `refuse`
-    (returns a reason or None), and only then add the tasks to the seed catalog in one transaction."""
-    tasks = read_tasks(path)
-    if refuse:
-        refused = [(t.id, why) for t in tasks if (why := refuse(t))]
-        if refused:
-            raise ImportRefused(path, refused)
-    added, updated = db.upsert_seeds(tasks, source="import", tags=tags)
-    return ImportReport(str(path), added, updated)
+def export_to_folder(run_dir: str | Path, pool: str, folder: str | Path, run_id: str) -> tuple[Path, int]:
+    """export_pool to <folder>/<run id>-<pool>.jsonl; the file name keeps only letters, digits and _ of the
+    run id (a run id from an older database may hold anything), so the file always lands in `folder`."""
+    if pool not in (*POOLS, "all"):
+        raise ValueError(f"unknown pool {pool!r}")
+    out = Path(folder) / f"{re.sub(r'[^A-Za-z0-9_]', '_', run_id, flags=re.ASCII)[:128]}-{pool}.jsonl"
+    return out, export_pool(run_dir, pool, out)

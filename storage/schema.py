@@ -47,7 +47,8 @@ STEP_METRICS: dict[str, str] = {
     "synth/queued": "boundary tasks waiting for synthesis",
     "synth/accepted": "variants accepted during the step",
     "synth/rejected": "variants rejected during the step",
-    "synth/refused": "boundary parents the synthesis queue refused (full) at the step",
+    "synth/refused": "boundary parents not handed to synthesis at the step: the queue was full, or the leak "
+    "guard refused the parent",
     "time/rollout_s": "seconds in the rollout function: draw, generation, tool calls, turn checks, chat rendering",
     "time/gen_s": "seconds the generation backend spent producing the step's assistant messages",
     "time/env_s": "seconds spent executing tool calls in environments",

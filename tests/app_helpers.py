@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-RUN_ID = "fx-run"
+RUN_ID = "fx_run"
 
 
 def rods(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:

@@ -254,14 +254,19 @@ def test_edit_replaces_the_variant_with_a_fresh_id_probed_at_once():
     buf.offer(variants(1), step=3)
     edited = buf.task("v0").model_copy(update={"question": [[Message(content="fixed wording")]]})
     ok, why = buf.apply_decision(Decision(action="edit", task_id="v0", task=edited))
-    assert ok and why == "edited as v0.e1: probed next"
-    new = buf.task("v0.e1")
+    assert ok and why == "edited as v0_e1: probed next"
+    new = buf.task("v0_e1")
     assert new.provenance.source == "edit" and new.provenance.parent_id == "v0" and new.user_texts == ["fixed wording"]
-    assert entries(buf)["v0.e1"]["status"] == "probing" and buf.pools()["staged"] == ["v0.e1"]
+    assert entries(buf)["v0_e1"]["status"] == "probing" and buf.pools()["staged"] == ["v0_e1"]
     assert reasons(buf.observe(4, {})) == [
         ("v0", "staged", "retired", "decision/edit"),
-        ("v0.e1", None, "staged", "decision/edit"),
+        ("v0_e1", None, "staged", "decision/edit"),
     ]
+    again = buf.task("v0_e1").model_copy(update={"id": "v0", "question": [[Message(content="fixed again")]]})
+    assert buf.apply_decision(Decision(action="edit", task_id="v0", task=again)) == (
+        True,
+        "edited as v0_e2: probed next",
+    )
     with pytest.raises(ValidationError, match="required for action 'edit'"):
         Decision(action="edit", task_id="v0")
     with pytest.raises(ValidationError, match="applies to action 'reseed' only"):

@@ -7,7 +7,7 @@ import os
 import pytest
 from pydantic import ValidationError
 
-from rods_core.config import ConfigError
+from rods_core.config import ConfigError, parse_overrides
 from rods_core.launch import (
     PROJECT_ROOT,
     AppPaths,
@@ -16,7 +16,6 @@ from rods_core.launch import (
     confine,
     field_errors,
     format_eta,
-    parse_overrides,
     progress,
     read_prefs,
     save_upload,

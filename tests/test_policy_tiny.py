@@ -94,7 +94,7 @@ def test_cli_rejects_bad_input_clearly(tmp_path, tiny_model_dir):
 
     runner = CliRunner()
     r = runner.invoke(app, ["eval", "--model", str(tmp_path), "--split", "train"])
-    assert r.exit_code != 0 and "no model here" in r.output
+    assert r.exit_code == 2 and "holds no config.json" in r.output
     r = runner.invoke(app, ["eval", "--model", str(tiny_model_dir), "--split", "dev"])
     assert r.exit_code != 0 and "train or test" in r.output
     r = runner.invoke(app, ["model", "init-tiny", "--out", str(tmp_path / "m"), "--hidden", "100", "--heads", "3"])

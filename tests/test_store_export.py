@@ -1,4 +1,5 @@
-"""Pools snapshot, JSONL export with statistics, loading it with `datasets`, and seed import."""
+"""Pools snapshot, JSONL export with statistics, loading it with `datasets`, and seed import (verified whole,
+tags kept on re-import, the leak guard, nothing written on refusal)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import math
 
 import pytest
 
+from rods_core.seeds import TestSplitRefused
 from rods_core.tasks import Provenance, TaskFileError, read_tasks
+from storage.catalog import import_seeds
 from storage.control import ControlDB
 from storage.events import EventLog
-from storage.export import ImportRefused, export_pool, import_seeds
+from storage.export import EmptyPool, export_pool, export_to_folder
 from storage.pools import PoolsFileError, read_pools_snapshot, write_pools_snapshot
 
 
@@ -77,13 +80,15 @@ def test_export_then_import_is_lossless(run_dir, tmp_path):
     assert read_tasks(out) == snap.tasks("all")  # pool and stats are ignored on re-read
 
     db = ControlDB(tmp_path / "control.duckdb")
-    report = import_seeds(out, db, tags=["round-trip"])
+    # the pools hold test-split seeds (and copies of them): this round trip checks losslessness, not the guard
+    report = import_seeds(db, out.read_bytes(), str(out), "test", tags=["round-trip"], allow_test=True)
     assert (report.added, report.updated) == (50, 0)
     catalog = {s.task_id: s for s in db.list_seeds()}
     assert [catalog[t.id].task() for t in snap.tasks("all")] == snap.tasks("all")
     assert json.loads(catalog[v.id].tags) == ["round-trip"]
-    assert import_seeds(out, db).updated == 50  # importing again replaces, never duplicates
-    assert len(db.list_seeds()) == 50
+    again = import_seeds(db, out.read_bytes(), str(out), "test", tags=["again"], allow_test=True)
+    assert again.updated == 50 and len(db.list_seeds()) == 50  # importing again replaces, never duplicates
+    assert json.loads({s.task_id: s for s in db.list_seeds()}[v.id].tags) == ["again", "round-trip"]  # tags kept
 
 
 def test_export_loads_with_datasets(run_dir, tmp_path):
@@ -111,21 +116,31 @@ def _close(a, b) -> bool:
     return a == b
 
 
-def test_import_validates_the_whole_file_first(all_seeds, tmp_path):
+def test_import_validates_the_whole_file_first(train_seeds, tmp_path):
     path = tmp_path / "seeds.jsonl"
-    recs = [t.to_record() for t in all_seeds[:5]]
+    recs = [t.to_record() for t in train_seeds[:5]]
     del recs[3]["ground_truth"]
     path.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
-    db = ControlDB(tmp_path / "control.duckdb")
+    opened = []
     with pytest.raises(TaskFileError, match=r"seeds\.jsonl:4: ground_truth"):
-        import_seeds(path, db)
-    assert db.list_seeds() == []
+        import_seeds(lambda: opened.append(1), path.read_bytes(), str(path), "test")
+    assert opened == []  # the database is not even opened for a refused file
 
 
-def test_import_refuses_before_writing_anything(all_seeds, tmp_path):
+def test_import_refuses_test_split_tasks_before_writing_anything(train_seeds, all_seeds, tmp_path):
+    test_task = next(t for t in all_seeds if t.id not in {s.id for s in train_seeds})
     path = tmp_path / "seeds.jsonl"
-    path.write_text("\n".join(json.dumps(t.to_record()) for t in all_seeds[:6]) + "\n")
+    path.write_text("\n".join(json.dumps(t.to_record()) for t in [*train_seeds[:5], test_task]) + "\n")
     db = ControlDB(tmp_path / "control.duckdb")
-    with pytest.raises(ImportRefused, match="1 task.*refused; nothing was imported"):
-        import_seeds(path, db, refuse=lambda t: "held-out test task" if t.id == all_seeds[2].id else None)
+    with pytest.raises(TestSplitRefused, match=f"(?s)my door .*1 task.*refused.*{test_task.id}"):
+        import_seeds(db, path.read_bytes(), str(path), "my door")
     assert db.list_seeds() == []
+
+
+def test_empty_pool_is_refused_and_export_names_stay_in_their_folder(run_dir, tmp_path):
+    write_pools_snapshot(run_dir, {"seeds": read_pools_snapshot(run_dir).tasks("seeds"), "retired": []}, step=6)
+    with pytest.raises(EmptyPool, match="retired pool .* holds no task; nothing was written"):
+        export_pool(run_dir, "retired", tmp_path / "empty.jsonl")
+    assert not (tmp_path / "empty.jsonl").exists()
+    out, n = export_to_folder(run_dir, "seeds", tmp_path / "exports", "../../escaped-run")
+    assert n == 40 and out.parent == tmp_path / "exports" and out.name == "______escaped_run-seeds.jsonl"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import typer
@@ -17,6 +19,17 @@ def fail(msg: str, code: int = 2) -> None:
     """Print an error to stderr and exit; for bad input the user can fix."""
     typer.secho(f"error: {msg}", fg="red", err=True)
     raise typer.Exit(code)
+
+
+@contextmanager
+def clean_errors(*more: type[Exception]) -> Iterator[None]:
+    """Input refused at a door (DoorError, or the given types) exits 2 with its message, never a traceback."""
+    from rods_core.doors import DoorError
+
+    try:
+        yield
+    except (DoorError, *more) as e:
+        fail(str(e))
 
 
 def seeds_of_split(split: str):

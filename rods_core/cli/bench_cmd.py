@@ -39,12 +39,11 @@ def curriculum(
     Example: rods bench curriculum --budget 360 --methods rods,static --repeats 2
     """
     from bench.curriculum_bench import parse_methods, run
-    from rods_core.cli.train_cmd import _parse_sets
-    from rods_core.config import ConfigError
+    from rods_core.config import ConfigError, parse_overrides
 
     try:
         folder = run(
-            budget, parse_methods(methods), repeats, config, evals, _parse_sets(sets), out, timeout, log=typer.echo
+            budget, parse_methods(methods), repeats, config, evals, parse_overrides(sets), out, timeout, log=typer.echo
         )
     except (ValueError, ConfigError) as e:
         fail(str(e))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from rods_core.cli._common import emit_json, fail, seeds_of_split
+from rods_core.cli._common import clean_errors, emit_json, seeds_of_split
 
 app = typer.Typer(no_args_is_help=True, help="The BFCL multi-turn environment: replay ground truth, score answers.")
 
@@ -38,27 +38,23 @@ def replay(
 
 @app.command("score")
 def score(
-    answers: Path = typer.Option(
-        ..., exists=True, dir_okay=False, help='JSONL: {"id": ..., "turns": [[call, ...], ...]}'
-    ),
-    tasks_file: Path = typer.Option(
-        None, "--tasks", exists=True, dir_okay=False, help="task JSONL (default: BFCL seeds)"
-    ),
+    answers: Path = typer.Option(..., help='JSONL: {"id": ..., "turns": [[call, ...], ...]}'),
+    tasks_file: Path = typer.Option(None, "--tasks", help="task JSONL, verified by replay (default: BFCL seeds)"),
     json_out: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
     """Score an answers file: per-task accuracy and progress reward, and the totals.
 
     Example: rods env score --answers answers.jsonl --json
     """
-    from rods_core.envs.scoring import AnswerFileError, read_answers, score_answers
+    from rods_core.doors import load_task_file
+    from rods_core.envs.scoring import read_answers, score_answers
     from rods_core.seeds import load_seeds
-    from rods_core.tasks import TaskFileError, read_tasks
 
-    try:
-        pool = read_tasks(tasks_file) if tasks_file else load_seeds("all")
-        report = score_answers(read_answers(answers), {t.id: t for t in pool})
-    except (AnswerFileError, TaskFileError) as e:
-        fail(str(e))
+    with clean_errors():
+        given = read_answers(answers)
+        # scoring is evaluation, not training: test-split tasks are allowed here
+        pool = load_task_file(tasks_file, "rods env score --tasks", guard=False) if tasks_file else load_seeds("all")
+        report = score_answers(given, {t.id: t for t in pool})
     if json_out:
         emit_json(report)
         return

@@ -8,28 +8,28 @@ from pathlib import Path
 
 import typer
 
-from rods_core.cli._common import emit_json, fail
+from rods_core.cli._common import clean_errors, emit_json, fail
 from rods_core.policy.sft import SFTSettings
 
 _S = SFTSettings()
 
 
-def _load_tasks(tasks_file: Path | None, demo: bool):
+def _load_tasks(tasks_file: Path | None, demo: bool, where: str):
+    """The tasks of --tasks (schema, replay by execution and the leak guard), the demo seeds, or None."""
+    from rods_core.doors import load_task_file
     from rods_core.policy.demo import demo_seeds
-    from rods_core.seeds import leak_guard
-    from rods_core.tasks import TaskFileError, read_tasks
 
     if tasks_file is None:
         return demo_seeds() if demo else None
-    try:
-        tasks = read_tasks(tasks_file)
-    except (TaskFileError, OSError) as e:
-        fail(str(e))
-    guard = leak_guard()
-    leaked = [t.id for t in tasks if guard.is_test(t)]
-    if leaked:
-        fail(f"{tasks_file}: {len(leaked)} task(s) belong to the held-out test split, e.g. {leaked[:3]}")
-    return tasks
+    with clean_errors():
+        return load_task_file(tasks_file, where)
+
+
+def _model(path: Path) -> Path:
+    from rods_core.doors import check_model_dir
+
+    with clean_errors():
+        return check_model_dir(path, "--model")
 
 
 def _bar(label: str):
@@ -86,15 +86,17 @@ def sft(
 
     Example: rods sft --model models/tiny --out models/tiny-demo --demo --variants 2
     """
+    from rods_core.doors import check_output_dir
     from rods_core.evaluation import evaluate, variance_report
     from rods_core.policy.sft import run_sft
     from rods_core.policy.tiny import read_card, write_card
 
-    tasks = _load_tasks(tasks_file, demo)
+    tasks = _load_tasks(tasks_file, demo, "rods sft --tasks")
     if tasks is None:
         fail("give --tasks FILE or --demo")
-    if not (model / "config.json").exists():
-        fail(f"{model}: no model here; build one with `rods model init-tiny --out {model}`")
+    _model(model)
+    with clean_errors():
+        check_output_dir(out, "--out folder")
     settings = SFTSettings(loss_target=loss_target, max_epochs=max_epochs, learning_rate=lr, batch_size=batch_size)
     extra = []
     if variants:
@@ -142,11 +144,12 @@ def eval_cmd(
     bad = [c for c in categories or [] if c not in CATEGORIES]
     if bad:
         raise typer.BadParameter(f"unknown {bad}; choose from {list(CATEGORIES)}", param_hint="--categories")
-    if not (model / "config.json").exists():
-        fail(f"{model}: no model here")
+    _model(model)
     tasks = (
-        _load_tasks(tasks_file, False) if tasks_file else load_seeds(split, tuple(categories) if categories else None)
-    )  # type: ignore[arg-type]
+        _load_tasks(tasks_file, False, "rods eval --tasks")
+        if tasks_file
+        else load_seeds(split, tuple(categories) if categories else None)  # type: ignore[arg-type]
+    )
     tasks = tasks[:limit] if limit else tasks
     bar, step = _bar(f"eval {len(tasks)} tasks")
     with bar:

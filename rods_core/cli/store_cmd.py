@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer
 
-from rods_core.cli._common import emit_json, fail
+from rods_core.cli._common import clean_errors, emit_json, fail
 
 runs_app = typer.Typer(no_args_is_help=True, help="Training runs in the control database: list, show, stop.")
 
@@ -25,8 +25,12 @@ def _db(db: Path | None):
 
 
 def _run_dir(run_id: str, db: Path | None, runs_dir: Path) -> Path:
-    """runs_dir/<run_id>, else the folder registered for the run in the control database."""
+    """runs_dir/<run_id>, else the folder registered for the run in the control database; an id that
+    would lead outside the runs folder is refused (ids of older runs may break today's rule, so reading
+    confines the path rather than applying rods_core.ids)."""
     folder = runs_dir / run_id
+    if not folder.resolve().is_relative_to(runs_dir.resolve()) or folder.resolve() == runs_dir.resolve():
+        fail(f"run {run_id!r}: not a run folder inside the runs folder {runs_dir.resolve()}")
     if not folder.is_dir():
         run = _db(db).get_run(run_id)
         folder = Path(run.out_dir) if run and run.out_dir else folder
@@ -46,36 +50,35 @@ def export(
 
     Example: rods export --run demo --pool active --out active.jsonl
     """
-    from storage.export import export_pool
+    from rods_core.doors import check_output_file
+    from storage.export import EmptyPool, export_pool
     from storage.pools import PoolsFileError
 
     if pool not in POOL_CHOICES:
         raise typer.BadParameter(f"must be one of {', '.join(POOL_CHOICES)}", param_hint="--pool")
-    try:
+    with clean_errors(PoolsFileError, EmptyPool):
+        check_output_file(out, "--out file")
         n = export_pool(_run_dir(run, db, runs_dir), pool, out)
-    except PoolsFileError as e:
-        fail(str(e))
     typer.echo(f"wrote {n} task(s) to {out}")
 
 
 def seeds_import(
-    file: Path = typer.Argument(..., exists=True, dir_okay=False, help="JSONL task file"),
-    tag: list[str] = typer.Option([], help="tag(s) for the imported seeds"),
+    file: Path = typer.Argument(..., help="JSONL task file"),
+    tag: list[str] = typer.Option([], help="tag(s) for the imported seeds (kept tags stay)"),
     allow_test: bool = typer.Option(False, help="allow held-out test-split tasks (leaks the test set)"),
     db: Path | None = typer.Option(None, help=DB_HELP),
 ) -> None:
-    """Validate a whole JSONL file, then add its tasks to the seed catalog (nothing on any error).
+    """Validate a whole JSONL file (schema, then replay by execution), then add its tasks to the seed
+    catalog (nothing on any error).
 
     Example: rods seeds import my_tasks.jsonl --tag handmade
     """
-    from rods_core.seeds import leak_guard
-    from rods_core.tasks import TaskFileError
-    from storage.export import ImportRefused, import_seeds
+    from rods_core.doors import read_bytes
+    from storage.catalog import import_seeds
 
-    try:
-        report = import_seeds(file, _db(db), refuse=None if allow_test else leak_guard().reason, tags=tag)
-    except (TaskFileError, ImportRefused) as e:
-        fail(str(e))
+    with clean_errors():
+        data = read_bytes(file, "task file")
+        report = import_seeds(lambda: _db(db), data, str(file), "rods seeds import", tags=tag, allow_test=allow_test)
     typer.echo(f"imported {report.added} new and {report.updated} updated seed(s) from {file}")
 
 

@@ -25,9 +25,11 @@ def synth(
 
     Example: rods synth --from multi_turn_base_3 --n 4 --out variants.jsonl
     """
+    from rods_core.doors import check_output_file
     from rods_core.synth.cli_support import find_parent, load_config, render_counts, run
 
     try:
+        check_output_file(out, "--out file")
         parent = find_parent(from_id, tasks)
         cfg = load_config(config, seed=seed, backend=backend, n=n)
         report = run(parent, cfg, out, tasks)

@@ -7,36 +7,24 @@ from pathlib import Path
 
 import typer
 
-from rods_core.cli._common import fail
+from rods_core.cli._common import clean_errors, fail
 
 config_app = typer.Typer(no_args_is_help=True, help="Run configs: show defaults, validate a file.")
 
 
-def _parse_sets(sets: list[str]) -> dict:
-    import yaml
-
-    out = {}
-    for item in sets:
-        if "=" not in item:
-            raise typer.BadParameter(f"{item!r}: expected key.path=value", param_hint="--set")
-        key, value = item.split("=", 1)
-        out[key.strip()] = yaml.safe_load(value)
-    return out
-
-
 def _load(config: Path, sets: list[str]):
-    from rods_core.config import ConfigError, load_config
+    from rods_core.config import load_config, parse_overrides
 
-    try:
-        return load_config(config, _parse_sets(sets))
-    except ConfigError as e:
-        fail(str(e))
+    with clean_errors():
+        return load_config(config, parse_overrides(sets))
 
 
 def train(
     config: Path = typer.Option(..., "--config", "-c", help="YAML run config (see configs/)"),
-    run_id: str = typer.Option(None, help="run id (default: time-name-random); the app passes its own"),
-    resume: str = typer.Option(None, help="resume this run id from its last checkpoint"),
+    run_id: str = typer.Option(
+        None, help="run id: letters, digits and _ (default: date_time_name_random); the app passes its own"
+    ),
+    resume: str = typer.Option(None, help="resume this run id (a folder in the runs folder) from its last checkpoint"),
     sets: list[str] = typer.Option([], "--set", help="override a field, e.g. --set grpo.max_steps=5"),
     processes: int = typer.Option(
         None, "--processes", min=1, help="training processes (= --set compute.processes=N): > 1 runs accelerate"
@@ -46,13 +34,22 @@ def train(
 
     Example: rods train --config configs/demo-cpu.yaml --set grpo.max_steps=10
     """
+    from rods_core.doors import preflight
+    from rods_core.ids import new_run_id
     from rods_core.loop import RunSetupError
-    from rods_core.loop import train as run_training
     from rods_core.ranks import handoff_to_accelerate, under_launcher
 
     cfg = _load(config, [*sets, *([f"compute.processes={processes}"] if processes else [])])
+    if not under_launcher():  # checked once, before anything is made (the launched ranks skip it)
+        with clean_errors():
+            run_id = preflight(cfg, run_id, resume) or new_run_id(cfg.name)
     if cfg.compute.processes > 1 and not under_launcher():
-        handoff_to_accelerate(cfg.compute.processes, sys.argv[1:], cpu=cfg.grpo.use_cpu)
+        argv = sys.argv[1:]
+        if not resume and "--run-id" not in argv:
+            argv += ["--run-id", run_id]  # every rank must use the same id
+        handoff_to_accelerate(cfg.compute.processes, argv, cpu=cfg.grpo.use_cpu)
+    from rods_core.loop import train as run_training
+
     try:
         run_dir = run_training(cfg, run_id=resume or run_id, resume=bool(resume), log=typer.echo)
     except RunSetupError as e:

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
+from rods_core.doors import Bad, DoorError, jsonl_lines, read_bytes
 from rods_core.envs.checker import score_calls
 from rods_core.tasks import Task
 
 
-class AnswerFileError(ValueError):
+class AnswerFileError(DoorError):
     """An answers file is malformed or names unknown tasks; the message lists file:line problems."""
 
 
@@ -36,29 +36,27 @@ def replay_report(tasks: list[Task]) -> dict:
 
 
 def read_answers(path: str | Path) -> list[dict]:
-    """Read and validate an answers JSONL: one {"id": str, "turns": [[str, ...], ...]} per line."""
-    out, problems = [], []
-    with open(path, encoding="utf-8") as f:
-        for ln, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                problems.append(f"{path}:{ln}: not valid JSON ({e.msg})")
-                continue
-            if not isinstance(rec, dict) or not isinstance(rec.get("id"), str):
-                problems.append(f"{path}:{ln}: id: a record needs a string 'id'")
-                continue
-            turns = rec.get("turns")
-            if not isinstance(turns, list) or not all(
-                isinstance(t, list) and all(isinstance(c, str) for c in t) for t in turns
-            ):
-                problems.append(f"{path}:{ln}: turns: must be a list of lists of call strings")
-                continue
+    """Read and validate an answers JSONL, all or nothing: one {"id": str, "turns": [[str, ...], ...]} per
+    line, each id once; an unreadable, malformed or empty file raises DoorError naming file:line."""
+    out, problems, seen = [], [], {}
+    for ln, rec in jsonl_lines(read_bytes(path, "answers file"), str(path)):
+        if isinstance(rec, Bad):
+            problems.append(f"{path}:{ln}: {rec.field}: {rec.reason}")
+        elif not isinstance(rec, dict) or not isinstance(rec.get("id"), str):
+            problems.append(f"{path}:{ln}: id: a record needs a string 'id'")
+        elif not isinstance(turns := rec.get("turns"), list) or not all(
+            isinstance(t, list) and all(isinstance(c, str) for c in t) for t in turns
+        ):
+            problems.append(f"{path}:{ln}: turns: must be a list of lists of call strings")
+        elif rec["id"] in seen:
+            problems.append(f"{path}:{ln}: id: {rec['id']!r} answered twice (first on line {seen[rec['id']]})")
+        else:
+            seen[rec["id"]] = ln
             out.append({"id": rec["id"], "turns": turns, "line": ln})
     if problems:
         raise AnswerFileError(f"{len(problems)} malformed record(s):\n" + "\n".join(problems[:20]))
+    if not out:
+        raise AnswerFileError(f"{path}: no answers in the file; nothing to score")
     return out
 
 

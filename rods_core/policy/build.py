@@ -12,9 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rods_core.config import RunConfig
+from rods_core.doors import DoorError
 
 
-class ModelFolderError(ValueError):
+class ModelFolderError(DoorError):
     """model.path holds no usable model and may not be built; the message says what to do."""
 
 

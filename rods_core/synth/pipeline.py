@@ -23,6 +23,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from rods_core.ids import variant_id
 from rods_core.seeds import leak_guard
 from rods_core.signature import signature
 from rods_core.synth.augment import Augmenter
@@ -274,7 +275,7 @@ class _Stages:
         note = f"{plan.summary()}; {signature(final).summary()['class_combo']}"
         out.variant = final.model_copy(
             update={
-                "id": f"{planner.parent.id}~{key[:8]}",
+                "id": variant_id(planner.parent.id, key),
                 "provenance": Provenance(source="synth", parent_id=planner.parent.id, note=note),
             }
         )
