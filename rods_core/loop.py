@@ -236,11 +236,11 @@ def train(
     """Run (or resume) one training run; returns its folder. Its processes are the only writers of it."""
     import torch
 
+    from rods_core.doors import DoorError
     from rods_core.evaluation import EvalConfig, evaluate_sharded
     from rods_core.ids import new_run_id
     from rods_core.policy.build import ensure_model
     from rods_core.policy.tiny import load_policy, read_card, write_card
-    from rods_core.doors import DoorError
     from rods_core.tasks import TaskFileError
     from rods_core.tasksets import TaskSetError, eval_tasks, select_seeds
     from rods_core.threads import apply_thread_policy
