@@ -174,8 +174,11 @@ LS = '<tool_call>\n{"name": "ls", "arguments": {}}\n</tool_call>'
         ('<tool_call>\n{"name": "cd", "arguments": [1]}\n</tool_call>', False, True, 0),
         ("<tool_call>[cd(folder=__import__('os'))]</tool_call>", False, True, 0),
         ("<tool_call>[]</tool_call>", False, True, 0),
-        ('[cd(folder="a")]', False, True, 0),  # calls without the markup are a format error
-        ('{"name": "cd", "arguments": {"folder": "a"}}', False, True, 0),
+        ('[cd(folder="a")]', True, True, 1),  # a message that is nothing but calls (BFCL's prompt format)
+        ('{"name": "cd", "parameters": {"folder": "a"}}', True, True, 1),  # Llama 3.x's JSON calls
+        ('[cd(folder="a"), ', False, True, 0),  # starts like calls without the markup: a format error
+        ('{"name": "cd", "parameters": {"folder": x}}', False, True, 0),
+        ("[Done]", True, False, 0),
     ],
 )
 def test_parse_assistant(text, valid, is_call, n):

@@ -198,12 +198,8 @@ class ParsedMessage(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
     text: str
     calls: list[Any] = Field(default_factory=list, description="parsed Call objects")
-    has_markup: bool = False
+    is_tool_call: bool = Field(False, description="the message tries to call tools (it may still fail to parse)")
     error: str | None = None
-
-    @property
-    def is_tool_call(self) -> bool:
-        return self.has_markup
 
     @property
     def valid(self) -> bool:
@@ -211,26 +207,34 @@ class ParsedMessage(BaseModel):
         return self.error is None
 
 
-def parse_assistant(text: str) -> ParsedMessage:
-    """Read a generated assistant message (stop token already removed): every `<tool_call>` block holds one
-    JSON call (Qwen3) or a list of calls; a block cut before its closing tag is read as it stands.
-    Never executes anything."""
-    blocks = _TOOL_CALL_RE.findall(text)
-    if not blocks:
-        # A bare call without the markup is a format error, not an answer: it would pass silently.
-        bare = text.strip()
-        if (bare.startswith("[") and "(" in bare) or (bare.startswith("{") and '"name"' in bare):
-            return ParsedMessage(text=text, has_markup=True, error="tool calls outside <tool_call> markup")
-        return ParsedMessage(text=text)
+def _read_calls(text: str, payloads: list[str]) -> ParsedMessage:
     calls: list[Call] = []
-    for block in blocks:
+    for payload in payloads:
         try:
-            calls.extend(parse_calls(block))
+            calls.extend(parse_calls(payload))
         except CallParseError as e:
-            return ParsedMessage(text=text, has_markup=True, error=str(e))
+            return ParsedMessage(text=text, is_tool_call=True, error=str(e))
     if not calls:
-        return ParsedMessage(text=text, has_markup=True, error="empty tool call list")
-    return ParsedMessage(text=text, calls=calls, has_markup=True)
+        return ParsedMessage(text=text, is_tool_call=True, error="empty tool call list")
+    return ParsedMessage(text=text, calls=calls, is_tool_call=True)
+
+
+def parse_assistant(text: str) -> ParsedMessage:
+    """Read a generated assistant message (stop token already removed). Never executes anything.
+
+    Each `<tool_call>` block holds one JSON call (Qwen3) or a list of calls; a block cut before its closing
+    tag is read as it stands. Without the markup, a message that is nothing but calls (Llama 3.x answers
+    with a bare `{"name": ..., "parameters": {...}}`, Llama 3.2 and BFCL's prompt format with a Python
+    list) is read as calls too; one that starts like calls but does not parse is a format error, not an
+    answer, so a broken call never passes silently.
+    """
+    blocks = _TOOL_CALL_RE.findall(text)
+    if blocks:
+        return _read_calls(text, blocks)
+    bare = text.strip()
+    if (bare.startswith("[") and "(" in bare) or (bare.startswith(("{", "[")) and '"name"' in bare):
+        return _read_calls(text, [bare])
+    return ParsedMessage(text=text)
 
 
 # ----- demonstrations ----------------------------------------------------------------------------

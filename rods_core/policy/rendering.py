@@ -78,7 +78,9 @@ def _require_prefix(head: str, whole: str, what: str) -> None:
     raise TemplateError(
         f"the chat template renders earlier messages differently once {what} follows (at character {i}: "
         f"{head[i : i + 60]!r} became {whole[i : i + 60]!r}); multi-turn rollouts append to tokens the model "
-        "already saw, so the template must render a conversation's beginning the same whatever follows"
+        "already saw, so the template must render a conversation's beginning the same whatever follows. Fix: give "
+        "the model folder a chat template that renders each message the same wherever it sits (for a hybrid-"
+        "thinking model, one that neither adds an empty <think> block to the last answer nor drops earlier ones)"
     )
 
 
