@@ -53,7 +53,9 @@ def test_tool_schemas_are_json_schema():
     for s in schemas:
         f = s["function"]
         assert set(f) == {"name", "description", "parameters"}  # BFCL's `response` is not shown
-        assert f["parameters"]["type"] == "object" and set(f["parameters"]["required"]) <= set(f["parameters"]["properties"])
+        assert f["parameters"]["type"] == "object" and set(f["parameters"]["required"]) <= set(
+            f["parameters"]["properties"]
+        )
         walk(f["parameters"])
     assert types <= {"object", "string", "integer", "number", "boolean", "array"}  # no BFCL `dict`/`float`
 
@@ -64,7 +66,9 @@ def test_tiny_template_shows_tools_compactly_as_compact_docs(tok):
     text = tok.apply_chat_template([{"role": "user", "content": "go"}], tools=tool_schemas(names), tokenize=False)
     assert text.startswith(f"<|im_start|>system\nTools: {compact_docs(names)}<|im_end|><|im_start|>user\ngo")
     with_system = tok.apply_chat_template(
-        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "go"}], tools=tool_schemas(names), tokenize=False
+        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "go"}],
+        tools=tool_schemas(names),
+        tokenize=False,
     )
     assert with_system.startswith(f"<|im_start|>system\nBe brief.\nTools: {compact_docs(names)}<|im_end|>")
 
@@ -106,7 +110,9 @@ def test_assistant_mask_covers_assistant_content_and_stop_token_only(tok, train_
     assert "<|im_start|>" not in masked and "Done.<|im_end|>" in masked
     assert masked.count("<|im_end|>") == sum(m["role"] == "assistant" for m in msgs)
     # The template's {% generation %} markers (TRL's assistant_only_loss) mark exactly the same tokens.
-    marked = tok.apply_chat_template(msgs, tools=tools, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
+    marked = tok.apply_chat_template(
+        msgs, tools=tools, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+    )
     assert list(marked["input_ids"]) == enc.input_ids and list(marked["assistant_masks"]) == enc.assistant_masks
 
 

@@ -59,7 +59,9 @@ def test_round_trip_render_parse_execute(toks, train_seeds, template):
         parsed = parse_assistant(text)
         assert parsed.valid and parsed.is_tool_call == bool(msg.get("tool_calls"))
         if parsed.is_tool_call:
-            assert [{"name": c.name, "arguments": c.kwargs} for c in parsed.calls] == [tc["function"] for tc in msg["tool_calls"]]
+            assert [{"name": c.name, "arguments": c.kwargs} for c in parsed.calls] == [
+                tc["function"] for tc in msg["tool_calls"]
+            ]
             results += [env.execute_call(c).result for c in parsed.calls]
     replayed = BfclEnvironment(task)
     for turn in task.ground_truth:
@@ -102,7 +104,9 @@ def test_a_template_the_fast_path_would_get_wrong_stays_exact(tiny_model_dir, tr
     texts, msgs, tools = demo_texts(tok, task)
     (ep,) = run_episodes([task], replay(tok, texts), LONG)
     whole = tok(tok.apply_chat_template(msgs, tools=tools, tokenize=False), add_special_tokens=False).input_ids
-    assert ep.reward == 1.0 and whole[: len(ep.prompt_ids) + len(ep.completion_ids)] == ep.prompt_ids + ep.completion_ids
+    assert (
+        ep.reward == 1.0 and whole[: len(ep.prompt_ids) + len(ep.completion_ids)] == ep.prompt_ids + ep.completion_ids
+    )
 
 
 def _never_called(ctx):
@@ -136,7 +140,9 @@ def test_a_template_that_cannot_be_used_incrementally_is_refused(tiny_model_dir,
 
 
 def test_a_template_that_refuses_tool_messages_says_so(tiny_model_dir):
-    refusing = "{%- for m in messages if m.role == 'tool' -%}{{ raise_exception('tool role not supported') }}{%- endfor -%}"
+    refusing = (
+        "{%- for m in messages if m.role == 'tool' -%}{{ raise_exception('tool role not supported') }}{%- endfor -%}"
+    )
     tok = load_tokenizer(tiny_model_dir, refusing + FIXTURE_TEMPLATE)
     with pytest.raises(TemplateError, match="refused a conversation .*tool role not supported"):
         renderer_for(tok)

@@ -11,8 +11,9 @@ One format serves demonstrations (SFT), rollouts (GRPO, eval) and any HF instruc
   convention), and a short plain answer ("Done.") that closes each user turn;
 - tool: one message per executed call, its result cut to `result_chars` characters for tiny models;
 - miss_func: functions held back arrive as a user note listing them (see `turn_messages` for why).
-Departure from BFCL's prompting: BFCL's tool results are never cut; the cut keeps tiny models' contexts
-short and is configurable.
+Departures from BFCL's prompting: BFCL's tool results are never cut (the cut keeps tiny models' contexts
+short and is configurable); BFCL's function-calling handlers add held-back functions to `tools`, where a
+note keeps the rendered conversation a growing prefix.
 """
 
 from __future__ import annotations

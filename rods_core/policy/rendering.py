@@ -46,7 +46,10 @@ _PROBE = [
     {"role": "tool", "content": '{"hits": 2}'},
     {"role": "assistant", "content": "Done."},
     {"role": "user", "content": "Now gamma."},
-    {"role": "assistant", "content": '<tool_call>\n{"name": "probe_lookup", "arguments": {"word": "gamma"}}\n</tool_call>'},
+    {
+        "role": "assistant",
+        "content": '<tool_call>\n{"name": "probe_lookup", "arguments": {"word": "gamma"}}\n</tool_call>',
+    },
     {"role": "tool", "content": "Error during execution: no gamma"},
     {"role": "user", "content": "Thanks."},
     {"role": "assistant", "content": "Done."},

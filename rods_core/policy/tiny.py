@@ -37,7 +37,7 @@ SPECIAL_TOKENS = [PAD, IM_START, IM_END, TOOL_CALL_OPEN, TOOL_CALL_CLOSE]
 # each: the byte-level pre-tokenizer cuts at every quote and space, so JSON calls made the generated
 # messages 60% longer than the old Python-list calls; with these, 5% longer and whole conversations 5%
 # shorter (tool results are JSON too). Measured on the demo seeds' demonstrations, default sizes.
-JSON_PIECES = ['\n{"name": "', '", "arguments": {"', '", "arguments": {}}\n', '"}}\n', '}}\n', '": "', '", "']
+JSON_PIECES = ['\n{"name": "', '", "arguments": {"', '", "arguments": {}}\n', '"}}\n', "}}\n", '": "', '", "']
 
 
 class TinyModelConfig(BaseModel):
@@ -50,7 +50,7 @@ class TinyModelConfig(BaseModel):
     heads: int = Field(4, ge=1, description="attention heads")
     kv_heads: int = Field(2, ge=1, description="key/value heads (grouped-query attention)")
     ffn: int = Field(768, ge=16, description="MLP intermediate size")
-    vocab: int = Field(3000, ge=300, description="BPE vocabulary size, special tokens included")
+    vocab: int = Field(3000, ge=300, description="vocabulary size, special tokens and JSON_PIECES included")
     max_positions: int = Field(4096, ge=256, description="maximum sequence length")
     seed: int = Field(0, description="seed for weight initialisation")
     prompt: PromptConfig = Field(default_factory=PromptConfig, description="chat format the model is trained on")
