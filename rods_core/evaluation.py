@@ -2,8 +2,9 @@
 and the sampled reward variance that tells whether a warm start gives GRPO any signal.
 
 Accuracy is BFCL's multi-turn accuracy (every checked turn passes); progress is the strict progress reward.
-Departure from BFCL's harness: one generation backend and our chat format (prompting.py), not each
-model's own function-calling handler.
+Departure from BFCL's harness: prompts go through the model folder's own chat template with `tools=`
+(prompting.py, rendering.py) and calls are read in Qwen3's `<tool_call>` JSON form (or a Python call list),
+not through a function-calling handler written per model family.
 """
 
 from __future__ import annotations

@@ -6,9 +6,11 @@ messages; a turn ends when the policy answers without a call or after `max_steps
 messages. After each turn TurnChecker judges it (strict: state + execution results), and the episode's
 reward is the progress reward (share of checked turns passed).
 
-Tokens: `prompt_ids` = system + first user turn + the generation prompt; `completion_ids` = everything
-after, model tokens (env_mask 1) interleaved with what the environment and later user turns wrote
-(env_mask 0). All active episodes generate their next message in one batch.
+Tokens: `prompt_ids` = system + first user turn + the generation prompt, rendered by the tokenizer's own
+chat template with the task's tools; `completion_ids` = everything after, the model's tokens as generated
+(env_mask 1) interleaved with what the environment and later user turns wrote (env_mask 0), whose tokens
+come from the same template (policy/rendering.py: exact for any template, or a clear TemplateError).
+All active episodes generate their next message in one batch.
 Departure from the paper (verl's multi-turn rollout): a message cut by `max_new_tokens` is closed with the
 stop token as an environment token, and an episode whose context would outgrow `max_context_tokens` ends
 early with its remaining turns scored as failed.
@@ -26,13 +28,14 @@ from rods_core.envs.bfcl import ERROR_PREFIX, BfclEnvironment
 from rods_core.envs.checker import TurnChecker
 from rods_core.policy.generation import Completion, Generator, SamplingConfig
 from rods_core.policy.prompting import (
-    IM_END,
     PromptConfig,
+    episode_tools,
     initial_messages,
     parse_assistant,
     tool_message,
     turn_messages,
 )
+from rods_core.policy.rendering import ChatRenderer, renderer_for
 from rods_core.tasks import Task
 
 
@@ -76,17 +79,14 @@ class Episode:
 class _Run:
     """The state machine of one episode, fed one generated message at a time."""
 
-    def __init__(self, task: Task, tokenizer, cfg: EpisodeConfig, hints: bool):
-        self.task, self.tok, self.cfg = task, tokenizer, cfg
+    def __init__(self, task: Task, renderer: ChatRenderer, cfg: EpisodeConfig, hints: bool):
+        self.task, self.renderer, self.cfg = task, renderer, cfg
         self.env = BfclEnvironment(task, hints=hints)
+        self.tools = episode_tools(self.env)
         self.checker = TurnChecker(task)
         self.turn, self.step, self.made_calls, self.done = 0, 0, False, False
-        msgs = initial_messages(task, self.env, cfg.prompt)
-        self.ep = Episode(task.id, prompt_ids=self._encode(msgs), transcript=list(msgs))
-
-    def _encode(self, msgs: list[dict], add_generation_prompt: bool = True) -> list[int]:
-        text = self.tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=add_generation_prompt)
-        return self.tok(text, add_special_tokens=False).input_ids
+        msgs = initial_messages(task, cfg.prompt)
+        self.ep = Episode(task.id, prompt_ids=renderer.prompt_ids(msgs, self.tools), transcript=list(msgs))
 
     def _append(self, ids: list[int], mask: int, logprobs: list[float] | None = None) -> None:
         ep = self.ep
@@ -105,7 +105,7 @@ class _Run:
         self._append(comp.ids, 1, comp.logprobs)
         if not comp.finished:  # cut by max_new_tokens: close the message so the format stays valid
             self._append([stop_id], 0)
-        text = self.tok.decode(comp.ids, skip_special_tokens=False).removesuffix(IM_END)
+        text = self.renderer.tok.decode(comp.ids[:-1] if comp.finished else comp.ids, skip_special_tokens=False)
         parsed = parse_assistant(text)
         ep.n_messages += 1
         ep.valid_messages += parsed.valid
@@ -121,11 +121,11 @@ class _Run:
             self._end_turn()
             if not self.done:
                 new_msgs += turn_messages(self.task, self.turn, self.cfg.prompt)
+        if not self.done:  # the transcript is the conversation so far, ending with the message just generated
+            self._append(self.renderer.appended_ids(ep.transcript, new_msgs, self.tools), 0)
         ep.transcript.extend(new_msgs)
-        if not self.done:
-            self._append(self._encode(new_msgs), 0)
-            if len(self.context()) + self.cfg.sampling.max_new_tokens > self.cfg.max_context_tokens:
-                self._finish_early()
+        if not self.done and len(self.context()) + self.cfg.sampling.max_new_tokens > self.cfg.max_context_tokens:
+            self._finish_early()
 
     def _run_calls(self, parsed) -> list[dict]:
         t0 = time.perf_counter()
@@ -174,10 +174,10 @@ def run_episodes(
 ) -> list[Episode]:
     """Play every task once (repeat a task G times in `tasks` for a GRPO group); order is kept.
 
-    `generator.tokenizer` renders messages; `progress(done, total)` is called after each batched step.
+    `generator.tokenizer`'s chat template renders messages; `progress(done, total)` is called after each batched step.
     """
-    tok = generator.tokenizer
-    runs = [_Run(t, tok, cfg, cfg.hints if hints is None else hints) for t in tasks]
+    renderer = renderer_for(generator.tokenizer)
+    runs = [_Run(t, renderer, cfg, cfg.hints if hints is None else hints) for t in tasks]
     while active := [r for r in runs if not r.done]:
         comps = generator.generate([r.context() for r in active], cfg.sampling)
         for r, c in zip(active, comps, strict=True):

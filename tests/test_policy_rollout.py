@@ -4,37 +4,17 @@ doing nothing scores 0, step limits end turns, and the output fits TRL's rollout
 from __future__ import annotations
 
 import pytest
+from policy_helpers import demo_texts, load_tokenizer, replay
 
-from rods_core.envs.parsing import parse_calls
 from rods_core.policy.generation import ScriptedGenerator
-from rods_core.policy.prompting import IM_START, format_calls
 from rods_core.rollout import EpisodeConfig, rollout_output, run_episodes
+
+PWD = '<tool_call>\n{"name": "pwd", "arguments": {}}\n</tool_call>'
 
 
 @pytest.fixture(scope="module")
 def tok(tiny_model_dir):
-    from transformers import PreTrainedTokenizerFast
-
-    return PreTrainedTokenizerFast.from_pretrained(str(tiny_model_dir))
-
-
-def _last_role(tok, ctx: list[int]) -> str:
-    """Role of the message before the generation prompt."""
-    text = tok.decode(ctx, skip_special_tokens=False)
-    return text.split(IM_START)[-2].split("\n", 1)[0]
-
-
-def ground_truth_script(tok, task):
-    """Plays the task's ground truth: the turn's calls after the user speaks, 'Done.' after the results."""
-    turns = iter(task.ground_truth)
-
-    def script(ctx):
-        if _last_role(tok, ctx) == "user":
-            calls = [c for s in next(turns) for c in parse_calls(s)]
-            return format_calls(calls) if calls else "Done."
-        return "Done."
-
-    return script
+    return load_tokenizer(tiny_model_dir)
 
 
 def _pick(seeds, category, n=1):
@@ -44,7 +24,7 @@ def _pick(seeds, category, n=1):
 @pytest.mark.parametrize("category", ["base", "miss_func", "miss_param", "long_context"])
 def test_scripted_ground_truth_scores_one(tok, train_seeds, category):
     task = _pick(train_seeds, category)[0]
-    (ep,) = run_episodes([task], ScriptedGenerator(tok, ground_truth_script(tok, task)), EpisodeConfig())
+    (ep,) = run_episodes([task], replay(tok, demo_texts(tok, task)[0]), EpisodeConfig())
     assert ep.reward == 1.0 and ep.accuracy == 1.0, ep.verdicts
     assert ep.n_calls == task.n_calls and ep.parse_errors == 0
 
@@ -52,10 +32,10 @@ def test_scripted_ground_truth_scores_one(tok, train_seeds, category):
 def test_env_mask_marks_model_tokens_only(tok, train_seeds):
     task = _pick(train_seeds, "base")[0]
     emitted: list[list[int]] = []
-    script = ground_truth_script(tok, task)
+    texts = iter(demo_texts(tok, task)[0])
 
     def recording(ctx):
-        text = script(ctx)
+        text = next(texts)
         emitted.append(tok(text, add_special_tokens=False).input_ids + [tok.eos_token_id])
         return text
 
@@ -93,7 +73,7 @@ def test_do_nothing_scores_zero(tok, train_seeds):
 
 def test_step_limit_ends_turns(tok, train_seeds):
     task = _pick(train_seeds, "base")[0]
-    gen = ScriptedGenerator(tok, lambda ctx: "<tool_call>[pwd()]</tool_call>")
+    gen = ScriptedGenerator(tok, lambda ctx: PWD)
     (ep,) = run_episodes([task], gen, EpisodeConfig(max_steps_per_turn=2))
     assert ep.n_messages == 2 * task.n_turns and ep.n_calls == 2 * task.n_turns
     assert len(ep.verdicts) == task.n_turns
@@ -101,7 +81,7 @@ def test_step_limit_ends_turns(tok, train_seeds):
 
 def test_parse_errors_come_back_as_tool_errors(tok, train_seeds):
     task = _pick(train_seeds, "base")[0]
-    gen = ScriptedGenerator(tok, lambda ctx: "<tool_call>[cd(folder=x)]</tool_call>")
+    gen = ScriptedGenerator(tok, lambda ctx: '<tool_call>\n{"name": "cd", "arguments": {"folder": x}}\n</tool_call>')
     (ep,) = run_episodes([task], gen, EpisodeConfig(max_steps_per_turn=1))
     assert ep.parse_errors == task.n_turns and ep.valid_messages == 0 and ep.reward == 0.0
     assert any(m["role"] == "tool" and "could not parse" in m["content"] for m in ep.transcript)
@@ -109,7 +89,7 @@ def test_parse_errors_come_back_as_tool_errors(tok, train_seeds):
 
 def test_context_limit_ends_the_episode_early(tok, train_seeds):
     task = _pick(train_seeds, "base")[0]
-    gen = ScriptedGenerator(tok, lambda ctx: "<tool_call>[pwd()]</tool_call>")
+    gen = ScriptedGenerator(tok, lambda ctx: PWD)
     (ep,) = run_episodes([task], gen, EpisodeConfig(max_context_tokens=len_prompt(tok, task) + 300))
     assert ep.truncated and len(ep.verdicts) == task.n_turns and ep.reward == 0.0
 

@@ -6,18 +6,25 @@ from __future__ import annotations
 import json
 
 from rods_core.policy.demo import demo_seeds
-from rods_core.policy.prompting import IM_END
-from rods_core.policy.tiny import MODEL_CARD, SPECIAL_TOKENS, load_policy
+from rods_core.policy.prompting import CHAT_FORMAT, IM_END
+from rods_core.policy.tiny import JSON_PIECES, MODEL_CARD, SPECIAL_TOKENS, load_policy
 
 
 def test_tiny_model_folder_loads_with_card(tiny_model_dir):
     card = json.loads((tiny_model_dir / MODEL_CARD).read_text())
     model, tok, prompt = load_policy(tiny_model_dir)
     assert card["kind"] == "rods-tiny" and card["params"] == sum(p.numel() for p in model.parameters())
+    assert card["chat_format"] == CHAT_FORMAT
     assert type(tok).__name__ in ("PreTrainedTokenizerFast", "TokenizersBackend")
     assert len(tok) == card["tokenizer"]["vocab"] == model.config.vocab_size
     for special in SPECIAL_TOKENS:  # each marker is one token, so masks and stops align with messages
         assert len(tok(special, add_special_tokens=False).input_ids) == 1
+    call = '<tool_call>\n{"name": "mv", "arguments": {"source": "a", "destination": "b"}}\n</tool_call>'
+    ids = tok(call, add_special_tokens=False).input_ids
+    assert tok.decode(ids, skip_special_tokens=False) == call  # the JSON pieces decode back exactly
+    piece_ids = [tok(p, add_special_tokens=False).input_ids for p in JSON_PIECES]
+    assert all(len(p) == 1 for p in piece_ids)
+    assert [i for i in ids if [i] in piece_ids] == [piece_ids[k][0] for k in (0, 1, 5, 6, 5, 3)]  # the call's glue
     assert tok.eos_token == IM_END and model.generation_config.eos_token_id == tok.eos_token_id
     assert prompt.docs_mode == card["prompt"]["docs_mode"]
 

@@ -1,19 +1,24 @@
-"""The chat format of a policy: tools in the system message, calls as BFCL Python lists, tool results.
+"""The chat format of a policy: BFCL tools as JSON schemas through the model's own chat template, Qwen3-style
+tool calls, tool results in the `tool` role.
 
-One format serves demonstrations (SFT), rollouts (GRPO, eval) and the chat template that TRL renders:
-- system: a short instruction and the task's tools, as BFCL's JSON docs or, for tiny models, a compact
-  line per class (`GorillaFileSystem: cd(folder) ls(a?) ...`, `?` = optional);
-- assistant: calls as one Python list inside the template's markup, `<tool_call>[cd(folder="x"), ls()]</tool_call>`,
-  and a short plain answer ("Done.") that closes each user turn;
+One format serves demonstrations (SFT), rollouts (GRPO, eval) and any HF instruct model folder:
+- tools: the functions available at turn 0, as `{"type": "function", "function": {name, description,
+  parameters}}` schemas passed to `apply_chat_template(tools=...)`; the template decides how they read
+  (the tiny model's template, CHAT_TEMPLATE below, shows them compactly: `cd(folder) ls(a?)`, `?` = optional);
+- system: a short instruction (PromptConfig.system_prompt; empty = no system message, for templates
+  that bring their own);
+- assistant: each call one `<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>` block (Qwen3's
+  convention), and a short plain answer ("Done.") that closes each user turn;
 - tool: one message per executed call, its result cut to `result_chars` characters for tiny models;
-- miss_func: functions held back arrive as a user note that lists them, in the turn they arrive (BFCL's
-  own wording), so the tool list the model sees is re-rendered exactly when it changes.
-Departure from BFCL's prompting: BFCL puts every call of a turn in one assistant message too, but its
-tool results are never cut; the cut keeps tiny models' contexts short and is configurable.
+- miss_func: functions held back arrive as a user note listing them (see `turn_messages` for why).
+Departures from BFCL's prompting: BFCL's tool results are never cut (the cut keeps tiny models' contexts
+short and is configurable); BFCL's function-calling handlers add held-back functions to `tools`, where a
+note keeps the rendered conversation a growing prefix.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Literal
 
@@ -28,39 +33,49 @@ IM_START, IM_END = "<|im_start|>", "<|im_end|>"
 ADDED_FUNCTIONS_NOTE = "I have updated some more functions you can choose from. What about now?"  # BFCL's words
 DONE_ANSWER = "Done."
 NOTHING_TO_DO_ANSWER = "I cannot do this with the information and tools I have."
+# Recorded in a tiny model's card: a model trained on another format (e.g. the Python-list calls used
+# before issue #15) must be rebuilt, not silently prompted in a format it never saw.
+CHAT_FORMAT = "qwen3-json-tool-calls/v1"
 
-# ChatML-like, with no separator between messages so that a conversation rendered in one piece and the
-# same conversation rendered message by message (as rollouts append them) give identical tokens.
-# Assistant content and its end-of-turn token sit inside {% generation %} so TRL's
-# assistant_only_loss masks everything else. Tool-call arguments must be a dict (not a JSON string).
+# The tiny model's template. ChatML-like, with no separator between messages so a conversation rendered in
+# one piece and rendered message by message tokenize the same. Tools are shown compactly (one
+# `name(req, opt?)` per function) to keep contexts short; calls follow Qwen3's convention. Assistant
+# content and its end-of-turn token sit inside {% generation %} so TRL's assistant_only_loss masks the rest.
 CHAT_TEMPLATE = (
     "{%- set nl = '\\n' -%}"
-    "{%- if tools and (messages | length == 0 or messages[0].role != 'system') -%}"
-    "<|im_start|>system{{ nl }}# Tools"
-    "{%- for tool in tools -%}{{ nl }}{{ (tool.function if tool.function is defined else tool) | tojson }}{%- endfor -%}"
-    "<|im_end|>"
+    "{%- set has_system = messages | length > 0 and messages[0].role == 'system' -%}"
+    "{%- if has_system or tools -%}"
+    "<|im_start|>system{{ nl }}"
+    "{%- if has_system -%}{{ messages[0].content }}{{ nl if tools }}{%- endif -%}"
+    "{%- if tools -%}Tools:"
+    "{%- for tool in tools -%}{%- set f = tool.function if tool.function is defined else tool -%}"
+    "{%- set p = f.parameters if f.parameters is defined else {} -%}"
+    "{{ ' ' ~ f.name }}("
+    "{%- for name in (p.properties or {}) -%}"
+    "{{ name }}{{ '' if name in (p.required or []) else '?' }}{{ ', ' if not loop.last }}"
+    "{%- endfor -%})"
+    "{%- endfor -%}"
+    "{%- endif -%}<|im_end|>"
     "{%- endif -%}"
     "{%- for message in messages -%}"
-    "{%- if message.role == 'assistant' -%}"
+    "{%- if loop.first and message.role == 'system' -%}"
+    "{%- elif message.role == 'assistant' -%}"
     "<|im_start|>assistant{{ nl }}{%- generation -%}{{ message.content or '' }}"
-    "{%- if message.tool_calls -%}<tool_call>["
-    "{%- for tc in message.tool_calls -%}{%- set f = tc.function if tc.function is defined else tc -%}"
-    "{{ f.name }}("
-    "{%- for k, v in f.arguments.items() -%}{{ k }}={{ v | tojson }}{{ ', ' if not loop.last }}{%- endfor -%}"
-    "){{ ', ' if not loop.last }}"
-    "{%- endfor -%}]</tool_call>"
-    "{%- endif -%}<|im_end|>{%- endgeneration -%}"
+    "{%- for tc in (message.tool_calls or []) -%}{%- set f = tc.function if tc.function is defined else tc -%}"
+    "{{ nl if (message.content or not loop.first) }}<tool_call>{{ nl }}"
+    '{"name": {{ f.name | tojson }}, "arguments": '
+    "{{ f.arguments if f.arguments is string else f.arguments | tojson }}}{{ nl }}</tool_call>"
+    "{%- endfor -%}<|im_end|>{%- endgeneration -%}"
     "{%- else -%}"
-    "<|im_start|>{{ message.role }}{{ nl }}{{ message.content or '' }}"
-    "{%- if loop.first and message.role == 'system' and tools -%}{{ nl }}# Tools"
-    "{%- for tool in tools -%}{{ nl }}{{ (tool.function if tool.function is defined else tool) | tojson }}{%- endfor -%}"
-    "{%- endif -%}<|im_end|>"
+    "<|im_start|>{{ message.role }}{{ nl }}{{ message.content or '' }}<|im_end|>"
     "{%- endif -%}"
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}<|im_start|>assistant{{ nl }}{%- endif -%}"
 )
 
 _TOOL_CALL_RE = re.compile(re.escape(TOOL_CALL_OPEN) + r"(.*?)(?:" + re.escape(TOOL_CALL_CLOSE) + r"|$)", re.S)
+# BFCL's parameter types that are not JSON-schema types (BFCL's own FC handlers map them the same way).
+_JSON_SCHEMA_TYPES = {"dict": "object", "float": "number", "tuple": "array", "any": "string"}
 
 
 class PromptConfig(BaseModel):
@@ -68,48 +83,78 @@ class PromptConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     docs_mode: Literal["compact", "json"] = Field(
-        "compact", description="compact: one line per class with names and parameters; json: BFCL's full docs"
+        "compact",
+        description="how functions that arrive mid-episode (miss_func) are listed in the user note: compact "
+        "`f(a, b?)` as the tiny template shows tools, or json (one tool schema per line, as Qwen-style "
+        "templates show them); the turn-0 tools always reach the chat template as `tools=`",
     )
     result_chars: int | None = Field(
         120, ge=8, description="cut each tool result to this many characters (None keeps it whole)"
     )
     system_prompt: str = Field(
-        "You are a tool-use agent. Call tools as <tool_call>[f(a=1), g()]</tool_call>; "
-        "after the results, answer briefly.",
-        description="instruction placed before the tool list",
+        "You are a tool-use agent. After the tool results, answer briefly.",
+        description="the system message (the tools are added by the chat template); empty = no system message",
     )
 
 
 # ----- tool docs ---------------------------------------------------------------------------------
+def _json_schema(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_json_schema(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _json_schema(v) for k, v in node.items()}
+    if isinstance(out.get("type"), str):  # a parameter named "type" has a dict here, not a type name
+        out["type"] = _JSON_SCHEMA_TYPES.get(out["type"], out["type"])
+    return out
+
+
+def tool_schemas(names: list[str]) -> list[dict]:
+    """The functions as OpenAI-style tool schemas, the form `apply_chat_template(tools=...)` expects."""
+    docs = function_docs()
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": n,
+                "description": docs[n].doc.get("description", ""),
+                "parameters": _json_schema(docs[n].doc.get("parameters", {"type": "object", "properties": {}})),
+            },
+        }
+        for n in names
+    ]
+
+
+def episode_tools(env: BfclEnvironment) -> list[dict]:
+    """The tools passed to the chat template for a whole episode: those available at turn 0."""
+    return tool_schemas(env.available_functions(0))
+
+
 def compact_docs(names: list[str]) -> str:
-    """One line per class: `Cls: f(req, opt?) g()`, in the docs' order."""
-    docs, lines = function_docs(), {}
-    for n in names:
-        d = docs[n]
-        req = set(d.required)
-        params = " ".join(f"{p}{'' if p in req else '?'}" for p in d.params)
-        lines.setdefault(d.cls, []).append(f"{n}({params.replace(' ', ', ')})")
-    return "\n".join(f"{cls}: {' '.join(fns)}" for cls, fns in lines.items())
+    """`f(req, opt?) g()`: the functions as CHAT_TEMPLATE renders its tools (a test holds them equal)."""
+    docs = function_docs()
+    return " ".join(
+        f"{n}({', '.join(p + ('' if p in docs[n].required else '?') for p in docs[n].params)})" for n in names
+    )
 
 
 def json_docs(names: list[str]) -> str:
-    import json
-
-    docs = function_docs()
-    return "\n".join(json.dumps({k: v for k, v in docs[n].doc.items() if k != "response"}) for n in names)
+    """One tool schema per line, as Qwen-style templates list `tools`."""
+    return "\n".join(json.dumps(s, ensure_ascii=False) for s in tool_schemas(names))
 
 
 def render_docs(names: list[str], cfg: PromptConfig) -> str:
     return compact_docs(names) if cfg.docs_mode == "compact" else json_docs(names)
 
 
-def system_message(env: BfclEnvironment, cfg: PromptConfig) -> dict:
-    """The system message with the tools available at turn 0."""
-    return {"role": "system", "content": f"{cfg.system_prompt}\nTools:\n{render_docs(env.available_functions(0), cfg)}"}
-
-
 def turn_messages(task: Task, turn: int, cfg: PromptConfig) -> list[dict]:
-    """What the user side says at the start of a turn: the arrival note of miss_func tools, then the user's words."""
+    """What the user side says at the start of a turn: the arrival note of miss_func tools, then the user's words.
+
+    Functions that arrive in a later turn are listed in a user note (BFCL's words, then the functions in
+    `cfg.docs_mode`), not added to `tools=`: a template renders `tools` into the system message, so a
+    changed tool list would rewrite tokens the model already consumed (no token-exact rollout, no KV-cache
+    reuse). BFCL's own prompting handlers list added functions in the user message the same way.
+    """
     msgs = []
     arriving = task.missed_function.get(turn, [])
     if arriving:
@@ -126,9 +171,14 @@ def tool_message(result: str, cfg: PromptConfig) -> dict:
     return {"role": "tool", "content": content}
 
 
-def initial_messages(task: Task, env: BfclEnvironment, cfg: PromptConfig) -> list[dict]:
-    """System + first user turn: the prompt of an episode."""
-    return [system_message(env, cfg), *turn_messages(task, 0, cfg)]
+def system_messages(cfg: PromptConfig) -> list[dict]:
+    """The system message, or none when `system_prompt` is empty (the template may bring its own)."""
+    return [{"role": "system", "content": cfg.system_prompt}] if cfg.system_prompt else []
+
+
+def initial_messages(task: Task, cfg: PromptConfig) -> list[dict]:
+    """System + first user turn: the prompt of an episode; the tools go to the template apart."""
+    return [*system_messages(cfg), *turn_messages(task, 0, cfg)]
 
 
 # ----- tool calls --------------------------------------------------------------------------------
@@ -143,35 +193,14 @@ def call_to_tool_call(call: Call) -> dict:
     return {"type": "function", "function": {"name": call.name, "arguments": kwargs}}
 
 
-def format_tool_calls(tool_calls: list[dict]) -> str:
-    """The text the chat template renders for an assistant message's tool calls (kept in step with it)."""
-    import json
-
-    parts = [
-        f"{c['function']['name']}("
-        + ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in c["function"]["arguments"].items())
-        + ")"
-        for c in tool_calls
-    ]
-    return f"{TOOL_CALL_OPEN}[{', '.join(parts)}]{TOOL_CALL_CLOSE}"
-
-
-def format_calls(calls: list[Call]) -> str:
-    return format_tool_calls([call_to_tool_call(c) for c in calls])
-
-
 class ParsedMessage(BaseModel):
     """An assistant message read back: its calls, or why they did not parse, or a plain answer."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
     text: str
     calls: list[Any] = Field(default_factory=list, description="parsed Call objects")
-    has_markup: bool = False
+    is_tool_call: bool = Field(False, description="the message tries to call tools (it may still fail to parse)")
     error: str | None = None
-
-    @property
-    def is_tool_call(self) -> bool:
-        return self.has_markup
 
     @property
     def valid(self) -> bool:
@@ -179,24 +208,34 @@ class ParsedMessage(BaseModel):
         return self.error is None
 
 
-def parse_assistant(text: str) -> ParsedMessage:
-    """Read a generated assistant message (special tokens already stripped). Never executes anything."""
-    blocks = _TOOL_CALL_RE.findall(text)
-    if not blocks:
-        # A bare call list without the markup is a format error, not an answer: it would pass silently.
-        bare = text.strip()
-        if bare.startswith("[") and "(" in bare:
-            return ParsedMessage(text=text, has_markup=True, error="tool calls outside <tool_call> markup")
-        return ParsedMessage(text=text)
+def _read_calls(text: str, payloads: list[str]) -> ParsedMessage:
     calls: list[Call] = []
-    for block in blocks:
+    for payload in payloads:
         try:
-            calls.extend(parse_calls(block))
+            calls.extend(parse_calls(payload))
         except CallParseError as e:
-            return ParsedMessage(text=text, has_markup=True, error=str(e))
+            return ParsedMessage(text=text, is_tool_call=True, error=str(e))
     if not calls:
-        return ParsedMessage(text=text, has_markup=True, error="empty tool call list")
-    return ParsedMessage(text=text, calls=calls, has_markup=True)
+        return ParsedMessage(text=text, is_tool_call=True, error="empty tool call list")
+    return ParsedMessage(text=text, calls=calls, is_tool_call=True)
+
+
+def parse_assistant(text: str) -> ParsedMessage:
+    """Read a generated assistant message (stop token already removed). Never executes anything.
+
+    Each `<tool_call>` block holds one JSON call (Qwen3) or a list of calls; a block cut before its closing
+    tag is read as it stands. Without the markup, a message that is nothing but calls (Llama 3.x answers
+    with a bare `{"name": ..., "parameters": {...}}`, Llama 3.2 and BFCL's prompt format with a Python
+    list) is read as calls too; one that starts like calls but does not parse is a format error, not an
+    answer, so a broken call never passes silently.
+    """
+    blocks = _TOOL_CALL_RE.findall(text)
+    if blocks:
+        return _read_calls(text, blocks)
+    bare = text.strip()
+    if (bare.startswith("[") and "(" in bare) or (bare.startswith(("{", "[")) and '"name"' in bare):
+        return _read_calls(text, [bare])
+    return ParsedMessage(text=text)
 
 
 # ----- demonstrations ----------------------------------------------------------------------------
@@ -205,11 +244,11 @@ def demonstration(task: Task, cfg: PromptConfig | None = None) -> list[dict]:
 
     Per turn: the user side, one assistant message with the turn's calls (if any), their results, and a
     short answer. Turns with an empty ground truth (miss_param asks, miss_func's missing tool) get the
-    plain refusal answer.
+    plain refusal answer. Render it with `episode_tools(BfclEnvironment(task))` as the tools.
     """
     cfg = cfg or PromptConfig()
     env = BfclEnvironment(task)
-    msgs = [system_message(env, cfg)]
+    msgs = system_messages(cfg)
     for t in range(task.n_turns):
         env.start_turn(t)
         msgs.extend(turn_messages(task, t, cfg))

@@ -1,10 +1,11 @@
 """SFT warm start with TRL's SFTTrainer on ground-truth conversations; stops on a loss target, not a clock.
 
 A freshly built tiny model never emits a parseable tool call, so GRPO needs this warm start. The loss
-covers assistant tokens only: the chat template's {% generation %} markers give the mask. The data is
-tokenized here (input_ids + assistant_masks) rather than handed to TRL as messages, because Arrow turns
-every call's argument dict into one struct with the union of all keys, which would render missing
-arguments as `null`; TRL builds the labels from the `assistant_masks` column either way.
+covers assistant tokens only. The data is tokenized here (input_ids + assistant_masks) by the same
+incremental renderer that builds rollout tokens (policy/rendering.py), so the model learns exactly the
+tokens it later generates and reads, with any chat template (no {% generation %} markers needed); and
+because Arrow would turn every call's argument dict into one struct with the union of all keys,
+rendering missing arguments as `null`. TRL builds the labels from the `assistant_masks` column.
 Departure from the paper: the paper starts GRPO from an instruction-tuned 4B model, with no SFT stage.
 """
 
@@ -17,7 +18,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rods_core.policy.prompting import PromptConfig, demonstration
+from rods_core.envs.bfcl import BfclEnvironment
+from rods_core.policy.prompting import PromptConfig, demonstration, episode_tools
+from rods_core.policy.rendering import renderer_for
 from rods_core.tasks import Task
 
 
@@ -43,15 +46,12 @@ class SFTSettings(BaseModel):
 
 
 def tokenize_demonstrations(tasks: list[Task], tokenizer, prompt: PromptConfig) -> list[dict[str, list[int]]]:
-    """input_ids + assistant_masks for each task's ground-truth conversation."""
+    """input_ids + assistant_masks for each task's ground-truth conversation, as a rollout would tokenize it."""
+    renderer = renderer_for(tokenizer)
     rows = []
     for task in tasks:
-        enc = tokenizer.apply_chat_template(
-            demonstration(task, prompt), tokenize=True, return_dict=True, return_assistant_tokens_mask=True
-        )
-        if 1 not in enc["assistant_masks"]:
-            raise ValueError(f"{task.id}: the chat template marks no assistant tokens; it needs {{% generation %}}")
-        rows.append({"input_ids": list(enc["input_ids"]), "assistant_masks": list(enc["assistant_masks"])})
+        enc = renderer.encode(demonstration(task, prompt), episode_tools(BfclEnvironment(task)))
+        rows.append({"input_ids": enc.input_ids, "assistant_masks": enc.assistant_masks})
     return rows
 
 
