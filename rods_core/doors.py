@@ -253,6 +253,13 @@ def _check_model_dir(p: Path, field: str) -> Path:
     card_path = p / "rods_model.json"
     if card_path.exists():
         card = _json_object(card_path, "model card", field)
+        from rods_core.policy.prompting import CHAT_FORMAT
+
+        if card.get("kind") == "rods-tiny" and card.get("chat_format") != CHAT_FORMAT:
+            raise DoorError(
+                f"{field}: {p}: a tiny model of an older chat format ({card.get('chat_format', 'Python-list calls')}"
+                f", not {CHAT_FORMAT}); delete the folder and rebuild it (`rods model demo`, or init-tiny + sft)"
+            )
         if "prompt" in card:
             from pydantic import ValidationError
 

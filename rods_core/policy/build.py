@@ -12,11 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rods_core.config import RunConfig
-from rods_core.doors import DoorError
-
-
-class ModelFolderError(DoorError):
-    """model.path holds no usable model and may not be built; the message says what to do."""
+from rods_core.policy.tiny import ModelFolderError
 
 
 def ensure_model(

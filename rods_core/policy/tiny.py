@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rods_core.doors import DoorError
 from rods_core.policy.prompting import (
     CHAT_FORMAT,
     CHAT_TEMPLATE,
@@ -41,7 +42,7 @@ JSON_PIECES = ['\n{"name": "', '", "arguments": {"', '", "arguments": {}}\n', '"
 
 
 class TinyModelConfig(BaseModel):
-    """Size of the tiny model and its tokenizer; the defaults are the 3.9M-parameter model measured in DESIGN.md."""
+    """Size of the tiny model and its tokenizer; the defaults are the 3.9M-parameter model measured in docs/ARCHITECTURE.md."""
 
     model_config = ConfigDict(extra="forbid")
     arch: Literal["qwen2", "qwen3"] = Field("qwen3", description="architecture family (config class)")
@@ -176,14 +177,14 @@ def init_tiny(cfg: TinyModelConfig, out: str | Path, progress=None) -> dict[str,
     return card
 
 
-class ModelFolderError(ValueError):
+class ModelFolderError(DoorError):
     """A model folder that cannot be used as a policy; the message names the folder and the fix."""
 
 
 def load_policy(model_dir: str | Path):
     """(model, tokenizer, PromptConfig) from a folder; the tokenizer loads as PreTrainedTokenizerFast.
 
-    AutoTokenizer may rebuild a `tokenizers`-trained tokenizer differently (DESIGN.md), so it is only
+    AutoTokenizer may rebuild a `tokenizers`-trained tokenizer differently (docs/ARCHITECTURE.md), so it is only
     used for folders without a rods_model.json (hub checkpoints). The chat template is probed here
     (rendering.renderer_for), so a template that cannot drive multi-turn rollouts fails before any work.
     """
