@@ -119,7 +119,8 @@ def summary(ms: list[float], step_s: float | None = None) -> dict:
 def scenario(seeds: list[Task], p_max: int, steps: int, whole_pool: bool = False, step_s: float | None = None) -> dict:
     policy = SimulatedPolicy()
     stock = variant_stock(seeds, p_max + 8 * steps)
-    cfg = BufferConfig(p_max=p_max)
+    # the fill below admits p_max variants at once: the staged backlog bound must cover them
+    cfg = BufferConfig(p_max=p_max, max_probe_wait=max(4, -(-p_max // 4)))
     buf = ReplayBuffer(seeds, BoundaryDetector(), cfg)
     if p_max > 50:  # fill the pool to 800 active before timing: variants offered and probed as boundary
         fill = [stock.pop() for _ in range(p_max)]

@@ -119,6 +119,18 @@ class Curriculum:
             "retired": len(pools.get("retired", [])),
         }
 
+    def pool_tasks(self) -> dict[str, list[Task]]:
+        """The pools as the app shows them: every seed under "seeds" (dormant ones only there), and the
+        staged, active and retired tasks."""
+        pools = self.source.pools()
+        out = {"seeds": [self.source.task(t) for ids in pools.values() for t in ids if t in self.seed_ids]}
+        for name in ("staged", "active", "retired"):
+            out[name] = [self.source.task(t) for t in pools.get(name, [])]
+        return out
+
+    def pools_version(self) -> str:
+        return digest(self.source.pools())
+
     # ----- synthesis beside training ----------------------------------------------------------------
     def _synthesis(self, step: int) -> tuple[list[Task], list[dict], list[dict], dict[str, float]]:
         """Hand boundary parents to the worker while the budget has room; take back what is ready."""

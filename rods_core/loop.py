@@ -59,8 +59,9 @@ class RunStore:
         from storage.control import ControlDB
         from storage.events import EventLog
 
-        self.run_id, self.main = run_id, ranks.main
+        self.run_id, self.main, self.run_dir = run_id, ranks.main, run_dir
         self._beat = float("-inf")
+        self._pools_version: str | None = None
         self.events = EventLog(run_dir) if ranks.main else None
         self.db = ControlDB(Path(cfg.workspace) / "control.duckdb") if ranks.main else None
 
@@ -73,6 +74,17 @@ class RunStore:
     def flush(self) -> None:
         if self.events is not None:
             self.events.flush()
+
+    def write_pools(self, step: int, curriculum: Curriculum) -> None:
+        """runs/<id>/pools.json (the tasks of every pool, for the app and exports), when the pools changed."""
+        from storage.pools import write_pools_snapshot
+
+        if self.events is None:
+            return
+        version = curriculum.pools_version()
+        if version != self._pools_version:
+            write_pools_snapshot(self.run_dir, curriculum.pool_tasks(), step)
+            self._pools_version = version
 
     def heartbeat(self, step: int) -> None:
         """At most every HEARTBEAT_S seconds: a control-database write opens the file (~30-70 ms on 2 cores),
@@ -166,6 +178,7 @@ class StepCallback(TrainerCallback):
         digests = self.ranks.gather([(self.ranks.rank, outcome.digest)])
         outcome.events["state_digest"] = [{"step": step, "rank": r, "digest": d} for r, d in digests]
         self.store.write(outcome.events)
+        self.store.write_pools(step, self.curriculum)
         t2 = time.perf_counter()
         _fault("step_end", step)
         timings = {
