@@ -77,19 +77,30 @@ def demo_cmd(
     config: Path = typer.Option(
         Path("configs/demo-cpu.yaml"), "--config", "-c", help="the run config naming the model"
     ),
+    processes: int = typer.Option(
+        None, "--processes", min=1, help="SFT processes (default: the config's compute.processes)"
+    ),
 ) -> None:
     """Build the config's tiny model and warm-start it (init-tiny + SFT on the demo seeds and their variants),
     exactly as `rods train` does when model.build_if_missing is set; nothing happens if the folder holds a model.
 
     Example: rods model demo
     """
+    import sys
+
     from rods_core.config import ConfigError, load_config
     from rods_core.policy.build import ModelFolderError, ensure_model
+    from rods_core.ranks import Ranks, handoff_to_accelerate, under_launcher
     from rods_core.threads import apply_thread_policy
 
     try:
-        cfg = load_config(config)
+        cfg = load_config(config, {"compute.processes": processes} if processes else None)
+        n = cfg.compute.processes
+        if n > 1 and not under_launcher() and not (Path(cfg.model.path) / "config.json").exists():
+            handoff_to_accelerate(n, sys.argv[1:], cpu=cfg.grpo.use_cpu)
         apply_thread_policy(cfg.compute.threads)
-        typer.echo(f"model ready: {ensure_model(cfg, log=typer.echo)}")
+        ranks = Ranks.current(cpu=cfg.grpo.use_cpu) if under_launcher() else None
+        path = ensure_model(cfg, log=typer.echo if ranks is None or ranks.main else lambda *_: None, ranks=ranks)
+        typer.echo(f"model ready: {path}")
     except (ConfigError, ModelFolderError) as e:
         fail(str(e))

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from pathlib import Path
 
 import typer
 
 from rods_core.cli._common import clean_errors, emit_json, fail
+from rods_core.config import ComputeSettings
 from rods_core.policy.sft import SFTSettings
 
 _S = SFTSettings()
+_C = ComputeSettings()
 
 
 def _load_tasks(tasks_file: Path | None, demo: bool, where: str):
@@ -78,14 +81,25 @@ def sft(
     max_epochs: int = typer.Option(_S.max_epochs, help="upper bound on epochs"),
     lr: float = typer.Option(_S.learning_rate, help="learning rate"),
     batch_size: int = typer.Option(_S.batch_size, help="conversations per step"),
+    token_budget: int = typer.Option(
+        None, "--token-budget", min=1, help="train on about this many tokens, then stop (equal-compute comparisons)"
+    ),
+    processes: int = typer.Option(_C.processes, "--processes", min=1, help="SFT processes (> 1: accelerate, gloo)"),
+    threads: int = typer.Option(_C.threads, "--threads", min=1, help="torch threads per process"),
     samples: int = typer.Option(8, help="samples per task for the reward-variance report (0 skips it)"),
     json_out: bool = typer.Option(False, "--json", help="print the report as JSON"),
 ) -> None:
     """Warm-start a model on ground-truth conversations (TRL SFTTrainer), then report format validity,
     greedy progress reward and sampled reward variance on the same tasks.
 
-    Example: rods sft --model models/tiny --out models/tiny-demo --demo --variants 2
+    Example: rods sft --model models/tiny --out models/tiny-demo --demo --variants 2 --processes 2
     """
+    from rods_core.ranks import handoff_to_accelerate, under_launcher
+    from rods_core.threads import apply_thread_policy
+
+    if processes > 1 and not under_launcher():
+        handoff_to_accelerate(processes, sys.argv[1:], cpu=True)
+    apply_thread_policy(threads)
     from rods_core.doors import check_output_dir
     from rods_core.evaluation import evaluate, variance_report
     from rods_core.policy.sft import run_sft
@@ -97,7 +111,13 @@ def sft(
     _model(model)
     with clean_errors():
         check_output_dir(out, "--out folder")
-    settings = SFTSettings(loss_target=loss_target, max_epochs=max_epochs, learning_rate=lr, batch_size=batch_size)
+    settings = SFTSettings(
+        loss_target=loss_target,
+        max_epochs=max_epochs,
+        learning_rate=lr,
+        batch_size=batch_size,
+        token_budget=token_budget,
+    )
     extra = []
     if variants:
         from rods_core.config import RunConfig
@@ -107,6 +127,8 @@ def sft(
     # TRL prints its log lines on stdout; with --json they go to stderr so stdout stays one JSON document.
     with contextlib.redirect_stdout(sys.stderr) if json_out else contextlib.nullcontext():
         report = run_sft(model, out, tasks + extra, settings)
+    if under_launcher() and os.environ.get("RANK", "0") != "0":
+        return  # the other SFT processes are done; rank 0 reports
     report["sft/variants"] = len(extra)  # the reports below are on the given tasks only
     bar, step = _bar("greedy episodes")
     with bar:
@@ -138,6 +160,9 @@ def eval_cmd(
     from rods_core.evaluation import evaluate
     from rods_core.seeds import load_seeds
     from rods_core.tasks import CATEGORIES
+    from rods_core.threads import apply_thread_policy
+
+    apply_thread_policy()
 
     if split not in ("train", "test"):
         raise typer.BadParameter("must be train or test", param_hint="--split")

@@ -28,9 +28,9 @@ import time
 from rods_core.policy.generation import Completion, GenerationStats, SamplingConfig
 
 _CAPACITY_QUANTUM = 256  # cache capacity grows in multiples of this many positions
-# Prefill runs in row groups of about this many tokens: the elementwise ops (norms, SiLU, rotary) are
-# memory-bound, and on 2 CPU cores a 48 x 700-token block (100 MB activations) ran ~2x slower per token
-# than blocks that stay in cache.
+# Prefill runs in groups of rows of about this many packed tokens: the elementwise ops (norms, SiLU,
+# rotary) are memory-bound, and on 2 CPU cores a 48 x 700-token block (100 MB activations) ran ~2x slower
+# per token than blocks that stay in cache.
 _PREFILL_TOKENS = 2048
 
 
@@ -76,6 +76,18 @@ def _decoder_parts(model):
         if not all(hasattr(layer, n) for n in ("input_layernorm", "post_attention_layernorm", "mlp")):
             return None
     return inner.embed_tokens, layers, inner.norm, model.lm_head, inner.rotary_emb
+
+
+def _groups(sizes: list[int], budget: int) -> list[tuple[int, int]]:
+    """Consecutive row ranges [first, stop) of at most `budget` tokens each (a larger row stands alone)."""
+    out, first, total = [], 0, 0
+    for r, n in enumerate(sizes):
+        if total and total + n > budget:
+            out.append((first, r))
+            first, total = r, 0
+        total += n
+    out.append((first, len(sizes)))
+    return out
 
 
 def supports(model) -> bool:
@@ -162,42 +174,47 @@ class CachedHFGenerator:
                     store.append(fresh)
 
     # ----- the model, one forward over a (rows, width) block ------------------------------------------
-    def _forward(self, ids, pos, visible: int, torch, first: int = 0):
-        """Hidden states after the final norm for token block `ids` at positions `pos` (both (b, width)),
-        the cache rows first..first+b-1.
+    def _forward(self, ids, rows, slot, pos, ks: list, vs: list, torch):
+        """Hidden states after the final norm of T packed tokens: token t is `ids[t]` at position `pos[t]`,
+        the `slot[t]`-th new token of working row `rows[t]`; `ks`/`vs` are the per-layer caches of the working
+        rows (views or copies of the main cache).
 
-        Keys/values are written at `pos`; a query at position p attends to keys 0..p of its row.
-        `visible` bounds the key range read (max position + 1)."""
-        b, w = ids.shape
-        span = slice(first, first + b)
-        g = self.n_heads // self.n_kv
+        Norms, projections and the MLP run on the packed tokens (no padding); only attention lays them out
+        by row, (rows, kv heads, group x width, head dim), where a query at position p reads keys 0..p of
+        its row (its own key is written first)."""
+        n_rows, width = ks[0].shape[0], int(slot.max()) + 1
+        g, d = self.n_heads // self.n_kv, self.head_dim
+        visible = int(pos.max()) + 1
         x = self.embed(ids)
-        cos, sin = self.rotary(x, pos)
-        keys = torch.arange(visible, device=ids.device)
-        # (rows, 1, g*w, visible): query (head group, token) may see key j iff j <= its position
-        mask = (
-            (keys[None, None, :] <= pos[:, :, None]).unsqueeze(1).expand(b, g, w, visible).reshape(b, 1, g * w, visible)
-        )
-        rows = torch.arange(b, device=ids.device)[:, None]
+        cos, sin = self.rotary(x[None], pos[None])
+        pos_grid = torch.zeros(n_rows, width, dtype=pos.dtype, device=pos.device)  # padding slots see key 0
+        pos_grid[rows, slot] = pos
+        keys = torch.arange(visible, device=pos.device)
+        mask = (keys[None, None, :] <= pos_grid[:, :, None]).unsqueeze(1).expand(n_rows, g, width, visible)
+        mask = mask.reshape(n_rows, 1, g * width, visible)
         for i, layer in enumerate(self.layers):
             attn = layer.self_attn
             h = layer.input_layernorm(x)
-            q = attn.q_proj(h).view(b, w, -1, self.head_dim)
-            k = attn.k_proj(h).view(b, w, -1, self.head_dim)
+            q = attn.q_proj(h).view(-1, self.n_heads, d)
+            k = attn.k_proj(h).view(-1, self.n_kv, d)
             if hasattr(attn, "q_norm"):
                 q, k = attn.q_norm(q), attn.k_norm(k)
-            v = attn.v_proj(h).view(b, w, -1, self.head_dim)
-            q, k = self.apply_rope(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
-            # in-place cache write at each token's position: cache[row, :, pos] = k[row, :, token]
-            cache_k, cache_v = self.k[i][span], self.v[i][span]  # views: writes land in the cache
-            cache_k[rows, :, pos] = k.transpose(1, 2)
-            cache_v[rows, :, pos] = v
+            v = attn.v_proj(h).view(-1, self.n_kv, d)
+            q, k = self.apply_rope(q.transpose(0, 1)[None], k.transpose(0, 1)[None], cos, sin)
+            ks[i][rows, :, pos] = k[0].transpose(0, 1)  # in place, at each token's row and position
+            vs[i][rows, :, pos] = v
+            q_grid = q.new_zeros(n_rows, width, self.n_heads, d)
+            q_grid[rows, slot] = q[0].transpose(0, 1)
             # grouped-query attention without repeating K/V: head h = kv * g + j attends with kv head kv
-            qg = q.reshape(b, self.n_kv, g * w, self.head_dim)
+            qg = q_grid.permute(0, 2, 1, 3).reshape(n_rows, self.n_kv, g * width, d)
             out = torch.nn.functional.scaled_dot_product_attention(
-                qg, cache_k[:, :, :visible], cache_v[:, :, :visible], attn_mask=mask, scale=self.scaling
+                qg, ks[i][:, :, :visible], vs[i][:, :, :visible], attn_mask=mask, scale=self.scaling
             )
-            out = out.view(b, self.n_kv, g, w, self.head_dim).permute(0, 3, 1, 2, 4).reshape(b, w, -1)
+            out = (
+                out.view(n_rows, self.n_kv, g, width, d)
+                .permute(0, 3, 1, 2, 4)[rows, slot]
+                .reshape(-1, self.n_heads * d)
+            )
             x = x + attn.o_proj(out)
             x = x + layer.mlp(layer.post_attention_layernorm(x))
         return self.norm(x)
@@ -234,16 +251,16 @@ class CachedHFGenerator:
         self._reserve(int(lens.max()) + width + sampling.max_new_tokens + 1, torch)
         n_new = torch.tensor([len(c) for c in chunks], device=dev)
         last = []
-        group = max(1, _PREFILL_TOKENS // width)
-        for first in range(0, n, group):
-            part = chunks[first : first + group]
-            w = max(len(c) for c in part)
-            ids = torch.tensor([c + [self.pad_id] * (w - len(c)) for c in part], device=dev)
-            part_lens = lens[first : first + len(part)]
-            pos = part_lens[:, None] + torch.arange(w, device=dev)[None, :]
-            hidden = self._forward(ids, pos, int(part_lens.max()) + w, torch, first)
-            ends = n_new[first : first + len(part)] - 1
-            last.append(hidden[torch.arange(len(part), device=dev), ends])  # each row's last real token
+        for first, stop in _groups([len(c) for c in chunks], _PREFILL_TOKENS):
+            part = chunks[first:stop]
+            ids = torch.tensor([t for c in part for t in c], device=dev)
+            rows = torch.tensor([r for r, c in enumerate(part) for _ in c], device=dev)
+            slot = torch.tensor([j for c in part for j in range(len(c))], device=dev)
+            pos = lens[first:stop][rows] + slot
+            ks, vs = [k[first:stop] for k in self.k], [v[first:stop] for v in self.v]  # views of the cache
+            hidden = self._forward(ids, rows, slot, pos, ks, vs, torch)
+            ends = torch.cumsum(n_new[first:stop], 0) - 1  # each row's last token in the packed block
+            last.append(hidden[ends])
         logits = self.lm_head(torch.cat(last))
         lens = lens + n_new
         for row, chunk in zip(self.rows, chunks, strict=True):
@@ -253,20 +270,38 @@ class CachedHFGenerator:
         lps = torch.zeros((n, sampling.max_new_tokens), dtype=torch.float32, device=dev)
         live = torch.ones(n, dtype=torch.bool, device=dev)
         n_gen = torch.zeros(n, dtype=torch.long, device=dev)
+        # The decode runs on a working set of rows: all of them at first (the cache itself), then, each
+        # time half of them have finished their message, a compact copy of the live ones, so finished rows
+        # stop costing attention reads (decode is bound by reading K/V). New keys are copied back at the end.
+        work, ks, vs, copied = torch.arange(n, device=dev), self.k, self.v, None
         for step in range(sampling.max_new_tokens):
             tok, lp = _sample(logits, sampling, torch)
-            gen[:, step] = torch.where(live, tok, gen[:, step])
-            lps[:, step] = torch.where(live, lp, lps[:, step])
-            n_gen += live
-            live = live & (tok != self.stop_id)
-            if step == sampling.max_new_tokens - 1 or not bool(live.any()):
+            alive = live[work]
+            gen[work, step] = torch.where(alive, tok, gen[work, step])
+            lps[work, step] = torch.where(alive, lp, lps[work, step])
+            n_gen[work] += alive
+            alive = alive & (tok != self.stop_id)
+            live[work] = alive
+            if step == sampling.max_new_tokens - 1 or not bool(alive.any()):
                 break
-            # every row runs (finished ones too: their key lands at their length, past their real tokens,
-            # and is overwritten by their next real token); only live rows advance
-            fed = torch.where(live, tok, torch.full_like(tok, self.pad_id))
-            hidden = self._forward(fed[:, None], lens[:, None], int(lens.max()) + 1, torch)
-            logits = self.lm_head(hidden[:, -1])
-            lens = lens + live
+            if 2 * int(alive.sum()) <= len(work) and len(work) >= 4:
+                if copied is not None:
+                    self._write_back(work, ks, vs, copied, lens)
+                keep = alive.nonzero().flatten()
+                cap = int(lens[work].max()) + sampling.max_new_tokens - step + 1
+                ks = [k[:, :, :cap].index_select(0, keep) for k in ks]
+                vs = [v[:, :, :cap].index_select(0, keep) for v in vs]
+                work, tok, alive = work[keep], tok[keep], alive[keep]
+                copied = lens[work].clone()
+            # every working row runs (finished ones too: their key lands at their length, past their real
+            # tokens, and is overwritten by their next real token); only live rows advance
+            fed = torch.where(alive, tok, torch.full_like(tok, self.pad_id))
+            one = torch.arange(len(work), device=dev)
+            hidden = self._forward(fed, one, torch.zeros_like(one), lens[work], ks, vs, torch)
+            logits = self.lm_head(hidden)
+            lens[work] += alive
+        if copied is not None:
+            self._write_back(work, ks, vs, copied, lens)
 
         self.lens = lens
         out = []
@@ -278,6 +313,13 @@ class CachedHFGenerator:
             out.append(Completion(msg, lp_row[:k], finished))
         self._check_lengths()
         return out
+
+    def _write_back(self, work, ks: list, vs: list, copied, lens) -> None:
+        """Copy the keys/values a compact working set wrote since it was copied back into the main cache."""
+        p0, p1 = int(copied.min()), int(lens[work].max()) + 1
+        for main, part in ((self.k, ks), (self.v, vs)):
+            for i in range(len(main)):
+                main[i][:, :, p0:p1].index_copy_(0, work, part[i][:, :, p0:p1])
 
     def _check_lengths(self) -> None:
         got = self.lens.tolist()
