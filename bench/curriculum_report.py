@@ -14,7 +14,16 @@ from pathlib import Path
 import pandas as pd
 import plotly.graph_objects as go
 
-from rods_core.experiments import RUN_METRICS, Frames, fmt_ci, goal_checks, load_experiment, mean_curve
+from rods_core.experiments import (
+    RUN_METRICS,
+    Frames,
+    fmt_ci,
+    goal_checks,
+    landing_table,
+    load_experiment,
+    mean_curve,
+    share_ratio,
+)
 
 _COLORS = {
     "rods": "#d62728",
@@ -104,11 +113,17 @@ def figures(frames: Frames, methods: pd.DataFrame) -> dict[str, go.Figure]:
             mean_curve(steps, "informative_share", x="traj_total"),
             "traj_total",
             "informative_share",
-            "Share of informative groups (reward variance > 0)",
+            "Share of informative groups (reward variance above the detector's floor)",
             "share of groups",
+        ),
+        "train_reward": band_figure(
+            mean_curve(steps, "reward", x="traj_total"), "traj_total", "reward", "Training reward", "progress reward"
         ),
         "pool_size": band_figure(
             mean_curve(steps, "pool_active", x="traj_total"), "traj_total", "pool_active", "Active pool size", "tasks"
+        ),
+        "pool_staged": band_figure(
+            mean_curve(steps, "pool_staged", x="traj_total"), "traj_total", "pool_staged", "Staged variants", "tasks"
         ),
         "variance_ratio": ratio_figure(methods),
     }
@@ -200,6 +215,8 @@ def markdown(
     goals: list[dict],
     files: list[str],
     png_error: str | None,
+    ratio: tuple[float, float, float] | None = None,
+    landing: pd.DataFrame | None = None,
 ) -> str:
     from bench.machine import markdown as machine_md
 
@@ -225,6 +242,21 @@ def markdown(
             "run-to-run noise unless large; read them as one sample each.",
             "",
         ]
+    if ratio is not None:
+        lines += [
+            f"Informative share over the last half, rods / static: **{ratio[0]:.2f}** (bootstrap 95% CI "
+            f"{ratio[1]:.2f} .. {ratio[2]:.2f}; runs resampled within each method, then steps within runs).",
+            "",
+        ]
+    if landing is not None and not landing.empty:
+        lines += [
+            "## Where variants land (first probe)",
+            "",
+            "| method | variant distance (changes) | variants probed | first probe boundary |",
+            "|---|---|---|---|",
+            *[f"| {r.method} | {r.distance} | {r.probed} | {r.boundary_share:.2f} |" for r in landing.itertuples()],
+            "",
+        ]
     lines += [
         "## Per method (mean ± 95% t-interval over repeats)",
         "",
@@ -243,16 +275,21 @@ def markdown(
         "",
         "## Runs",
         "",
-        "| run | status | wall s | steps | final progress | final accuracy | informative (last half) | variance ratio |",
-        "|---|---|---|---|---|---|---|---|",
+        "| run | status | wall s | steps | trajectories | informative first / last half | train reward first / "
+        "last half | held-out progress step 0 / last | variance ratio |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     by_run = runs.set_index("run") if not runs.empty else runs
+    pairs = [
+        ("trajectories",),
+        ("informative_share_first_half", "informative_share_last_half"),
+        ("reward_first_half", "reward_last_half"),
+        ("initial_progress", "final_progress"),
+        ("variance_ratio",),
+    ]
     for meta in runs_meta:
         r = by_run.loc[meta["run"]] if meta["run"] in by_run.index else None
-        vals = [
-            _num(r[c]) if r is not None else "n/a"
-            for c in ("final_progress", "final_accuracy", "informative_share_last_half", "variance_ratio")
-        ]
+        vals = [" / ".join(_num(r[c]) for c in cols) if r is not None else "n/a" for cols in pairs]
         steps = int(r["steps"]) if r is not None else "n/a"
         lines.append(f"| {meta['run']} | {meta['status']} | {meta['wall_s']} | {steps} | " + " | ".join(vals) + " |")
     failed = [m for m in runs_meta if m["status"] != "finished"]
@@ -274,9 +311,12 @@ def write_report(out: Path, settings: dict, runs_meta: list[dict], log=print) ->
 
     frames, runs, methods = load_experiment(out)
     overhead = latest_systems_overhead()
-    goals = goal_checks(methods, overhead)
+    ratio, landing = share_ratio(frames), landing_table(frames.landing)
+    goals = goal_checks(methods, overhead, ratio, landing)
     files, png_error = save_figures(figures(frames, methods), out) if not runs.empty else ([], "no finished runs")
-    (out / "summary.md").write_text(markdown(settings, runs_meta, runs, methods, goals, files, png_error))
+    (out / "summary.md").write_text(
+        markdown(settings, runs_meta, runs, methods, goals, files, png_error, ratio, landing)
+    )
     summary = {
         "settings": settings,
         "runs_meta": runs_meta,
@@ -285,6 +325,8 @@ def write_report(out: Path, settings: dict, runs_meta: list[dict], log=print) ->
         "goals": goals,
         "figures": files,
         "png_error": png_error,
+        "informative_share_ratio": list(ratio) if ratio else None,
+        "landing": landing.to_dict("records"),
         "curves": {
             "progress": mean_curve(frames.evals, "progress").to_dict("records"),
             "accuracy": mean_curve(frames.evals, "accuracy").to_dict("records"),

@@ -77,6 +77,13 @@ class GRPOSettings(_Strict):
     epsilon: float = Field(0.2, gt=0, description="PPO clip range")
     loss_type: Literal["grpo", "dapo", "dr_grpo", "bnpo"] = Field("dapo", description="TRL loss aggregation")
     num_iterations: int = Field(1, ge=1, description="optimisation passes per generation batch")
+    micro_batch: int | None = Field(
+        None,
+        ge=1,
+        description="rollouts per forward/backward pass (the rest of a process's batch accumulates gradients "
+        "within the same step); None = all at once. 1 on CPU trains on no padding at all (each pass is trimmed "
+        "to its own length); a GPU run sets what fits in memory",
+    )
     max_grad_norm: float = Field(1.0, gt=0, description="gradient clipping")
     use_vllm: bool = Field(False, description="generate with vLLM (GPU hosts; needs the `vllm` extra)")
     vllm_mode: Literal["colocate", "server"] = Field("colocate", description="vLLM beside training or as a server")
@@ -92,6 +99,12 @@ class GRPOSettings(_Strict):
 
     @model_validator(mode="after")
     def _check(self) -> GRPOSettings:
+        batch = self.tasks_per_step * self.num_generations
+        if self.micro_batch is not None and batch % self.micro_batch:
+            raise ValueError(
+                f"grpo.micro_batch ({self.micro_batch}) must divide tasks_per_step x num_generations ({batch}); "
+                f"try one of {[d for d in range(1, batch + 1) if batch % d == 0]}"
+            )
         if self.use_vllm and self.use_cpu:
             raise ValueError("grpo.use_vllm needs a GPU: set grpo.use_cpu: false (and run on a GPU host)")
         return self

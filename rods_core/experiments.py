@@ -67,11 +67,16 @@ RUN_METRICS: dict[str, str] = {
     "final_progress": "held-out progress reward at the last evaluation",
     "final_accuracy": "held-out accuracy at the last evaluation",
     "mean_progress": "held-out progress reward averaged over evaluations after step 0 (area under the curve)",
+    "informative_share_first_half": "share of informative groups, mean over the first half of steps",
     "informative_share_last_half": "share of informative groups, mean over the last half of steps",
+    "reward_first_half": "mean training reward over the first half of steps",
+    "reward_last_half": "mean training reward over the last half of steps",
+    "initial_progress": "held-out progress reward at step 0",
     "variance_ratio": "boundary-region / other-regions within-group reward variance (pooled)",
     "final_pool_active": "active pool size at the last step",
     "trajectories": "trajectories consumed",
     "median_step_s": "median wall seconds per step",
+    "train_minutes": "wall minutes in training steps (evaluation excluded)",
 }
 
 
@@ -92,6 +97,7 @@ class Frames:
     evals: pd.DataFrame  # step, split, trajectories, progress, accuracy
     steps: pd.DataFrame  # step, trajectories_total, informative_share, pool sizes, time/*
     variance: pd.DataFrame  # step, region, mean_var, n
+    landing: pd.DataFrame  # variant_id, distance, created, first_step, first_region (synthesizing runs)
 
 
 # ----- loading ------------------------------------------------------------------------------------------
@@ -136,7 +142,28 @@ def load_run(ref: RunRef) -> Frames:
     st["trajectories_total"] = st.get("trajectories", pd.Series(0.0, index=st.index)).fillna(0).cumsum()
     var = reader.variance_by_region()
     tag = {"run": ref.run, "method": ref.method, "seed": ref.seed}
-    return Frames(ev.assign(**tag), st.assign(**tag), var.assign(**tag))
+    return Frames(ev.assign(**tag), st.assign(**tag), var.assign(**tag), variant_landing(reader).assign(**tag))
+
+
+_LANDING = """
+WITH v AS (SELECT variant_id, any_value(distance) AS distance, min(step) AS created
+           FROM variant WHERE accepted GROUP BY variant_id),
+     f AS (SELECT task_id, step, region, row_number() OVER (PARTITION BY task_id ORDER BY step, seq) AS k
+           FROM task_stats)
+SELECT v.variant_id, v.distance, v.created, f.step AS first_step, f.region AS first_region
+FROM v LEFT JOIN f ON f.task_id = v.variant_id AND f.k = 1
+ORDER BY v.created, v.variant_id
+"""
+
+
+def variant_landing(reader: RunReader) -> pd.DataFrame:
+    """Per accepted variant: its distance from the parent and the region its first probe read (None when it
+    was never probed): the share that first reads `boundary` says whether synthesis lands where it should."""
+    cols = ["variant_id", "distance", "created", "first_step", "first_region"]
+    counts = reader.counts()
+    if not counts.get("variant") or not counts.get("task_stats"):
+        return pd.DataFrame(columns=cols)
+    return reader.query(_LANDING)[cols]
 
 
 def load_runs(refs: list[RunRef]) -> Frames:
@@ -146,7 +173,7 @@ def load_runs(refs: list[RunRef]) -> Frames:
         frames = [getattr(p, name) for p in parts if not getattr(p, name).empty]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run", "method", "seed"])
 
-    return Frames(cat("evals"), cat("steps"), cat("variance"))
+    return Frames(cat("evals"), cat("steps"), cat("variance"), cat("landing"))
 
 
 def list_experiments(folder: str | Path) -> list[Path]:
@@ -206,6 +233,13 @@ def last_half_mean(steps: pd.DataFrame, col: str) -> float:
     return float(steps.loc[steps.step > cut, col].mean())
 
 
+def first_half_mean(steps: pd.DataFrame, col: str) -> float:
+    """Mean of a step metric over the steps in the first half of the run (step <= max_step / 2)."""
+    if steps.empty or col not in steps:
+        return float("nan")
+    return float(steps.loc[steps.step <= steps.step.max() / 2, col].mean())
+
+
 def run_table(frames: Frames) -> pd.DataFrame:
     """One row per run with the RUN_METRICS columns."""
     rows = []
@@ -222,11 +256,16 @@ def run_table(frames: Frames) -> pd.DataFrame:
                 "final_progress": float(ev.progress.iat[-1]) if not ev.empty else float("nan"),
                 "final_accuracy": float(ev.accuracy.iat[-1]) if not ev.empty else float("nan"),
                 "mean_progress": float(later.progress.mean()) if not later.empty else float("nan"),
+                "informative_share_first_half": first_half_mean(st, "informative_share"),
                 "informative_share_last_half": last_half_mean(st, "informative_share"),
+                "reward_first_half": first_half_mean(st, "reward"),
+                "reward_last_half": last_half_mean(st, "reward"),
+                "initial_progress": float(ev.progress.iat[0]) if not ev.empty and ev.step.iat[0] == 0 else float("nan"),
                 "variance_ratio": variance_ratio(var),
                 "final_pool_active": float(st.pool_active.iat[-1]) if "pool_active" in st else float("nan"),
                 "trajectories": float(st.trajectories_total.iat[-1]),
                 "median_step_s": float(st.step_s.median()) if "step_s" in st else float("nan"),
+                "train_minutes": float(st.step_s.sum() / 60) if "step_s" in st else float("nan"),
             }
         )
     return pd.DataFrame(rows, columns=["run", "method", "seed", "steps", *RUN_METRICS])
@@ -253,6 +292,68 @@ def mean_curve(df: pd.DataFrame, y: str, x: str = "trajectories", by: str = "ste
     return pd.DataFrame(rows)
 
 
+def last_half(steps: pd.DataFrame, col: str) -> list[float]:
+    """A run's per-step values of a metric over the last half of its steps (step > max_step / 2)."""
+    if steps.empty or col not in steps:
+        return []
+    return [float(v) for v in steps.loc[steps.step > steps.step.max() / 2, col] if pd.notna(v)]
+
+
+def ratio_bootstrap(
+    num: list[list[float]], den: list[list[float]], boots: int = 4000, seed: int = 0
+) -> tuple[float, float, float]:
+    """(ratio of means, 95% low, 95% high) of mean(num) / mean(den), where each side is a list of runs and
+    each run a list of per-step values. Two-level bootstrap: runs are resampled within each side (repeats
+    are the unit of replication), then steps within each drawn run (a run's steps are noisy measurements
+    of its level), so the interval reflects both run-to-run and step-to-step noise."""
+    import random
+
+    def level(runs: list[list[float]], rng: random.Random | None) -> float:
+        if rng is None:
+            return sum(sum(r) / len(r) for r in runs) / len(runs)
+        drawn = [runs[rng.randrange(len(runs))] for _ in runs]
+        return sum(sum(r[rng.randrange(len(r))] for _ in r) / len(r) for r in drawn) / len(drawn)
+
+    num, den = [r for r in num if r], [r for r in den if r]
+    if not num or not den:
+        return float("nan"), float("nan"), float("nan")
+    point_den = level(den, None)
+    point = level(num, None) / point_den if point_den > 0 else float("inf")
+    rng, stats = random.Random(seed), []
+    for _ in range(boots):
+        d = level(den, rng)
+        stats.append(level(num, rng) / d if d > 0 else float("inf"))
+    stats.sort()
+    return point, stats[int(0.025 * boots)], stats[int(0.975 * boots) - 1]
+
+
+def landing_table(landing: pd.DataFrame) -> pd.DataFrame:
+    """Per method and variant distance: variants probed, and the share whose first probe read boundary."""
+    probed = landing[landing.first_region.notna()] if not landing.empty else landing
+    if probed.empty:
+        return pd.DataFrame(columns=["method", "distance", "probed", "boundary_share"])
+    rows = []
+    for (method, dist), g in probed.groupby(["method", "distance"], sort=True, dropna=False):
+        rows.append(
+            {
+                "method": method,
+                "distance": dist,
+                "probed": len(g),
+                "boundary_share": float((g.first_region == "boundary").mean()),
+            }
+        )
+    for method, g in probed.groupby("method", sort=True):
+        rows.append(
+            {
+                "method": method,
+                "distance": "all",
+                "probed": len(g),
+                "boundary_share": float((g.first_region == "boundary").mean()),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 # ----- the goals ----------------------------------------------------------------------------------------
 def _mean_of(methods: pd.DataFrame, method: str, metric: str) -> tuple[float, float | None, int]:
     row = methods[(methods.method == method) & (methods.metric == metric)]
@@ -261,24 +362,56 @@ def _mean_of(methods: pd.DataFrame, method: str, metric: str) -> tuple[float, fl
     return float(row["mean"].iat[0]), row["ci95"].iat[0], int(row["n"].iat[0])
 
 
-def goal_checks(methods: pd.DataFrame, overhead: dict | None = None) -> list[dict]:
+def share_ratio(frames: Frames, num: str = "rods", den: str = "static") -> tuple[float, float, float] | None:
+    """The informative-share ratio of two methods over the last half of their runs, with its bootstrap
+    95% interval (ratio_bootstrap); None when either method has no run."""
+    steps = frames.steps
+    if steps.empty:
+        return None
+    runs = {
+        m: [last_half(g, "informative_share") for _, g in steps[steps.method == m].groupby("run")] for m in (num, den)
+    }
+    if not runs[num] or not runs[den]:
+        return None
+    return ratio_bootstrap(runs[num], runs[den])
+
+
+def goal_checks(
+    methods: pd.DataFrame,
+    overhead: dict | None = None,
+    ratio: tuple[float, float, float] | None = None,
+    landing: pd.DataFrame | None = None,
+) -> list[dict]:
     """The issue's goals against the per-method table: goal, measured, target, met (None = not decided).
 
     `overhead` is {"pct": float, "ci95": [lo, hi] | None, "basis": str} from `rods bench systems`; the
     goal counts as met only when the whole interval is at or below 5%, missed when all of it is above.
+    `ratio` is share_ratio(); `landing` is landing_table().
     """
     out = []
     r_inf, _, n_r = _mean_of(methods, "rods", "informative_share_last_half")
     s_inf, _, n_s = _mean_of(methods, "static", "informative_share_last_half")
-    if n_r and n_s:
-        ratio = r_inf / s_inf if s_inf > 0 else float("inf") if r_inf > 0 else float("nan")
+    if ratio is not None and n_r and n_s:
+        point, lo, hi = ratio
         out.append(
             {
-                "goal": "informative share (last half): rods / static",
-                "measured": ratio,
-                "target": ">= 2.0",
-                "met": None if math.isnan(ratio) else bool(ratio >= 2.0),
-                "detail": f"rods {r_inf:.3f} vs static {s_inf:.3f}",
+                "goal": "informative share (last half): rods / static, with the interval's low end above 1",
+                "measured": point,
+                "target": ">= 2.0, low > 1",
+                "met": None if math.isnan(point) else bool(point >= 2.0 and lo > 1.0),
+                "detail": f"rods {r_inf:.3f} vs static {s_inf:.3f}; bootstrap 95% CI {lo:.2f} .. {hi:.2f}",
+            }
+        )
+    if landing is not None and not landing.empty and "rods" in set(landing.method):
+        row = landing[(landing.method == "rods") & (landing.distance == "all")]
+        share, n = float(row.boundary_share.iat[0]), int(row.probed.iat[0])
+        out.append(
+            {
+                "goal": "share of rods variants whose first probe reads boundary",
+                "measured": share,
+                "target": ">= 0.30",
+                "met": bool(share >= 0.30),
+                "detail": f"{n} variants probed",
             }
         )
     if "rods" in set(methods.method):
@@ -300,8 +433,8 @@ def goal_checks(methods: pd.DataFrame, overhead: dict | None = None) -> list[dic
             {
                 "goal": "held-out progress at equal trajectories: rods - static",
                 "measured": r_p - s_p,
-                "target": ">= 0",
-                "met": bool(r_p >= s_p) if math.isfinite(r_p - s_p) else None,
+                "target": "> 0",
+                "met": bool(r_p > s_p) if math.isfinite(r_p - s_p) else None,
                 "detail": f"rods {fmt_ci(r_p, r_h)} vs static {fmt_ci(s_p, s_h)}",
             }
         )

@@ -56,11 +56,14 @@ def slot_dataset(n_slots: int) -> Dataset:
 
 def grpo_args(cfg: RunConfig, out_dir: str) -> GRPOConfig:
     g = cfg.grpo
+    batch = g.tasks_per_step * g.num_generations  # rollouts per process and step
+    micro = g.micro_batch or batch
     return GRPOConfig(
         output_dir=out_dir,
-        per_device_train_batch_size=g.tasks_per_step * g.num_generations,
-        gradient_accumulation_steps=1,
-        steps_per_generation=1,
+        # one generation batch per optimizer step, in batch/micro passes of `micro` rollouts each
+        per_device_train_batch_size=micro,
+        gradient_accumulation_steps=batch // micro,
+        steps_per_generation=batch // micro,
         num_generations=g.num_generations,
         num_iterations=g.num_iterations,
         max_steps=g.max_steps,
@@ -146,6 +149,13 @@ class RodsGRPOTrainer(GRPOTrainer):
 
         self.remove_callback(PrinterCallback)
 
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        # TRL pads every rollout of the generation batch to the batch's longest prompt and completion before
+        # splitting it into passes; a pass computes only the columns its own rollouts use (multi-turn
+        # lengths vary 2-3x, so without this a CPU step spent ~40% of its update on padding). No public
+        # option trims; compute_loss is the Trainer's documented override point.
+        return super().compute_loss(model, trim_padding(inputs), return_outputs, num_items_in_batch)
+
     def _rollout(self, prompts: list[str], trainer) -> dict[str, Any]:
         t0 = time.perf_counter()
         drawn = self._draw(self.n_slots)  # the whole generation batch, the same on every rank
@@ -187,6 +197,37 @@ class RodsGRPOTrainer(GRPOTrainer):
         out = rollout_output(episodes)
         out["n_calls"] = [e.n_calls for e in episodes]
         return out
+
+
+_PROMPT_KEYS = ("prompt_ids", "prompt_mask")  # left-padded
+_COMPLETION_KEYS = (  # right-padded, one value per completion token
+    "completion_ids",
+    "completion_mask",
+    "tool_mask",
+    "old_per_token_logps",
+    "sampling_per_token_logps",
+    "ref_per_token_logps",
+    "importance_sampling_ratio",
+)
+
+
+def trim_padding(inputs: dict[str, Any]) -> dict[str, Any]:
+    """The pass's inputs without the prompt columns that are padding in every row (left) and the completion
+    columns past every row's end (right). Padding is masked out of the loss, so the loss is unchanged."""
+    prompt_mask, completion_mask = inputs["prompt_mask"], inputs["completion_mask"]
+    used = prompt_mask.any(dim=0).nonzero()
+    p0 = int(used[0]) if len(used) else prompt_mask.shape[1] - 1
+    used = completion_mask.any(dim=0).nonzero()
+    c1 = int(used[-1]) + 1 if len(used) else 1
+    c = completion_mask.shape[1]
+    out = dict(inputs)
+    for key in _PROMPT_KEYS:
+        out[key] = inputs[key][:, p0:]
+    for key in _COMPLETION_KEYS:
+        x = inputs.get(key)
+        if isinstance(x, torch.Tensor) and x.dim() >= 2 and x.shape[1] == c:
+            out[key] = x[:, :c1]
+    return out
 
 
 def _report(rows: list[tuple], g: int, timings: dict[str, float]) -> RolloutReport:

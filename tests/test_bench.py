@@ -15,6 +15,7 @@ import yaml
 
 from bench.step_overhead import overhead
 from rods_core.experiments import (
+    RUN_METRICS,
     discover_runs,
     goal_checks,
     load_experiment,
@@ -22,6 +23,7 @@ from rods_core.experiments import (
     mean_curve,
     method_table,
     run_table,
+    share_ratio,
     t_interval,
     variance_ratio,
 )
@@ -128,9 +130,11 @@ def test_method_table_curves_and_goals(bench_folder):
     curve = mean_curve(frames.evals, "progress")
     at4 = curve[(curve.method == "rods") & (curve.step == 4)].iloc[0]
     assert (at4.trajectories, at4.progress) == (48, pytest.approx(0.4))
-    goals = {g["goal"].split(":")[0]: g for g in goal_checks(methods, {"pct": 7.5, "ci95": [6.0, 9.0]})}
+    ratio = share_ratio(frames)
+    assert ratio[0] == pytest.approx(0.65 / 0.25) and ratio[1] <= ratio[0] <= ratio[2]
+    goals = {g["goal"].split(":")[0]: g for g in goal_checks(methods, {"pct": 7.5, "ci95": [6.0, 9.0]}, ratio)}
     info = goals["informative share (last half)"]
-    assert info["measured"] == pytest.approx(0.65 / 0.25) and info["met"] is True
+    assert info["measured"] == pytest.approx(0.65 / 0.25) and info["met"] is (ratio[1] > 1.0)
     assert goals["rods boundary / other-region variance"]["met"] is True
     assert goals["held-out progress at equal trajectories"]["measured"] == pytest.approx(0.4 - 0.3)
     assert goals["rods step time over a plain TRL GRPO step (%)"]["met"] is False  # all of the interval > 5%
@@ -147,22 +151,7 @@ def test_variance_ratio_without_a_boundary_region_is_not_a_number():
         method_table(
             pd.DataFrame(
                 [{"run": "a", "method": "rods", "seed": 0, "steps": 1, "variance_ratio": float("nan")}]
-            ).reindex(
-                columns=[
-                    "run",
-                    "method",
-                    "seed",
-                    "steps",
-                    "final_progress",
-                    "final_accuracy",
-                    "mean_progress",
-                    "informative_share_last_half",
-                    "variance_ratio",
-                    "final_pool_active",
-                    "trajectories",
-                    "median_step_s",
-                ]
-            )
+            ).reindex(columns=["run", "method", "seed", "steps", *RUN_METRICS])
         )
     )
     assert [g["met"] for g in goals if g["goal"].startswith("rods boundary")] == [None]
@@ -265,3 +254,61 @@ def test_bench_curriculum_rejects_an_unknown_method(tmp_path):
     )
     assert result.exit_code == 2
     assert "grpo++" in result.output
+
+
+def test_ratio_bootstrap_recovers_a_known_ratio_and_its_interval():
+    import random
+
+    from rods_core.experiments import ratio_bootstrap
+
+    # constant runs: the ratio is exactly 2 and every resample says so
+    assert ratio_bootstrap([[0.6] * 10] * 3, [[0.3] * 10] * 3) == (2.0, 2.0, 2.0)
+    rng = random.Random(7)
+
+    def runs(level: float, steps: int) -> list[list[float]]:
+        return [[level + rng.uniform(-0.2, 0.2) for _ in range(steps)] for _ in range(3)]
+
+    point, lo, hi = ratio_bootstrap(runs(0.6, 20), runs(0.3, 20))
+    assert 1.0 < lo < 2.0 < hi and abs(point - 2.0) < 0.3  # holds the truth, excludes "no difference"
+    _, lo_many, hi_many = ratio_bootstrap(runs(0.6, 400), runs(0.3, 400))
+    assert hi_many - lo_many < hi - lo and lo_many < 2.0 < hi_many  # more steps: narrower, still covering
+    _, lo_eq, hi_eq = ratio_bootstrap(runs(0.4, 20), runs(0.4, 20))
+    assert lo_eq < 1.0 < hi_eq  # equal levels: the interval holds 1
+    # run-to-run spread counts: two runs far apart on one side widen the interval beyond step noise alone
+    _, lo_spread, hi_spread = ratio_bootstrap([[0.9] * 20, [0.3] * 20, [0.6] * 20], [[0.3] * 20] * 3)
+    assert lo_spread < 1.6 and hi_spread > 2.4
+
+
+def test_variant_landing_reads_each_variants_first_probe(tmp_path):
+    from rods_core.experiments import landing_table, variant_landing
+    from storage.events import EventLog
+    from storage.reader import RunReader
+
+    log = EventLog(tmp_path)
+    variant = {"parent_id": "p", "stages": [], "reason": "accepted", "task": None}
+    log.append(
+        "variant",
+        [
+            {"step": 1, "variant_id": "a", "accepted": True, "distance": 1, **variant},
+            {"step": 1, "variant_id": "b", "accepted": True, "distance": 3, **variant},
+            {"step": 2, "variant_id": "c", "accepted": True, "distance": 1, **variant},  # never probed
+            {"step": 2, "variant_id": "p_rejected0", "accepted": False, "distance": None, **variant},
+        ],
+    )
+    stats = {"n": 4, "mean": 0.5, "var": 0.1, "smoothed_mean": 0.5, "smoothed_var": 0.1}
+    log.append(
+        "task_stats",
+        [
+            {"step": 2, "task_id": "a", "region": "boundary", **stats},
+            {"step": 3, "task_id": "a", "region": "hard", **stats},  # later probes do not count
+            {"step": 3, "task_id": "b", "region": "hard", **stats},
+            {"step": 3, "task_id": "p", "region": "boundary", **stats},  # a seed, not a variant
+        ],
+    )
+    log.flush()
+    landing = variant_landing(RunReader(tmp_path)).assign(method="rods")
+    first = landing.set_index("variant_id").first_region
+    assert first.loc[["a", "b"]].tolist() == ["boundary", "hard"] and first.isna().loc["c"]
+    table = landing_table(landing).set_index("distance")
+    assert table.loc["all", "probed"] == 2 and table.loc["all", "boundary_share"] == 0.5
+    assert table.loc[1, "boundary_share"] == 1.0 and table.loc[3, "boundary_share"] == 0.0

@@ -36,6 +36,7 @@ class SFTSettings(BaseModel):
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay")
     seed: int = Field(0, description="data order and dropout seed")
     use_cpu: bool = Field(True, description="train on CPU even when a GPU is visible")
+    bf16: bool = Field(False, description="bfloat16 mixed precision (GPU hosts); CPU runs keep fp32")
     gradient_checkpointing: bool = Field(False, description="recompute activations in backward (large models only)")
     token_budget: int | None = Field(
         None,
@@ -128,7 +129,7 @@ def run_sft(
         report_to="none",
         use_cpu=settings.use_cpu,
         gradient_checkpointing=settings.gradient_checkpointing,
-        bf16=False,
+        bf16=settings.bf16,
         assistant_only_loss=False,  # masks come pre-tokenized in `assistant_masks` (see module docstring)
         max_length=None,
         seed=settings.seed,
