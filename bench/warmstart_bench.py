@@ -55,7 +55,8 @@ def run(arms: list[int], tokens: int, processes: int, held_per_seed: int) -> dic
         t0 = time.perf_counter()
         model = work / f"k{k}"
         sft = _rods("sft", "--model", str(work / "init"), "--out", str(model), "--demo", "--variants", str(k),
-                    "--token-budget", str(tokens), "--processes", str(processes), "--samples", "8", "--json")  # fmt: skip
+                    "--token-budget", str(tokens), "--loss-target", "1e-6",  # equal compute: no early stop
+                    "--processes", str(processes), "--samples", "8", "--json")  # fmt: skip
         heldout = _rods("eval", "--model", str(model), "--tasks", str(work / "heldout.jsonl"), "--json")
         arm = {
             "conversations": sft["sft/tasks"],
