@@ -1,14 +1,18 @@
-"""Generation benchmark: multi-turn episodes with plain `model.generate` vs the KV-cache-keeping backend.
+"""Generation benchmark: multi-turn episodes with plain `model.generate` vs the KV-cached decoder.
 
-Prints seconds per episode, generated tokens/s and whether both backends produced identical greedy
-episodes. Run: `python -m bench.generation_bench --model models/tiny-sft [--tasks 8] [--samples 4]`.
-On a shared machine set OMP_NUM_THREADS=1: torch's spinning threads collapse under CPU contention.
+Prints seconds per episode, generated tokens/s, the speed-up (goal >= 5x) and whether both backends
+produced identical greedy episodes; `--profile` adds where the cached decoder's time goes (cProfile, the
+top functions by own time). Run: `python -m bench.generation_bench --model models/tiny-demo [--tasks 16]`.
+One torch thread (rods_core.threads): the figures are per core.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
 import json
+import pstats
 import resource
 import time
 
@@ -35,7 +39,21 @@ def _time(tasks, gen, cfg) -> tuple[list, dict]:
     }
 
 
-def run(model_dir: str, n_tasks: int, samples: int) -> dict:
+def profile(tasks, gen, cfg, top: int = 12) -> list[str]:
+    """The decoder's top functions by own time over one batch of episodes."""
+    prof = cProfile.Profile()
+    prof.enable()
+    run_episodes(tasks, gen, cfg)
+    prof.disable()
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(top)
+    return [ln for ln in buf.getvalue().splitlines() if ln.strip()][-top - 1 :]
+
+
+def run(model_dir: str, n_tasks: int, samples: int, with_profile: bool = False) -> dict:
+    from rods_core.threads import apply_thread_policy
+
+    apply_thread_policy(1)
     model, tok, prompt = load_policy(model_dir)
     tasks = demo_seeds()[:n_tasks]
     greedy = EpisodeConfig(prompt=prompt, sampling=SamplingConfig(temperature=0.0))
@@ -47,6 +65,12 @@ def run(model_dir: str, n_tasks: int, samples: int) -> dict:
     group = [t for t in tasks for _ in range(samples)]
     _, out[f"sampled_x{samples}/plain_generate"] = _time(group, HFGenerator(model, tok), sampled)
     _, out[f"sampled_x{samples}/kv_cached"] = _time(group, CachedHFGenerator(model, tok), sampled)
+    for mode in ("greedy", f"sampled_x{samples}"):
+        plain, cached = out[f"{mode}/plain_generate"], out[f"{mode}/kv_cached"]
+        out[f"{mode}/speedup"] = round(cached["gen_tokens_per_s"] / plain["gen_tokens_per_s"], 2)
+    out["goal_5x_met"] = all(out[k] >= 5 for k in out if k.endswith("/speedup")) and out["greedy/identical"]
+    if with_profile:
+        out["profile_kv_cached_sampled"] = profile(group, CachedHFGenerator(model, tok), sampled)
     out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     return out
 
@@ -56,5 +80,6 @@ if __name__ == "__main__":
     p.add_argument("--model", required=True)
     p.add_argument("--tasks", type=int, default=8)
     p.add_argument("--samples", type=int, default=4)
+    p.add_argument("--profile", action="store_true", help="also profile the cached decoder")
     a = p.parse_args()
-    print(json.dumps(run(a.model, a.tasks, a.samples), indent=2))
+    print(json.dumps(run(a.model, a.tasks, a.samples, a.profile), indent=2))

@@ -1,0 +1,165 @@
+"""Watching does not slow training: a demo run's step time with the Home, Boundary and Review pages open in a
+browser (live refresh) against the same run with no browser.
+
+One `rods train` run (the config's processes) and one served app (`streamlit run app.py`, up the whole time)
+share the machine; headless chromium (Playwright, Debian's chromium) opens the three pages on the run for
+blocks of steps and closes them for the blocks between, so a drift in step time over the run (the pool and
+the policy change) hits both conditions alike. A step that straddles a switch is dropped. Prints the median
+step of each condition, their ratio (goal <= 1.1) and a bootstrap 95% interval over the steps.
+Run: `python -m bench.app_watch_bench [--steps 26 --block 4]` (needs models/tiny-demo: `make demo-model`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+PAGES = ("", "Boundary", "Review")  # Home, Boundary, Review
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while not (value := predicate()):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"app watch bench: timed out waiting for {what}")
+        time.sleep(0.5)
+    return value
+
+
+def _done_steps(run_dir: Path) -> int:
+    """The last step whose row is in the event log (0 before the first)."""
+    from storage.reader import RunReader
+
+    try:
+        return int(RunReader(run_dir).scalar("SELECT max(step) FROM step") or 0)
+    except Exception:  # noqa: BLE001 - the log may not exist yet
+        return 0
+
+
+def ratio_interval(watched: list[float], quiet: list[float], boots: int = 4000) -> tuple[float, float, float]:
+    """median(watched) / median(quiet) and a bootstrap 95% interval (steps resampled within each condition)."""
+    rng, stats = random.Random(0), []
+    for _ in range(boots):
+        w = statistics.median(rng.choice(watched) for _ in watched)
+        q = statistics.median(rng.choice(quiet) for _ in quiet)
+        stats.append(w / q)
+    stats.sort()
+    return (
+        statistics.median(watched) / statistics.median(quiet),
+        stats[int(0.025 * boots)],
+        stats[int(0.975 * boots) - 1],
+    )
+
+
+def run(config: Path, steps: int, block: int, warmup: int) -> dict:
+    from playwright.sync_api import sync_playwright
+
+    from bench.machine import describe
+    from storage.reader import RunReader
+
+    work = Path(tempfile.mkdtemp(prefix="rods-watch-"))
+    ws, runs = work / "ws", work / "runs"
+    run_id = "watched"
+    env = {**os.environ, "RODS_WORKSPACE": str(ws), "RODS_RUNS": str(runs), "PYTHONUNBUFFERED": "1"}
+    sets = [f"grpo.max_steps={steps}", "eval.every=0", f"grpo.save_steps={steps + 1}", f"output_dir={runs}",
+            f"workspace={ws}", "eval.limit=4"]  # fmt: skip
+    trainer = subprocess.Popen(
+        [sys.executable, "-m", "rods_core.cli", "train", "--config", str(config), "--run-id", run_id,
+         *[a for s in sets for a in ("--set", s)]],  # fmt: skip
+        cwd=ROOT, env=env, stdout=(work / "train.log").open("wb"), stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), "--server.headless", "true"],
+        cwd=ROOT, env=env, stdout=(work / "server.log").open("wb"), stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    run_dir = runs / run_id
+    phases: dict[int, str] = {}  # step -> condition it ran under (steps that straddle a switch are left out)
+    try:
+        _wait(lambda: _healthy(url), 120, "the streamlit server")
+        _wait(lambda: _done_steps(run_dir) >= warmup, 3600, f"{warmup} warm-up steps")
+        with sync_playwright() as p:
+            browser = p.chromium.launch(
+                executable_path=CHROMIUM,
+                args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+            )
+            watched, pages = False, []
+            while trainer.poll() is None:
+                start = _done_steps(run_dir)
+                if start >= steps:
+                    break
+                watched = not watched
+                if watched:
+                    for name in PAGES:
+                        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+                        pg.goto(f"{url}/{name}")
+                        pages.append(pg)
+                target = min(start + block, steps)
+                _wait(lambda t=target: _done_steps(run_dir) >= t or trainer.poll() is not None, 3600, "a block")
+                end = _done_steps(run_dir)
+                for s in range(start + 2, end + 1):  # step start+1 began under the previous condition
+                    phases[s] = "watched" if watched else "quiet"
+                for pg in pages:
+                    pg.close()
+                pages = []
+            browser.close()
+        trainer.wait(timeout=3600)
+    finally:
+        for proc in (trainer, server):
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+    rows = RunReader(run_dir).step_metrics().set_index("step")["time/step_s"]
+    by = {c: [float(rows[s]) for s, ph in phases.items() if ph == c and s in rows.index] for c in ("watched", "quiet")}
+    ratio, lo, hi = ratio_interval(by["watched"], by["quiet"])
+    return {
+        "machine": describe(),
+        "config": str(config),
+        "pages": [p or "Home" for p in PAGES],
+        "block_steps": block,
+        "steps": {c: len(v) for c, v in by.items()},
+        "median_step_s": {c: round(statistics.median(v), 2) for c, v in by.items()},
+        "ratio_watched_over_quiet": round(ratio, 3),
+        "ci95": [round(lo, 3), round(hi, 3)],
+        # met when the whole interval is at or below 1.1, missed when all of it is above, else undecided
+        "goal_1_1x_met": True if hi <= 1.1 else False if lo > 1.1 else None,
+        "step_s": {c: [round(x, 2) for x in v] for c, v in by.items()},
+    }
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).status == 200
+    except OSError:
+        return False
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--config", type=Path, default=ROOT / "configs" / "demo-cpu.yaml")
+    p.add_argument("--steps", type=int, default=26)
+    p.add_argument("--block", type=int, default=4, help="steps per condition before switching")
+    p.add_argument("--warmup", type=int, default=2)
+    a = p.parse_args()
+    print(json.dumps(run(a.config, a.steps, a.block, a.warmup), indent=2))
