@@ -7,6 +7,7 @@ pages see new steps, and actions clear the caches they make stale.
 
 from __future__ import annotations
 
+import os
 from types import SimpleNamespace
 
 import pandas as pd
@@ -91,3 +92,8 @@ def page_setup(title: str, icon: str) -> None:
         PagesManager.uses_pages_directory = False
         st.rerun()
     st.set_page_config(page_title=f"{title} · RODS Lab", page_icon=icon, layout="wide")
+
+
+def default_processes(cfg) -> int:
+    """Launch's default: every core on a CPU run (one torch thread a process), the config's count on GPUs."""
+    return max(1, os.cpu_count() or 1) if cfg.grpo.use_cpu else cfg.compute.processes

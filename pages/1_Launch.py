@@ -8,7 +8,7 @@ from pydantic import ValidationError
 import lab_ui
 from rods_core.config import ConfigError, load_config, parse_overrides
 from rods_core.doors import DoorError
-from rods_core.launch import build_config, field_errors, launch_run, list_configs, read_prefs, tail
+from rods_core.launch import build_config, field_errors, launch_pair, launch_run, list_configs, read_prefs, tail
 from rods_core.sources import METHODS
 
 lab_ui.page_setup("Launch", "🚀")
@@ -56,7 +56,13 @@ with st.form("launch_form"):
     steps = a.number_input("GRPO steps", 1, 1_000_000, base.grpo.max_steps, key="launch_steps")
     err("grpo.max_steps", a)
     gens = b.number_input("Rollouts per task (G)", 2, 256, base.grpo.num_generations, key="launch_gens")
-    tasks = c.number_input("Tasks per step", 1, 1024, base.grpo.tasks_per_step, key="launch_tasks")
+    tasks = c.number_input("Tasks per step (per process)", 1, 1024, base.grpo.tasks_per_step, key="launch_tasks")
+    procs = a.number_input(
+        "Processes", 1, 64, lab_ui.default_processes(base), key="launch_procs", help="one torch thread each"
+    )
+    pair = b.checkbox(
+        "Also launch a static twin", key="launch_pair", help="same seeds, budget and seed; compare them on Compare"
+    )
     more = st.text_area(
         "More fields (key.path=value per line)",
         key="launch_more",
@@ -75,21 +81,28 @@ if submitted:
         "grpo.max_steps": int(steps),
         "grpo.num_generations": int(gens),
         "grpo.tasks_per_step": int(tasks),
+        "compute.processes": int(procs),
     }
     try:
         cfg = build_config(configs[name], {**overrides, **parse_overrides(more, "more fields")}, paths)
-        launched = launch_run(cfg, paths)
+        launched_all = launch_pair(cfg, paths) if pair else [launch_run(cfg, paths)]
+        launched = launched_all[0]
     except ValidationError as e:
         st.session_state["launch_errors"] = field_errors(e)
         st.rerun()
-    except (DoorError, FileExistsError) as e:  # config, overrides, paths, seed file, model folder
+    except (DoorError, FileExistsError, ValueError) as e:  # config, overrides, paths, seed file, model, pair
         st.session_state["launch_errors"] = {"(config)": str(e)}
         st.rerun()
     else:
         st.session_state["launch_errors"] = {}
         st.session_state["lab_run"] = launched.run_id
+        st.session_state["compare_runs"] = [r.run_id for r in launched_all]  # Compare opens on them
         lab_ui.refresh()
-        st.success(f"Launched run `{launched.run_id}` (pid {launched.pid}); it keeps running if you close the app.")
+        ids = ", ".join(f"`{r.run_id}`" for r in launched_all)
+        st.success(
+            f"Launched {ids}; runs keep going if you close the app."
+            + (" Compare shows them side by side." if pair else "")
+        )
 shown = {"name", "method", "model.path", "seeds", "grpo.max_steps"}
 for field, msg in errors.items():
     if field not in shown:

@@ -26,10 +26,13 @@ def lab_runs() -> tuple | None:
         st.info("No runs yet: start one on the **Launch** page.")
         return None
     by_id = table.set_index("id")
+    ids = table.id.tolist()
+    if [i for i in st.session_state.get("compare_runs", []) if i not in ids]:
+        del st.session_state["compare_runs"]  # runs that are gone (another workspace) are not a selection
     chosen = st.multiselect(
         "Runs",
-        table.id.tolist(),
-        default=table.id.tolist()[:2],
+        ids,
+        default=ids[:2],
         key="compare_runs",
         format_func=lambda i: f"{i} · {by_id.method[i]}",
     )
@@ -49,43 +52,34 @@ source = st.radio("Compare", ["runs of this lab", "a curriculum experiment"], ho
 refs = lab_runs() if source == "runs of this lab" else experiment_runs()
 if not refs:
     st.stop()
-frames = load(refs)
-color = "run" if source == "runs of this lab" else "method"
-a, b = st.columns(2)
-a.plotly_chart(
-    charts.by_run(frames.evals, "trajectories", "accuracy", "Held-out accuracy vs trajectories", color=color),
-    key="compare_acc",
-)
-b.plotly_chart(
-    charts.by_run(frames.evals, "trajectories", "progress", "Held-out progress reward vs trajectories", color=color),
-    key="compare_prog",
-)
-a.plotly_chart(
-    charts.by_run(
-        frames.steps,
-        "trajectories_total",
-        "informative_share",
-        "Share of informative groups vs trajectories",
-        markers=False,
-        color=color,
-    ),
-    key="compare_info",
-)
-b.plotly_chart(
-    charts.by_run(
-        frames.steps,
-        "trajectories_total",
-        "pool_active",
-        "Active pool size vs trajectories",
-        markers=False,
-        color=color,
-    ),
-    key="compare_pool",
-)
-runs = experiments.run_table(frames)
-st.dataframe(runs, hide_index=True)
-if source == "a curriculum experiment":
-    methods = experiments.method_table(runs)
-    methods["mean ± 95% CI"] = [experiments.fmt_ci(m, h) for m, h in zip(methods["mean"], methods.ci95, strict=True)]
-    st.dataframe(methods.pivot(index="metric", columns="method", values="mean ± 95% CI"), key="compare_methods")
-    st.dataframe(pd.DataFrame(experiments.goal_checks(methods)), hide_index=True)
+
+
+@st.fragment(run_every=lab_ui.LIVE_S)
+def side_by_side(refs: tuple, source: str) -> None:
+    """The curves, live while the runs train (a method pair launched together shows up here as it runs)."""
+    frames = load(refs)
+    color = "run" if source == "runs of this lab" else "method"
+    plots = [
+        (frames.evals, "trajectories", "accuracy", "Held-out accuracy vs trajectories", True, "compare_acc"),
+        (frames.evals, "trajectories", "progress", "Held-out progress reward vs trajectories", True, "compare_prog"),
+        (frames.steps, "trajectories_total", "informative_share", "Share of informative groups vs trajectories",
+         False, "compare_info"),
+        (frames.steps, "trajectories_total", "reward", "Training reward vs trajectories", False, "compare_reward"),
+        (frames.steps, "trajectories_total", "pool_active", "Active pool size vs trajectories", False, "compare_pool"),
+    ]  # fmt: skip
+    cols = st.columns(2)
+    for i, (df, x, y, title, markers, key) in enumerate(plots):
+        cols[i % 2].plotly_chart(charts.by_run(df, x, y, title, markers=markers, color=color), key=key)
+    runs = experiments.run_table(frames)
+    st.dataframe(runs, hide_index=True)
+    if source == "a curriculum experiment":
+        methods = experiments.method_table(runs)
+        methods["mean ± 95% CI"] = [
+            experiments.fmt_ci(m, h) for m, h in zip(methods["mean"], methods.ci95, strict=True)
+        ]
+        st.dataframe(methods.pivot(index="metric", columns="method", values="mean ± 95% CI"), key="compare_methods")
+        ratio, landing = experiments.share_ratio(frames), experiments.landing_table(frames.landing)
+        st.dataframe(pd.DataFrame(experiments.goal_checks(methods, None, ratio, landing)), hide_index=True)
+
+
+side_by_side(refs, source)

@@ -151,6 +151,21 @@ def launch_run(cfg: RunConfig, paths: AppPaths, run_id: str | None = None) -> La
     return Launched(run_id, proc.pid, run_dir, log_path)
 
 
+def launch_pair(cfg: RunConfig, paths: AppPaths, twin: str = "static") -> list[Launched]:
+    """The configured run and its twin under another method (same seeds, budget, seed and model), to be
+    compared side by side; the cores are split between them (half the processes each, at least one)."""
+    if cfg.method == twin:
+        raise ValueError(f"the run's method is {twin} already; pick another method to pair it with {twin}")
+    share = max(1, cfg.compute.processes // 2)
+    runs = []
+    for method, name in ((cfg.method, cfg.name), (twin, f"{cfg.name}_{twin}"[:80])):
+        pair_cfg = cfg.model_copy(
+            update={"method": method, "name": name, "compute": cfg.compute.model_copy(update={"processes": share})}
+        )
+        runs.append(launch_run(RunConfig.model_validate(pair_cfg.model_dump()), paths))
+    return runs
+
+
 def launch_on_seeds(
     db, task_ids: list[str], base: str | Path, name: str, overrides: dict[str, Any], paths: AppPaths
 ) -> tuple[Launched, Path]:

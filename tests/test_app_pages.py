@@ -101,7 +101,7 @@ def test_buffer_filters_history_and_export(app_env):
 def test_compare_plots_the_runs(app_env):
     at = page("pages/6_Compare.py").run()
     assert not at.exception
-    assert len(at.get("plotly_chart")) == 4
+    assert len(at.get("plotly_chart")) == 5  # accuracy, progress, informative share, training reward, pool
     at.multiselect(key="compare_runs").set_value([RUN_ID]).run()
     assert not at.exception
     assert at.dataframe[0].value.run.tolist() == [RUN_ID]  # one summary row per chosen run
@@ -119,8 +119,9 @@ def test_compare_reads_a_curriculum_experiment(app_env, tmp_path, monkeypatch):
     at.radio(key="compare_source").set_value("a curriculum experiment").run()
     assert not at.exception
     assert at.selectbox(key="compare_experiment").value.name == "20260102-000000"  # the newest first
-    assert len(at.get("plotly_chart")) == 4
+    assert len(at.get("plotly_chart")) == 5
     runs, methods, goals = (d.value for d in at.dataframe)
     assert sorted(runs.run) == ["rods-r0", "static-r0"]
     assert methods.loc["informative_share_last_half", "rods"].startswith("0.700")  # mean of 0.6 and 0.8
-    assert "informative share (last half): rods / static" in goals.goal.tolist()
+    ratio_goal = goals[goals.goal.str.startswith("informative share (last half): rods / static")]
+    assert len(ratio_goal) == 1 and "bootstrap 95% CI" in ratio_goal.detail.iat[0]

@@ -141,3 +141,22 @@ def test_cached_generator_matches_plain_generate(tiny_model_dir, train_seeds):
     for a, b in zip(plain, cached, strict=True):
         assert a.completion_ids == b.completion_ids and a.env_mask == b.env_mask
         assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < 1e-3
+
+
+def test_the_decoders_sampler_draws_from_the_distribution_and_respects_top_p():
+    import torch
+
+    from rods_core.policy.cached_generation import _sample
+    from rods_core.policy.generation import SamplingConfig
+
+    torch.manual_seed(0)
+    logits = torch.log(torch.tensor([[0.1, 0.0, 0.6, 0.3]])).repeat(20_000, 1)
+    tok, lp = _sample(logits, SamplingConfig(temperature=1.0), torch)
+    freq = torch.bincount(tok, minlength=4) / 20_000
+    assert torch.allclose(freq, torch.tensor([0.1, 0.0, 0.6, 0.3]), atol=0.015) and freq[1] == 0
+    assert torch.allclose(lp, torch.log(torch.tensor([0.1, 1.0, 0.6, 0.3]))[tok])  # logprob of the drawn token
+    tok, _ = _sample(logits, SamplingConfig(temperature=1.0, top_p=0.8), torch)
+    freq = torch.bincount(tok, minlength=4) / 20_000
+    assert freq[0] == 0 and abs(freq[2] - 2 / 3) < 0.015  # only 0.6 and 0.3 are kept, renormalised
+    greedy, _ = _sample(logits[:3], SamplingConfig(temperature=0.0), torch)
+    assert greedy.tolist() == [2, 2, 2]
