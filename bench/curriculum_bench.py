@@ -35,11 +35,11 @@ def parse_methods(text: str) -> list[str]:
 
 def plan_steps(cfg: RunConfig, budget: int, evals: int) -> tuple[int, int, int]:
     """(max_steps, eval.every, trajectories per step) for a trajectory budget and a number of evaluations."""
-    per_step = cfg.grpo.tasks_per_step * cfg.grpo.num_generations
+    per_step = cfg.grpo.tasks_per_step * cfg.grpo.num_generations * cfg.compute.processes  # tasks are per process
     if budget < per_step:
         raise ValueError(
             f"--budget {budget} is below one step ({per_step} trajectories: "
-            f"{cfg.grpo.tasks_per_step} tasks x {cfg.grpo.num_generations} rollouts)"
+            f"{cfg.grpo.tasks_per_step} tasks x {cfg.grpo.num_generations} rollouts x {cfg.compute.processes} processes)"
         )
     steps = budget // per_step
     every = max(1, math.ceil(steps / max(evals, 1)))

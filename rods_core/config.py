@@ -52,6 +52,12 @@ class SeedSettings(_Strict):
     )
     categories: list[str] = Field(default_factory=lambda: list(CATEGORIES), description="BFCL categories to keep")
     file: str | None = Field(None, description="JSONL of seed tasks when subset is 'file'")
+    ids: list[str] | None = Field(
+        None,
+        min_length=1,
+        description="keep only these task ids, in this order (after the subset and categories); an id the subset "
+        "does not hold is an error",
+    )
     limit: int | None = Field(None, ge=1, description="keep the first N tasks (after filtering)")
 
     @model_validator(mode="after")

@@ -32,6 +32,12 @@ def select_seeds(cfg: RunConfig) -> list[Task]:
     else:
         tasks = load_seeds("train")
     tasks = [t for t in tasks if t.category in s.categories]
+    if s.ids:
+        by_id = {t.id: t for t in tasks}
+        missing = [i for i in s.ids if i not in by_id]
+        if missing:
+            raise TaskSetError(f"seeds.ids: {missing[:5]} not in the {s.subset} seeds ({len(missing)} missing)")
+        tasks = [by_id[i] for i in dict.fromkeys(s.ids)]
     if s.limit:
         tasks = tasks[: s.limit]
     if not tasks:
