@@ -91,23 +91,30 @@ def runs_list(
 
     Example: rods runs list --json
     """
+    from rods_core.lab import build_view
+
     cdb = _db(db)
-    rows = [
-        {
-            "id": r.id,
-            "method": r.method,
-            "status": cdb.run_status(r),
-            "step": r.step,
-            "created_at": r.created_at,
-            "out_dir": r.out_dir,
-        }
-        for r in cdb.list_runs()
-    ]
+    rows = []
+    for r in cdb.list_runs():
+        status = cdb.run_status(r)
+        view = build_view(r.out_dir, status, has_steps=bool(r.step))  # a run still building its model says so
+        rows.append(
+            {
+                "id": r.id,
+                "method": r.method,
+                "status": status,
+                "step": r.step,
+                "build": view.text if view else None,
+                "created_at": r.created_at,
+                "out_dir": r.out_dir,
+            }
+        )
     if json_out:
         emit_json(rows)
         return
     for r in rows:
-        typer.echo(f"{r['id']:<24} {r['method']:<8} {r['status']:<9} step={r['step']} {r['out_dir']}")
+        build = f" ({r['build']})" if r["build"] else ""
+        typer.echo(f"{r['id']:<24} {r['method']:<8} {r['status']:<9} step={r['step']}{build} {r['out_dir']}")
 
 
 @runs_app.command("show")
@@ -124,8 +131,17 @@ def runs_show(run_id: str, db: Path | None = typer.Option(None, help=DB_HELP)) -
         fail(f"no run {run_id!r}")
     reader = RunReader(run.out_dir)
     events = {"latest_step": reader.latest_step(), "counts": reader.counts()} if reader.exists() else None
+    from storage.build_progress import read_build_progress
+
+    build = read_build_progress(run.out_dir)
     emit_json(
-        {**run.model_dump(), "config": json.loads(run.config), "live_status": cdb.run_status(run), "events": events}
+        {
+            **run.model_dump(),
+            "config": json.loads(run.config),
+            "live_status": cdb.run_status(run),
+            "build": build.model_dump(mode="json") if build else None,
+            "events": events,
+        }
     )
 
 

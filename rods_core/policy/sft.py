@@ -56,7 +56,7 @@ def tokenize_demonstrations(tasks: list[Task], tokenizer, prompt: PromptConfig) 
     return rows
 
 
-def _callbacks(settings: SFTSettings, progress):
+def _callbacks(settings: SFTSettings, progress, planned_epochs: float):
     from transformers import TrainerCallback
 
     class LossTarget(TrainerCallback):
@@ -75,11 +75,11 @@ def _callbacks(settings: SFTSettings, progress):
                     control.should_training_stop = True
                 if progress is not None and epoch > 0:
                     per_epoch = (time.perf_counter() - self.t0) / epoch
-                    left = max(settings.max_epochs - epoch, 0.0)
+                    left = max(planned_epochs - epoch, 0.0)
                     progress(
                         "sft",
                         epoch=round(epoch),
-                        epochs=settings.max_epochs,
+                        epochs=max(1, round(planned_epochs)),
                         loss=float(logs["loss"]),
                         eta_s=per_epoch * left,
                     )
@@ -137,7 +137,8 @@ def run_sft(
         disable_tqdm=not show_progress,
         dataloader_num_workers=0,
     )
-    stopper = _callbacks(settings, progress)
+    planned = min(settings.max_epochs, max_steps * per_step / n_tokens) if max_steps > 0 else settings.max_epochs
+    stopper = _callbacks(settings, progress, planned)
     trainer = SFTTrainer(
         model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer, callbacks=[stopper]
     )

@@ -1,0 +1,91 @@
+"""The RODS side of a step in-process, with a real buffer, detector and synthesis worker: admission control,
+the leak guard at the decision door, and the step's metrics against the one metric list."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rods_core.config import RunConfig
+from rods_core.curriculum import Curriculum
+from rods_core.policy.demo import demo_seeds
+from rods_core.ranks import Ranks
+from rods_core.seeds import TestSplitRefused, load_seeds
+from rods_core.trainer import RolloutReport
+from storage.decisions import Claimed
+from tests.polling import wait_until
+
+BOUNDARY = [1.0, 0.0, 1.0, 0.0]  # mean 0.5, variance 0.25: a boundary group
+
+
+def report(groups: list[tuple[str, list[float]]]) -> RolloutReport:
+    n = sum(len(r) for _, r in groups)
+    return RolloutReport(groups=groups, accuracy=[0.0] * n, n_calls=[1] * n, model_tokens=10 * n)
+
+
+def curriculum(**buffer) -> Curriculum:
+    cfg = RunConfig.model_validate(
+        {
+            "method": "rods",
+            "buffer": {"p_max": 4, "probe_slots": 1, "max_probe_wait": 2, **buffer},
+            "synthesis": {"parents_per_step": 2},
+            "synth": {"n_per_parent": 1},
+        }
+    )
+    return Curriculum(cfg, demo_seeds()[:4], Ranks())
+
+
+def test_synthesis_is_asked_only_for_what_the_buffer_can_admit():
+    cur = curriculum()
+    seeds = [t.id for t in demo_seeds()[:4]]
+    try:
+        out = cur.after_step(1, report([(t, BOUNDARY) for t in seeds]))  # every seed at the boundary
+        assert cur.worker.submitted == 2 and out.metrics["synth/refused"] == 0  # room 2 (1 slot x 2 steps)
+        wait_until(lambda: cur.worker.in_flight == 0, "two synthesis jobs")
+        out = cur.after_step(2, report([(t, BOUNDARY) for t in seeds]))
+        staged = cur.source.pools()["staged"]
+        assert out.metrics["synth/accepted"] == 2 and len(staged) == 2  # both admitted to staged
+        # the staged backlog fills what one probe slot can probe in two steps: no more synthesis is asked
+        assert cur.source.room() == 0 and cur.worker.submitted == 2
+        out = cur.after_step(3, report([(t, BOUNDARY) for t in seeds]))
+        assert cur.worker.submitted == 2 and out.events["boundary_sample"] == []
+        # a probe resolves (hard twice: retired), the room comes back, synthesis resumes
+        cur.after_step(4, report([(staged[0], [0.0] * 4)]))
+        cur.after_step(5, report([(staged[0], [0.0] * 4)]))
+        assert cur.source.room() == 1
+        cur.after_step(6, report([(t, BOUNDARY) for t in seeds]))
+        assert cur.worker.submitted == 3
+    finally:
+        cur.close()
+
+
+def test_an_edit_decision_carrying_a_test_split_task_is_refused_at_the_door():
+    cur = curriculum()
+    test_task = load_seeds("test", ("base",))[0]
+    seed = demo_seeds()[0]
+    edited = test_task.model_copy(update={"id": seed.id + "_e1"}).to_record()
+    try:
+        with pytest.raises(TestSplitRefused) as refused:  # deliver_decisions turns the raise into a refusal
+            cur._apply(Claimed(1, seed.id, "edit", json.dumps({"task": edited})))
+        assert "edit decision 1" in str(refused.value) and test_task.id not in cur.all_ids()
+    finally:
+        cur.close()
+
+
+def test_a_step_reports_exactly_the_listed_metrics(tmp_path, tiny_model_dir):
+    from rods_core.loop import StepWatcher, train
+    from storage.schema import STEP_METRICS
+    from tests.conftest import smoke_config
+
+    rows = []
+
+    class Keep(StepWatcher):
+        def after_step(self, row: dict, drawn: list) -> None:
+            rows.append(row)
+
+    cfg = RunConfig.model_validate(smoke_config(tmp_path, tiny_model_dir, **{"grpo.max_steps": 1}))
+    train(cfg, run_id="metrics", log=lambda *_: None, watcher=Keep())
+    assert len(rows) == 1
+    logged = set(rows[0]) - {"step", "wall_s"}
+    assert logged == set(STEP_METRICS), logged ^ set(STEP_METRICS)
