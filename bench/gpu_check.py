@@ -13,6 +13,7 @@ with a tiny model (the test suite uses it), so the first GPU run can fail on not
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import sys
@@ -119,5 +120,8 @@ if __name__ == "__main__":
     p.add_argument("--keep", action="store_true", help="keep the work folder (model, run)")
     a = p.parse_args()
     tokens = a.sft_tokens or (5_000 if a.smoke else 400_000)
-    print(json.dumps(main(a.smoke, a.hidden, a.layers, tokens, a.steps, a.keep), indent=2))
+    # Libraries print progress to stdout (Trainer's log dicts); stdout carries only the JSON report.
+    with contextlib.redirect_stdout(sys.stderr):
+        report = main(a.smoke, a.hidden, a.layers, tokens, a.steps, a.keep)
+    print(json.dumps(report, indent=2))
     sys.stdout.flush()

@@ -38,6 +38,8 @@ def step_row(step: int, outcome: StepOutcome, timings: dict[str, float], trl_log
     """The one place a step's row is assembled: curriculum metrics, measured timings, TRL's metrics."""
     row = {"step": step, "wall_s": timings["time/step_s"], **outcome.metrics, **timings}
     row.update({ours: float(trl_logs[theirs]) for theirs, ours in TRL_METRICS.items() if theirs in trl_logs})
+    # TRL logs "kl" only when beta > 0; with no reference model the KL term is exactly 0.
+    row.setdefault("train/kl", 0.0)
     return row
 
 
