@@ -192,3 +192,19 @@ def test_held_back_functions_arrive_at_their_turn(all_seeds):
     assert not set(fns) & set(env.available_functions(0))
     assert set(fns) <= set(env.available_functions(turn))
     assert "not available" in env.execute(f"{fns[0]}()")[0].result
+
+
+def test_numbers_that_would_run_for_seconds_are_refused(all_seeds):
+    """Unbounded integers: `10 ** 10_000_000` or mpmath at ten million digits ran 24 s in one call."""
+    math_task = next(t for t in all_seeds if "MathAPI" in t.involved_classes)
+    env = BfclEnvironment(math_task)
+    for payload in [
+        "power(base=10, exponent=10000000)",
+        "power(base=10, exponent=1e300)",
+        "square_root(number=2, precision=10000000)",
+        "logarithm(value=2, base=10, precision=10000000)",
+        "add(a=" + "9" * 40 + ", b=1)",
+    ]:
+        _assert_all_errors(env, payload)
+    (ok,) = env.execute("power(base=2, exponent=10)")
+    assert ok.ok and "1024.0" in ok.result  # a documented float arrives as a float

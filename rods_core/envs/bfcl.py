@@ -143,6 +143,28 @@ def _type_error(doc: FunctionDoc, bound: inspect.BoundArguments) -> str | None:
     return None
 
 
+# Bounds on numbers a call may carry. Python integers are unbounded, so a documented float given as an
+# integer literal (`power(base=10, exponent=10000000)`) would compute a ten-million-digit integer, and an
+# mpmath `precision` sets the digits of the arithmetic: both ran for tens of seconds in one tool call.
+MAX_INT_ARG = 10**15  # beyond any id, amount or count a BFCL scenario uses
+MAX_PRECISION = 1_000  # digits for MathAPI's logarithm / square_root (BFCL's tasks use <= 10)
+
+
+def _bounded_args(doc: FunctionDoc, bound: inspect.BoundArguments) -> str | None:
+    """Refuse numbers that would make one call run for seconds; a documented float given as an int
+    is passed on as a float (its documented type: `**` then overflows to an error, not a huge integer)."""
+    for pname, value in bound.arguments.items():
+        if not isinstance(value, int) or isinstance(value, bool):
+            continue
+        if abs(value) > MAX_INT_ARG:
+            return f"argument {pname!r} is too large (at most {MAX_INT_ARG:.0e} in magnitude)"
+        if pname == "precision" and value > MAX_PRECISION:
+            return f"argument 'precision' is at most {MAX_PRECISION} digits"
+        if doc.params.get(pname, {}).get("type") in ("float", "number"):
+            bound.arguments[pname] = float(value)
+    return None
+
+
 class BfclEnvironment:
     """Fresh, isolated instances of one task's API classes; executes parsed calls, never code.
 
@@ -207,7 +229,7 @@ class BfclEnvironment:
         except TypeError as e:
             hint = f" Parameters: {', '.join(doc.params)}; required: {', '.join(doc.required)}." if self.hints else ""
             return Observation(call, self._err(f"{call.name}(): {e}.{hint}"), False)
-        problem = _type_error(doc, bound)
+        problem = _type_error(doc, bound) or _bounded_args(doc, bound)
         if problem:
             return Observation(call, self._err(f"{call.name}(): {problem}"), False)
         method = getattr(self.instances[doc.cls], call.name)
