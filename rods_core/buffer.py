@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rods_core.boundary import BoundaryConfig, BoundaryDetector, TaskStats
 from rods_core.ids import next_edit_id
-from rods_core.sampling import rng_state, set_rng_state, weighted_pick
+from rods_core.sampling import derive_seed, rng_state, set_rng_state, weighted_pick
 from rods_core.tasks import Task
 
 Pool = Literal["active", "staged", "dormant", "retired"]
@@ -194,7 +194,7 @@ class ReplayBuffer:
         self.rng = random.Random(self.config.seed)
         # Parent picks (uniform_synth) get their own stream, so sampling does not depend on how often
         # the loop asks for parents.
-        self.parent_rng = random.Random(self.config.seed + 1)
+        self.parent_rng = random.Random(derive_seed(self.config.seed, "buffer-parents"))
         self._ctor_ids = tuple(t.id for t in seeds)
         self._seed_ids = list(self._ctor_ids)  # grows when a decision promotes a variant to seed
         self._tasks: dict[str, Task] = {}
