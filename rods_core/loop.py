@@ -139,13 +139,8 @@ class StepCallback(TrainerCallback):
         log=print,
     ):
         self.log = log if ranks.main else (lambda *_: None)
-        self.curriculum, self.store, self.evaluate, self.eval_every, self.ranks = (
-            curriculum,
-            store,
-            evaluate,
-            eval_every,
-            ranks,
-        )
+        self.curriculum, self.store, self.ranks = curriculum, store, ranks
+        self.evaluate, self.eval_every = evaluate, eval_every
         self.watcher = watcher or StepWatcher()
         self.stop_requested = False
         self._report: RolloutReport | None = None
@@ -222,20 +217,6 @@ class StepCallback(TrainerCallback):
         self.store.flush()
 
 
-def _record_eval(store: RunStore, step: int, result: dict, split: str, trajectories: int) -> None:
-    per_cat = {k.split("/", 2)[2]: v for k, v in result.items() if k.startswith("eval/progress/")}
-    row = {
-        "step": step,
-        "split": split,
-        "accuracy": result["eval/accuracy"],
-        "progress": result["eval/progress"],
-        "per_category": per_cat,
-        "trajectories": trajectories,
-    }
-    store.write({"eval": [row]})
-    store.flush()
-
-
 def install_stop_handler(callback: StepCallback) -> None:
     """SIGTERM (the app's Stop button) ends the run at the next step boundary, after a checkpoint."""
 
@@ -248,25 +229,66 @@ def install_stop_handler(callback: StepCallback) -> None:
 def train(
     cfg: RunConfig, *, run_id: str | None = None, resume: bool = False, log=print, watcher: StepWatcher | None = None
 ) -> Path:
-    """Run (or resume) one training run; returns its folder. Its processes are the only writers of it."""
+    """Run (or resume) one training run; returns its folder. Its processes are the only writers of it.
+
+    The path of a run, in order: inputs checked (nothing created on bad input) -> run folder and control
+    row -> model built if missing -> RODS state restored -> policy loaded -> TRL's GRPO trains, each step
+    through StepCallback -> held-out evaluation and the final model.
+    """
     import torch
 
-    from rods_core.doors import DoorError
-    from rods_core.evaluation import EvalConfig, evaluate_sharded
-    from rods_core.ids import new_run_id
     from rods_core.policy.build import ensure_model
-    from rods_core.policy.tiny import load_policy, read_card, write_card
-    from rods_core.tasks import TaskFileError
-    from rods_core.tasksets import TaskSetError, eval_tasks, select_seeds
     from rods_core.threads import apply_thread_policy
     from rods_core.trainer import RodsGRPOTrainer
-    from storage.decisions import prepare_resume
 
     apply_thread_policy(cfg.compute.threads)
     torch.manual_seed(cfg.seed)
     ranks = Ranks.current(cpu=cfg.grpo.use_cpu)
-    # ----- everything that can fail on bad input, before anything is created ---------------------------
-    run_id = run_id or new_run_id(cfg.name)
+    run_id, run_dir, seeds = check_run_inputs(cfg, run_id, resume, ranks)
+    store = open_run(cfg, run_dir, run_id, resume, ranks)
+    curriculum = Curriculum(cfg, seeds, ranks, store.db, run_id)
+    status = "failed"
+    try:
+        model_dir = ensure_model(cfg, log, ranks=ranks, run_dir=run_dir)
+        ckpt = restore(run_dir, run_id, store, curriculum, log) if resume else None
+        policy = Policy.load(cfg, model_dir)
+        evaluate = HeldOutEval(cfg, policy, seeds, store, curriculum, ranks, log)
+        callback = StepCallback(curriculum, store, evaluate, cfg.eval.every, ranks, watcher, log)
+        trainer = RodsGRPOTrainer(
+            model=policy.model,
+            tokenizer=policy.tokenizer,
+            cfg=cfg,
+            out_dir=str(run_dir / "checkpoints"),
+            draw=curriculum.draw,
+            task_of=curriculum.task,
+            on_rollout=callback.rollout_done,
+            episode_cfg=policy.episode,
+            callbacks=[callback],
+        )
+        install_stop_handler(callback)
+        trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
+        if ranks.share(callback.stop_requested):
+            status = "stopped"
+        else:
+            evaluate(trainer.model, trainer.state.global_step)
+            policy.save_final(trainer, run_dir / "final", run_id, ranks)
+            status = "finished"
+    finally:
+        curriculum.close()
+        store.close(status)
+    return run_dir
+
+
+# ----- the stages of train(), in call order -------------------------------------------------------------
+def check_run_inputs(cfg: RunConfig, run_id: str | None, resume: bool, ranks: Ranks) -> tuple[str, Path, list]:
+    """(run id, run folder, seed tasks); everything that can fail on bad input fails here, before anything
+    is created. Every rank uses rank 0's run id (a generated id differs per process)."""
+    from rods_core.doors import DoorError
+    from rods_core.ids import new_run_id
+    from rods_core.tasks import TaskFileError
+    from rods_core.tasksets import TaskSetError, select_seeds
+
+    run_id = ranks.share(run_id or new_run_id(cfg.name))
     run_dir = Path(cfg.output_dir) / run_id
     try:
         seeds = select_seeds(cfg)
@@ -277,86 +299,7 @@ def train(
         raise RunSetupError(
             f"--resume {run_id}: no run {run_dir} (no config.yaml there); `rods runs list` shows the runs"
         )
-
-    # ----- the run folder and its control row (rank 0) ----------------------------------------------
-    if ranks.main:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        if not resume:
-            (run_dir / "config.yaml").write_text(dump_config(cfg))
-    store = RunStore(cfg, run_dir, run_id, ranks)
-    if store.db is not None:
-        if store.db.get_run(run_id) is None:
-            store.db.create_run(run_id, run_dir, cfg.model_dump(mode="json"), cfg.method, name=cfg.name)
-        store.db.register_process(run_id)
-        store.db.update_run(run_id, status="running")
-    status = "failed"
-    curriculum = Curriculum(cfg, seeds, ranks, store.db, run_id)
-    try:
-        model_dir = ensure_model(cfg, log, ranks=ranks, run_dir=run_dir)
-        # ----- resume: the RODS state from the newest complete checkpoint, the store put back to it ---
-        ckpt = last_checkpoint(run_dir) if resume else None
-        if resume:
-            ckpt_step = -1
-            if ckpt is not None:
-                ckpt_step, state = load_state(ckpt)
-                curriculum.load_state_dict(state)
-            counts = prepare_resume(store.events, store.db, run_id, ckpt_step)
-            log(f"resuming {run_id} from {ckpt.name if ckpt else 'step 0 (no complete checkpoint)'}: {counts}")
-
-        # ----- the policy, its episodes and the held-out tasks ---------------------------------------
-        model, tokenizer, card_prompt = load_policy(model_dir)
-        prompt = card_prompt if read_card(model_dir) else cfg.episode.prompt  # a tiny model keeps its card's format
-        episode_cfg = cfg.episode.model_copy(
-            update={"prompt": prompt, "hints": cfg.episode.hints or cfg.method == "env_augment"}
-        )
-        sft_ids = {tid for stage in read_card(model_dir).get("stages", []) for tid in stage.get("task_ids", [])}
-        held_out = eval_tasks(cfg, seeds, sft_ids)
-        greedy = EvalConfig(
-            episode=episode_cfg.model_copy(
-                update={"sampling": episode_cfg.sampling.model_copy(update={"temperature": 0.0}), "hints": False}
-            )
-        )
-
-        def run_eval(policy_model, step: int) -> None:
-            if not held_out:
-                return
-            result = evaluate_sharded((policy_model, tokenizer), held_out, greedy, ranks)
-            _record_eval(store, step, result, cfg.eval.split, curriculum.trajectories)
-            if ranks.main:
-                log(
-                    f"step {step}: eval {cfg.eval.split} progress {result['eval/progress']:.3f} "
-                    f"accuracy {result['eval/accuracy']:.3f}"
-                )
-
-        # ----- TRL's GRPO with the curriculum wired in at construction -----------------------------
-        callback = StepCallback(curriculum, store, run_eval, cfg.eval.every, ranks, watcher, log)
-        trainer = RodsGRPOTrainer(
-            model=model,
-            tokenizer=tokenizer,
-            cfg=cfg,
-            out_dir=str(run_dir / "checkpoints"),
-            draw=curriculum.draw,
-            task_of=curriculum.task,
-            on_rollout=callback.rollout_done,
-            episode_cfg=episode_cfg,
-            callbacks=[callback],
-        )
-        install_stop_handler(callback)
-        trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
-        if ranks.share(callback.stop_requested):
-            status = "stopped"
-        else:
-            run_eval(trainer.model, trainer.state.global_step)
-            final = run_dir / "final"
-            trainer.save_model(str(final))
-            if ranks.main:
-                tokenizer.save_pretrained(str(final))
-                write_card(final, {**read_card(model_dir), "trained_by": run_id})
-            status = "finished"
-    finally:
-        curriculum.close()
-        store.close(status)
-    return run_dir
+    return run_id, run_dir, seeds
 
 
 def check_model_source(cfg: RunConfig) -> None:
@@ -367,3 +310,101 @@ def check_model_source(cfg: RunConfig) -> None:
     if cfg.model.build_if_missing and not (path / "config.json").exists():
         return  # built by policy/build.py once the run exists
     check_model_dir(path)
+
+
+def open_run(cfg: RunConfig, run_dir: Path, run_id: str, resume: bool, ranks: Ranks) -> RunStore:
+    """The run folder, its config.yaml and its control-database row (rank 0; a no-op store elsewhere)."""
+    if ranks.main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if not resume:
+            (run_dir / "config.yaml").write_text(dump_config(cfg))
+    store = RunStore(cfg, run_dir, run_id, ranks)
+    if store.db is not None:
+        if store.db.get_run(run_id) is None:
+            store.db.create_run(run_id, run_dir, cfg.model_dump(mode="json"), cfg.method, name=cfg.name)
+        store.db.register_process(run_id)
+        store.db.update_run(run_id, status="running")
+    return store
+
+
+def restore(run_dir: Path, run_id: str, store: RunStore, curriculum: Curriculum, log) -> Path | None:
+    """Resume: the RODS state from the newest complete checkpoint, the store put back to that step
+    (events after it truncated, decisions it had not applied reopened). Returns the checkpoint for TRL,
+    None when the run restarts from step 0."""
+    from storage.decisions import prepare_resume
+
+    ckpt, ckpt_step = last_checkpoint(run_dir), -1
+    if ckpt is not None:
+        ckpt_step, state = load_state(ckpt)
+        curriculum.load_state_dict(state)
+    counts = prepare_resume(store.events, store.db, run_id, ckpt_step)
+    log(f"resuming {run_id} from {ckpt.name if ckpt else 'step 0 (no complete checkpoint)'}: {counts}")
+    return ckpt
+
+
+class Policy:
+    """The model, its tokenizer and the episode settings its prompts are rendered with."""
+
+    def __init__(self, model, tokenizer, episode, model_dir: Path):
+        self.model, self.tokenizer, self.episode, self.model_dir = model, tokenizer, episode, model_dir
+
+    @classmethod
+    def load(cls, cfg: RunConfig, model_dir: Path) -> Policy:
+        from rods_core.policy.tiny import load_policy, read_card
+
+        model, tokenizer, card_prompt = load_policy(model_dir)
+        prompt = card_prompt if read_card(model_dir) else cfg.episode.prompt  # a tiny model keeps its card's format
+        episode = cfg.episode.model_copy(
+            update={"prompt": prompt, "hints": cfg.episode.hints or cfg.method == "env_augment"}
+        )
+        return cls(model, tokenizer, episode, Path(model_dir))
+
+    def sft_task_ids(self) -> set[str]:
+        """Tasks the warm start trained on (the model card's stages): never held out."""
+        from rods_core.policy.tiny import read_card
+
+        return {tid for stage in read_card(self.model_dir).get("stages", []) for tid in stage.get("task_ids", [])}
+
+    def save_final(self, trainer, final: Path, run_id: str, ranks: Ranks) -> None:
+        from rods_core.policy.tiny import read_card, write_card
+
+        trainer.save_model(str(final))
+        if ranks.main:
+            self.tokenizer.save_pretrained(str(final))
+            write_card(final, {**read_card(self.model_dir), "trained_by": run_id})
+
+
+class HeldOutEval:
+    """Greedy episodes on the held-out tasks, sharded over the ranks; one `eval` event per call (rank 0)."""
+
+    def __init__(
+        self, cfg: RunConfig, policy: Policy, seeds: list, store: RunStore, curriculum: Curriculum, ranks: Ranks, log
+    ):
+        from rods_core.evaluation import EvalConfig
+        from rods_core.tasksets import eval_tasks
+
+        self.split, self.policy, self.ranks = cfg.eval.split, policy, ranks
+        self.store, self.curriculum = store, curriculum
+        self.log = log if ranks.main else (lambda *_: None)
+        self.tasks = eval_tasks(cfg, seeds, policy.sft_task_ids())
+        sampling = policy.episode.sampling.model_copy(update={"temperature": 0.0})
+        self.greedy = EvalConfig(episode=policy.episode.model_copy(update={"sampling": sampling, "hints": False}))
+
+    def __call__(self, model, step: int) -> None:
+        from rods_core.evaluation import evaluate_sharded
+
+        if not self.tasks:
+            return
+        result = evaluate_sharded((model, self.policy.tokenizer), self.tasks, self.greedy, self.ranks)
+        per_cat = {k.split("/", 2)[2]: v for k, v in result.items() if k.startswith("eval/progress/")}
+        row = {
+            "step": step,
+            "split": self.split,
+            "accuracy": result["eval/accuracy"],
+            "progress": result["eval/progress"],
+            "per_category": per_cat,
+            "trajectories": self.curriculum.trajectories,
+        }
+        self.store.write({"eval": [row]})
+        self.store.flush()
+        self.log(f"step {step}: eval {self.split} progress {row['progress']:.3f} accuracy {row['accuracy']:.3f}")
