@@ -276,6 +276,8 @@ def train(
     finally:
         curriculum.close()
         store.close(status)
+    if status != "failed":  # after an exception the other ranks may never reach the barrier
+        ranks.close()
     return run_dir
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -54,7 +55,8 @@ def train(
         run_dir = run_training(cfg, run_id=resume or run_id, resume=bool(resume), log=typer.echo)
     except RunSetupError as e:
         fail(str(e))
-    typer.echo(f"run folder: {run_dir}")
+    if os.environ.get("RANK", "0") == "0":  # one line per run, not per process
+        typer.echo(f"run folder: {run_dir}")
 
 
 @config_app.command("show")
