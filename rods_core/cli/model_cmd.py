@@ -101,6 +101,9 @@ def demo_cmd(
         apply_thread_policy(cfg.compute.threads)
         ranks = Ranks.current(cpu=cfg.grpo.use_cpu) if under_launcher() else None
         path = ensure_model(cfg, log=typer.echo if ranks is None or ranks.main else lambda *_: None, ranks=ranks)
-        typer.echo(f"model ready: {path}")
+        if ranks is not None:
+            ranks.close()
+        if ranks is None or ranks.main:
+            typer.echo(f"model ready: {path}")
     except (ConfigError, ModelFolderError) as e:
         fail(str(e))

@@ -127,8 +127,12 @@ def sft(
     # TRL prints its log lines on stdout; with --json they go to stderr so stdout stays one JSON document.
     with contextlib.redirect_stdout(sys.stderr) if json_out else contextlib.nullcontext():
         report = run_sft(model, out, tasks + extra, settings)
-    if under_launcher() and os.environ.get("RANK", "0") != "0":
-        return  # the other SFT processes are done; rank 0 reports
+    if under_launcher():
+        from rods_core.ranks import Ranks
+
+        Ranks.current(cpu=True).close()  # the group ends on every rank before rank 0 evaluates alone
+        if os.environ.get("RANK", "0") != "0":
+            return  # the other SFT processes are done; rank 0 reports
     report["sft/variants"] = len(extra)  # the reports below are on the given tasks only
     bar, step = _bar("greedy episodes")
     with bar:
