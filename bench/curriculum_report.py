@@ -189,11 +189,19 @@ def findings(goals: list[dict], runs: pd.DataFrame, settings: dict, runs_meta: l
     out = []
     planned = [f"{m}_r{k}" for k in range(settings["repeats"]) for m in settings["methods"]]
     done = {m["run"] for m in runs_meta if m["status"] == "finished"}
-    missing = [r for r in planned if r not in done]
+    # A run is complete when its event log holds every step; its exit code is reported on its own.
+    recorded = set(runs.run[runs.steps >= settings["max_steps"]]) if not runs.empty else set()
+    missing = [r for r in planned if r not in done and r not in recorded]
     if missing:
         out.append(
             f"- **INCOMPLETE** — runs planned but not finished: {', '.join(missing)}; goals that compare "
             "methods are measured only over the finished runs."
+        )
+    exited_badly = [m["run"] for m in runs_meta if m["status"] != "finished" and m["run"] in recorded]
+    if exited_badly:
+        out.append(
+            f"- **NOTE** — {', '.join(exited_badly)}: every step was recorded, but the processes exited "
+            "non-zero afterwards (see the run's log below); the run's data is used."
         )
     if not runs.empty and (runs.informative_share_last_half.fillna(0) == 0).all():
         out.append(

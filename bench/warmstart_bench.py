@@ -41,13 +41,15 @@ def held_out_set(per_seed: int, exclude_k: int) -> tuple[list, list]:
     return held, seeds
 
 
-def run(arms: list[int], tokens: int, processes: int, held_per_seed: int) -> dict:
+def run(arms: list[int], tokens: int, processes: int, held_per_seed: int, exclude_k: int | None = None) -> dict:
     from bench.machine import describe
     from rods_core.tasks import write_tasks
 
     work = Path(tempfile.mkdtemp(prefix="rods-warmstart-"))
-    held, seeds = held_out_set(held_per_seed, max(arms))
+    held, seeds = held_out_set(held_per_seed, max(arms) if exclude_k is None else exclude_k)
     write_tasks(work / "heldout.jsonl", held)
+    (ROOT / "bench" / "results").mkdir(parents=True, exist_ok=True)
+    write_tasks(ROOT / "bench" / "results" / "warmstart_heldout.jsonl", held)  # to score other models on
     write_tasks(work / "seeds.jsonl", seeds)
     _rods("model", "init-tiny", "--out", str(work / "init"), "--json")
     out = {"machine": describe(), "token_budget": tokens, "processes": processes, "held_out": len(held), "arms": {}}
@@ -83,5 +85,12 @@ if __name__ == "__main__":
     p.add_argument("--tokens", type=int, default=1_200_000, help="SFT tokens per arm")
     p.add_argument("--processes", type=int, default=2, help="SFT processes")
     p.add_argument("--held-out-per-seed", type=int, default=2, help="fresh held-out variants per demo seed")
+    p.add_argument(
+        "--exclude-k",
+        type=int,
+        default=None,
+        help="held-out set filtered against the variants of this arm (default: the largest arm), so a rerun of "
+        "one arm scores on the same held-out set as the full curve",
+    )
     a = p.parse_args()
-    print(json.dumps(run(a.arms, a.tokens, a.processes, a.held_out_per_seed), indent=2))
+    print(json.dumps(run(a.arms, a.tokens, a.processes, a.held_out_per_seed, a.exclude_k), indent=2))

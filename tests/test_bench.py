@@ -312,3 +312,16 @@ def test_variant_landing_reads_each_variants_first_probe(tmp_path):
     table = landing_table(landing).set_index("distance")
     assert table.loc["all", "probed"] == 2 and table.loc["all", "boundary_share"] == 0.5
     assert table.loc[1, "boundary_share"] == 1.0 and table.loc[3, "boundary_share"] == 0.0
+
+
+def test_findings_tell_an_unrecorded_run_from_a_bad_exit_after_every_step():
+    import pandas as pd
+
+    from bench.curriculum_report import findings
+
+    settings = {"methods": ["rods", "static"], "repeats": 1, "max_steps": 30}
+    meta = [{"run": "rods_r0", "status": "failed (1)"}, {"run": "static_r0", "status": "failed (1)"}]
+    runs = pd.DataFrame({"run": ["rods_r0", "static_r0"], "steps": [30, 12], "informative_share_last_half": [0.5, 0.4]})
+    lines = findings([], runs, settings, meta)
+    assert any(line.startswith("- **INCOMPLETE**") and "static_r0" in line and "rods_r0" not in line for line in lines)
+    assert any(line.startswith("- **NOTE** — rods_r0: every step was recorded") for line in lines)
