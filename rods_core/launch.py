@@ -151,19 +151,28 @@ def launch_run(cfg: RunConfig, paths: AppPaths, run_id: str | None = None) -> La
     return Launched(run_id, proc.pid, run_dir, log_path)
 
 
-def launch_pair(cfg: RunConfig, paths: AppPaths, twin: str = "static") -> list[Launched]:
-    """The configured run and its twin under another method (same seeds, budget, seed and model), to be
-    compared side by side; the cores are split between them (half the processes each, at least one)."""
+def pair_configs(cfg: RunConfig, twin: str = "static") -> list[RunConfig]:
+    """The configured run and its twin under another method: same seeds, seed, model and batch, the cores
+    split between them (half the processes each, at least one). The batch stays the config's (tasks_per_step
+    is per process, so it grows as the processes halve): the twins run the demo's design, not half of it."""
     if cfg.method == twin:
         raise ValueError(f"the run's method is {twin} already; pick another method to pair it with {twin}")
     share = max(1, cfg.compute.processes // 2)
-    runs = []
+    batch = cfg.grpo.tasks_per_step * cfg.compute.processes
+    per_process = batch // share if batch % share == 0 else cfg.grpo.tasks_per_step
+    out = []
     for method, name in ((cfg.method, cfg.name), (twin, f"{cfg.name}_{twin}"[:80])):
-        pair_cfg = cfg.model_copy(
-            update={"method": method, "name": name, "compute": cfg.compute.model_copy(update={"processes": share})}
-        )
-        runs.append(launch_run(RunConfig.model_validate(pair_cfg.model_dump()), paths))
-    return runs
+        data = cfg.model_dump()
+        data.update(method=method, name=name)
+        data["compute"]["processes"] = share
+        data["grpo"]["tasks_per_step"] = per_process
+        out.append(RunConfig.model_validate(data))
+    return out
+
+
+def launch_pair(cfg: RunConfig, paths: AppPaths, twin: str = "static") -> list[Launched]:
+    """Launch `pair_configs(cfg, twin)`: the run and its twin, side by side."""
+    return [launch_run(c, paths) for c in pair_configs(cfg, twin)]
 
 
 def launch_on_seeds(

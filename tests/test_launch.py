@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -100,3 +101,17 @@ def test_prefs_roundtrip(tmp_path):
     write_prefs(paths, review="gated")
     assert write_prefs(paths, other=1) == {"review": "gated", "other": 1}
     assert read_prefs(paths)["review"] == "gated"
+
+
+def test_a_static_twin_keeps_the_design_and_splits_the_cores():
+    from rods_core.config import load_config
+    from rods_core.launch import pair_configs
+
+    cfg = load_config(Path("configs/demo-cpu.yaml"), {"compute.processes": 2, "grpo.tasks_per_step": 4})
+    run, twin = pair_configs(cfg)
+    assert (run.method, twin.method) == ("rods", "static")
+    for c in (run, twin):
+        assert c.compute.processes == 1 and c.grpo.tasks_per_step == 8  # the batch of 8 tasks, one core each
+        assert (c.seeds, c.seed, c.model, c.grpo.max_steps) == (cfg.seeds, cfg.seed, cfg.model, cfg.grpo.max_steps)
+    with pytest.raises(ValueError, match="static already"):
+        pair_configs(twin)
