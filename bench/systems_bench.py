@@ -102,7 +102,7 @@ def markdown(report: dict) -> str:
             "",
             f"Step timing: {st['model']}, {st['tasks_per_step']} tasks x {st['num_generations']} rollouts, "
             f"{st['timed_steps']} timed steps per arm after {st['warmup']} warm-up; same seed and tasks in both arms "
-            f"(same draws: {st['same_draws']}).",
+            f"(same draws: {o['same_draws']}).",
             "",
             "| step part (median s) | rods | plain |",
             "|---|---|---|",
