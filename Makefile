@@ -23,12 +23,12 @@ venv: $(STAMP)
 app: $(STAMP)
 	$(BIN)/streamlit run app.py --server.address 127.0.0.1 --server.headless true
 
-# The default suite (~2-3 min on 2 quiet cores); `make test-all` adds the slow tests (a minute-long store soak,
+# The default suite (~5-6 min on 2 quiet cores); `make test-all` adds the slow tests (a minute-long store soak,
 # `rods bench curriculum`) and the browser tests (skipped without chromium and the demo model).
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow and not browser"
 
-# The demo's warm-started tiny model (models/tiny-demo, ~25 min on 2 cores); `rods train` builds it too when missing.
+# The demo's warm-started tiny model (models/tiny-demo, 8-10 min on 2 cores); `rods train` builds it too when missing.
 demo-model: $(STAMP)
 	$(BIN)/rods model demo --config configs/demo-cpu.yaml
 

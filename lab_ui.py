@@ -18,7 +18,9 @@ from rods_core.launch import AppPaths
 from storage.control import ControlDB
 from storage.reader import RunReader
 
-LIVE_S = 3  # refresh period of live fragments and the ttl of live queries
+# Refresh period of live fragments and the ttl of live queries. A demo step takes ~15 s; at 3 s, a browser on
+# the same 2 cores with Home, Boundary and Review open slowed training 1.36x (bench/app_watch_bench.py).
+LIVE_S = 10
 
 
 def paths() -> AppPaths:
