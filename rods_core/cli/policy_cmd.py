@@ -130,7 +130,7 @@ def sft(
     if under_launcher():
         from rods_core.ranks import Ranks
 
-        Ranks.current(cpu=True).close()  # the group ends on every rank before rank 0 evaluates alone
+        Ranks.current(cpu=settings.use_cpu).close()  # the group ends on every rank before rank 0 evaluates alone
         if os.environ.get("RANK", "0") != "0":
             return  # the other SFT processes are done; rank 0 reports
     report["sft/variants"] = len(extra)  # the reports below are on the given tasks only
