@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import copy
 import functools
 import os
@@ -9,7 +10,7 @@ import subprocess
 import threading
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from rods_core.envs.bfcl import BfclEnvironment
@@ -128,13 +129,40 @@ def test_hand_written_hostile_calls(guarded):
         _assert_all_errors(guarded, payload)
 
 
+def _is_plain_call(payload: str) -> bool:
+    """A named function called with literal arguments only: a legitimate tool call, free to succeed.
+    Two templates splice the text in raw, so `cd(folder="")` or `ls()` can come out of them (CI drew
+    the first once)."""
+    try:
+        node = ast.parse(payload, mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and all(isinstance(a, ast.Constant) for a in node.args)
+        and all(k.arg is not None and isinstance(k.value, ast.Constant) for k in node.keywords)
+    )
+
+
+def test_a_legitimate_call_spliced_from_a_template_is_told_apart():
+    assert _is_plain_call('cd(folder="")') and _is_plain_call("ls()")
+    assert not _is_plain_call("cd(folder=ls())") and not _is_plain_call("cd.__globals__")
+
+
 @settings(max_examples=1000, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.sampled_from(TEMPLATES), st.text(min_size=0, max_size=40))
+@example("cd(folder={s})", '""').via("drawn by CI on 2026-12-01")
+@example("{s}()", "ls")
 def test_property_based_hostile_calls(template, s):
     env = BfclEnvironment(_task())
     before = copy.deepcopy(env.public_state())
-    _assert_all_errors(env, template.format(s=s))
-    assert env.public_state() == before
+    payload = template.format(s=s)
+    if _is_plain_call(payload):
+        assert all(isinstance(o.result, str) for o in env.execute(payload))
+    else:
+        _assert_all_errors(env, payload)
+        assert env.public_state() == before
     assert not os.path.exists(SENTINEL)
 
 
