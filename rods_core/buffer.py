@@ -189,7 +189,8 @@ class ReplayBuffer:
         if not seeds:
             raise ValueError("a replay buffer needs at least one seed task")
         self.config = config or BufferConfig()
-        self.detector = detector or BoundaryDetector(BoundaryConfig())
+        # not `detector or …`: an empty detector has len 0, is falsy, and its config would be lost
+        self.detector = detector if detector is not None else BoundaryDetector(BoundaryConfig())
         self.step = 0
         self.rng = random.Random(self.config.seed)
         # Parent picks (uniform_synth) get their own stream, so sampling does not depend on how often

@@ -76,6 +76,20 @@ def test_starts_with_every_seed_active_and_target_twice_the_seeds():
         ReplayBuffer([mk("a"), mk("a")])
 
 
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_every_source_classifies_with_the_configured_boundary(method):
+    """A fresh detector is empty, hence falsy: `detector or BoundaryDetector()` once dropped the run's
+    `boundary:` settings for rods and uniform_synth, silently, for every run."""
+    cfg = BoundaryConfig(ema_alpha=1.0, mastered_mean=0.9)
+    source = build_source(method, [mk("a"), mk("b")], cfg, BufferConfig())
+    assert source.detector.config == cfg
+    source.observe(1, {"a": [0.0, 1.0]})
+    source.observe(2, {"a": [0.85, 0.85]})
+    st = source.detector.stats("a")
+    assert (st.mean, st.var) == (0.85, 0.0)  # last group only, as ema_alpha = 1 says
+    assert st.region == "hard"  # 0.85 < the configured 0.9: flat between the thresholds
+
+
 # ----- staged injection -----------------------------------------------------------------------------
 def test_offer_stages_variants_and_probes_them_in_limited_slots():
     buf = buffer(probe_slots=2)
