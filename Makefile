@@ -23,7 +23,7 @@ venv: $(STAMP)
 app: $(STAMP)
 	$(BIN)/streamlit run app.py --server.address 127.0.0.1 --server.headless true
 
-# The default suite (~5-6 min on 2 quiet cores); `make test-all` adds the slow tests (a minute-long store soak,
+# The default suite (~6.5 min on 2 quiet cores; 8.5 min with the venv from scratch); `make test-all` adds the slow tests (a minute-long store soak,
 # `rods bench curriculum`) and the browser tests (skipped without chromium and the demo model).
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow and not browser"

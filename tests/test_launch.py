@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
-from rods_core.config import ConfigError, parse_overrides
+from rods_core.config import ConfigError, load_config, parse_overrides
 from rods_core.launch import (
     PROJECT_ROOT,
     AppPaths,
@@ -17,6 +16,7 @@ from rods_core.launch import (
     confine,
     field_errors,
     format_eta,
+    pair_configs,
     progress,
     read_prefs,
     save_upload,
@@ -104,10 +104,7 @@ def test_prefs_roundtrip(tmp_path):
 
 
 def test_a_static_twin_keeps_the_design_and_splits_the_cores():
-    from rods_core.config import load_config
-    from rods_core.launch import pair_configs
-
-    cfg = load_config(Path("configs/demo-cpu.yaml"), {"compute.processes": 2, "grpo.tasks_per_step": 4})
+    cfg = load_config(PROJECT_ROOT / "configs" / "demo-cpu.yaml", {"compute.processes": 2, "grpo.tasks_per_step": 4})
     run, twin = pair_configs(cfg)
     assert (run.method, twin.method) == ("rods", "static")
     for c in (run, twin):
