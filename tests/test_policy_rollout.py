@@ -134,13 +134,21 @@ def test_cached_generator_matches_plain_generate(tiny_model_dir, train_seeds):
     from rods_core.policy.tiny import load_policy
 
     model, tok, prompt = load_policy(tiny_model_dir)
-    tasks = _pick(train_seeds, "base", 2) + _pick(train_seeds, "miss_func", 1)
+    base = _pick(train_seeds, "base", 2)
+    # a GRPO-like batch: a task repeated (its rows share one prefill of the prompt) beside distinct ones
+    tasks = [base[0], base[0], base[1], base[0]] + _pick(train_seeds, "miss_func", 1)
     cfg = EpisodeConfig(prompt=prompt, max_steps_per_turn=2, sampling=SamplingConfig(temperature=0.0, max_new_tokens=6))
     plain = run_episodes(tasks, HFGenerator(model, tok), cfg)
-    cached = run_episodes(tasks, CachedHFGenerator(model, tok), cfg)
+    cached_gen = CachedHFGenerator(model, tok)
+    fed = []
+    forward = cached_gen._forward
+    cached_gen._forward = lambda ids, *a: fed.append(len(ids)) or forward(ids, *a)
+    cached = run_episodes(tasks, cached_gen, cfg)
     for a, b in zip(plain, cached, strict=True):
         assert a.completion_ids == b.completion_ids and a.env_mask == b.env_mask
         assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < 1e-3
+    distinct_prompts = {tuple(ep.prompt_ids) for ep in cached}
+    assert fed[0] == sum(len(p) for p in distinct_prompts) < sum(len(ep.prompt_ids) for ep in cached)
 
 
 def test_the_decoders_sampler_draws_from_the_distribution_and_respects_top_p():
