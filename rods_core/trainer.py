@@ -92,6 +92,28 @@ def grpo_args(cfg: RunConfig, out_dir: str) -> GRPOConfig:
     )
 
 
+def score_completion_positions_only() -> None:
+    """Make TRL's fused LM head score only the completion positions on every device.
+
+    TRL's `add_fused_lm_head` projects only the labelled (completion) positions through the LM head on
+    Triton devices; elsewhere it projects every position and masks afterwards, so that Neuron does not
+    recompile for each new number of positions. Eager CPU has no recompilation, and a demo rollout's prompt
+    is ~40% of its positions: scoring them cost 17% of each forward/backward pass (331 vs 271 ms a
+    450-token pass, 1 thread). The choice is `trl.trainer.utils._use_triton(device)`; if a TRL release
+    drops that name this does nothing (tests/test_trainer.py says so)."""
+    import trl.trainer.utils as trl_utils
+
+    chooses = getattr(trl_utils, "_use_triton", None)
+    if chooses is None or getattr(chooses, "rods_compact", False):
+        return
+
+    def compact(device) -> bool:
+        return device.type == "cpu" or chooses(device)
+
+    compact.rods_compact = True
+    trl_utils._use_triton = compact
+
+
 def make_generator(model, tokenizer, trainer=None):
     """The rollout backend: vLLM through the trainer on GPU hosts, else the KV-cached decoder (plain
     `generate` for model layouts it does not know)."""
@@ -133,6 +155,7 @@ class RodsGRPOTrainer(GRPOTrainer):
         self.n_slots = cfg.grpo.tasks_per_step * self.ranks.world
         self._generator = None
         os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is the documented multi-turn path
+        score_completion_positions_only()
         super().__init__(
             model=model,
             # Tests may swap in another reward to exercise the optimizer on an untrained model (whose

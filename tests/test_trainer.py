@@ -83,3 +83,38 @@ def test_shipped_configs_validate():
 
     for path in sorted(Path(__file__).parent.parent.joinpath("configs").glob("*.yaml")):
         load_config(path)
+
+
+def test_the_fused_lm_head_scores_only_completion_positions_on_cpu_with_unchanged_logprobs(tiny_model_dir):
+    """The CPU speed-up (rods_core.trainer.score_completion_positions_only) patches a TRL internal: it must
+    still exist, and the compact path must give the log-probs and gradients of TRL's every-position path."""
+    import trl.trainer.utils as trl_utils
+
+    from rods_core.trainer import score_completion_positions_only
+
+    assert hasattr(trl_utils, "_use_triton"), "TRL no longer chooses compact scoring by _use_triton"
+    score_completion_positions_only()
+    patched = trl_utils._use_triton
+    assert patched(torch.device("cpu")) and patched.rods_compact
+    model, _, _ = load_policy(tiny_model_dir)
+    trl_utils.add_fused_lm_head(model, outputs=("log_probs", "entropy"))
+    ids = torch.randint(3, model.config.vocab_size, (2, 40), generator=torch.Generator().manual_seed(0))
+    labels = ids.clone()
+    labels[:, :25] = -100  # the prompt
+    labels[1, 35:] = -100  # a shorter second completion
+
+    def run(compact: bool):
+        model.zero_grad()
+        trl_utils._use_triton = patched if compact else (lambda device: False)
+        out = model(input_ids=ids, attention_mask=torch.ones_like(ids), labels=labels, fused_lm_head=True)
+        (out.log_probs.sum() + out.entropy.sum()).backward()
+        grads = [p.grad.clone() for p in model.parameters() if p.grad is not None]
+        return out.log_probs.detach(), out.entropy.detach(), grads
+
+    try:
+        every, compact = run(False), run(True)
+    finally:
+        trl_utils._use_triton = patched
+    assert torch.allclose(every[0], compact[0], atol=1e-5) and torch.allclose(every[1], compact[1], atol=1e-5)
+    assert (compact[0][:, :24] == 0).all() and (compact[0][:, 25:] != 0).any()
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(every[2], compact[2], strict=True))
