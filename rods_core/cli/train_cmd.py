@@ -35,9 +35,10 @@ def train(
 
     Example: rods train --config configs/demo-cpu.yaml --set grpo.max_steps=10
     """
+    # light imports only until the hand-off: importing rods_core.loop (torch, transformers, TRL) takes ~10 s,
+    # which a process that is about to exec `accelerate launch` would spend for nothing
     from rods_core.doors import preflight
     from rods_core.ids import new_run_id
-    from rods_core.loop import RunSetupError
     from rods_core.ranks import handoff_to_accelerate, under_launcher
 
     cfg = _load(config, [*sets, *([f"compute.processes={processes}"] if processes else [])])
@@ -49,6 +50,7 @@ def train(
         if not resume and "--run-id" not in argv:
             argv += ["--run-id", run_id]  # every rank must use the same id
         handoff_to_accelerate(cfg.compute.processes, argv, cpu=cfg.grpo.use_cpu)
+    from rods_core.loop import RunSetupError
     from rods_core.loop import train as run_training
 
     try:
