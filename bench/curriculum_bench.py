@@ -20,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+import yaml
+
 from rods_core.config import RunConfig, dump_config, load_config
 from rods_core.experiments import EXPERIMENTS as RESULTS
 from rods_core.sources import METHODS
@@ -189,3 +191,79 @@ def report_again(out: Path, log=print) -> Path:
     data = json.loads(manifest.read_text())
     write_report(Path(out), data["settings"], data["runs"], log)
     return Path(out)
+
+
+# The settings that make two experiments one design (seeds aside): their runs may be pooled as repeats.
+_DESIGN = ("config", "methods", "budget", "max_steps", "eval_every", "trajectories_per_step")
+
+
+def pool_runs(folders: list[Path], out: Path) -> tuple[dict, list[dict]]:
+    """Link the runs of finished experiments of one design into `out/runs` as one experiment's repeats
+    (folder order, renumbered r0..r{K-1}) and write its manifest; returns (settings, runs meta).
+
+    Refused (ValueError): a folder without a manifest, designs that differ (config, methods, budget, steps,
+    evaluations, overrides other than `seed`), and seeds used twice — a run repeated with the same seed is
+    not an independent repeat. Run `rods bench curriculum ... --set seed=N` to add repeats to a design."""
+    if len(folders) < 2:
+        raise ValueError("give two or more experiment folders to pool")
+    manifests = []
+    for folder in folders:
+        manifest = Path(folder) / "manifest.json"
+        if not manifest.is_file():
+            raise ValueError(f"{folder}: no manifest.json; not a `rods bench curriculum` folder")
+        manifests.append(json.loads(manifest.read_text()))
+    first = manifests[0]["settings"]
+
+    def design(settings: dict) -> dict:
+        sets = {k: v for k, v in (settings.get("sets") or {}).items() if k != "seed"}
+        return {**{k: settings.get(k) for k in _DESIGN}, "sets": sets}
+
+    for folder, m in zip(folders[1:], manifests[1:], strict=True):
+        mine, theirs = design(m["settings"]), design(first)
+        diff = [k for k in mine if mine[k] != theirs[k]]
+        if diff:
+            raise ValueError(f"{folder}: another design than {folders[0]} ({', '.join(diff)} differ); not pooled")
+    out = Path(out)
+    if (out / "runs").exists():
+        raise ValueError(f"{out}: already holds runs; give a new folder")
+    seen: dict[tuple[str, int], Path] = {}
+    links, runs_meta, offset = [], [], 0
+    for folder, m in zip(folders, manifests, strict=True):
+        for meta in m["runs"]:
+            src = (Path(folder) / "runs" / meta["run"]).resolve()
+            cfg = yaml.safe_load((src / "config.yaml").read_text()) or {}
+            key = (str(cfg.get("method")), int(cfg.get("seed", 0)))
+            if key in seen:
+                raise ValueError(
+                    f"{folder}: {meta['run']} repeats seed {key[1]} of {seen[key]}: not an independent "
+                    "repeat; add repeats with `--set seed=N` (N past the seeds used)"
+                )
+            seen[key] = Path(folder)
+            method, k = meta["run"].rsplit("_r", 1)
+            name = f"{method}_r{int(k) + offset}"
+            links.append((out / "runs" / name, src))
+            runs_meta.append({**meta, "run": name, "pooled_from": f"{folder}/runs/{meta['run']}"})
+        offset += m["settings"]["repeats"]
+    (out / "runs").mkdir(parents=True)
+    for link, src in links:
+        link.symlink_to(src, target_is_directory=True)
+    settings = {
+        **first,
+        "sets": design(first)["sets"],
+        "repeats": offset,
+        "wall_s": round(sum(m["settings"].get("wall_s") or 0 for m in manifests), 1),
+        "pooled_from": [str(f) for f in folders],
+    }
+    (out / "manifest.json").write_text(json.dumps({"settings": settings, "runs": runs_meta}, indent=2))
+    return settings, runs_meta
+
+
+def pool(folders: list[Path], out: Path | None = None, log=print) -> Path:
+    """Pool finished experiments of one design into one report (pool_runs, then the usual report)."""
+    from bench.curriculum_report import write_report
+
+    out = Path(out or RESULTS / f"pooled-{time.strftime('%Y%m%d-%H%M%S')}")
+    settings, runs_meta = pool_runs([Path(f) for f in folders], out)
+    log(f"pooled {len(runs_meta)} runs ({settings['repeats']} repeats a method) into {out}")
+    write_report(out, settings, runs_meta, log)
+    return out

@@ -239,6 +239,11 @@ def markdown(
         "",
         machine_md(settings["machine"]),
         "",
+        *(
+            [f"Pooled from {', '.join(f'`{f}`' for f in settings['pooled_from'])} (runs renumbered in that order).", ""]
+            if settings.get("pooled_from")
+            else []
+        ),
         "## Findings against the goals",
         "",
         *findings(goals, runs, settings, runs_meta),

@@ -325,3 +325,59 @@ def test_findings_tell_an_unrecorded_run_from_a_bad_exit_after_every_step():
     lines = findings([], runs, settings, meta)
     assert any(line.startswith("- **INCOMPLETE**") and "static_r0" in line and "rods_r0" not in line for line in lines)
     assert any(line.startswith("- **NOTE** — rods_r0: every step was recorded") for line in lines)
+
+
+def _experiment(folder, seeds, shares):
+    """A finished `rods bench curriculum` folder: manifest + rods/static runs r0.. with the given seeds."""
+    runs = []
+    for k, seed in enumerate(seeds):
+        for method in ("rods", "static"):
+            name = f"{method}_r{k}"
+            write_run(folder / "runs", name, method, seed, shares[method][k], [0.1, 0.2, 0.3], [(1, "boundary", 0.1)])
+            runs.append({"run": name, "method": method, "seed": seed, "status": "finished", "wall_s": 10.0,
+                         "run_dir": str(folder / "runs" / name), "log": "", "log_tail": []})  # fmt: skip
+    settings = {"config": "configs/demo-cpu.yaml", "methods": ["rods", "static"], "budget": 48, "max_steps": 4,
+                "eval_every": 2, "trajectories_per_step": 12, "sets": {"seed": seeds[0]}, "repeats": len(seeds),
+                "wall_s": 20.0 * len(seeds)}  # fmt: skip
+    (folder / "manifest.json").write_text(json.dumps({"settings": settings, "runs": runs}))
+    return folder
+
+
+def test_pooling_two_experiments_of_one_design_gives_one_experiment_of_their_repeats(tmp_path):
+    from bench.curriculum_bench import pool_runs
+
+    a = _experiment(tmp_path / "a", [0], {"rods": [[0.2, 0.4, 0.6, 0.8]], "static": [[0.3, 0.3, 0.2, 0.2]]})
+    b = _experiment(tmp_path / "b", [1, 2], {"rods": [[0.2, 0.4, 0.5, 0.7], [0.1, 0.1, 0.9, 0.9]],
+                                             "static": [[0.3, 0.3, 0.4, 0.2], [0.5, 0.5, 0.5, 0.5]]})  # fmt: skip
+    settings, meta = pool_runs([a, b], tmp_path / "pooled")
+    assert settings["repeats"] == 3 and settings["wall_s"] == 60.0 and settings["sets"] == {}
+    assert [m["run"] for m in meta] == ["rods_r0", "static_r0", "rods_r1", "static_r1", "rods_r2", "static_r2"]
+    assert meta[4]["pooled_from"] == f"{b}/runs/rods_r1"
+    frames, runs, _ = load_experiment(tmp_path / "pooled")
+    assert sorted(runs.run) == sorted(m["run"] for m in meta)
+    # the pooled ratio is that of the union of the runs: rods last halves 0.7, 0.6, 0.9; static 0.2, 0.3, 0.5
+    assert math.isclose(share_ratio(frames)[0], (0.7 + 0.6 + 0.9) / (0.2 + 0.3 + 0.5))
+    manifest = json.loads((tmp_path / "pooled" / "manifest.json").read_text())
+    assert manifest["settings"]["pooled_from"] == [str(a), str(b)]
+
+
+def test_pooling_refuses_a_seed_used_twice_another_design_and_a_used_folder(tmp_path):
+    from bench.curriculum_bench import pool_runs
+
+    shares = {"rods": [[0.5] * 4], "static": [[0.5] * 4]}
+    a, b = _experiment(tmp_path / "a", [0], shares), _experiment(tmp_path / "b", [0], shares)
+    with pytest.raises(ValueError, match="repeats seed 0 .*not an independent repeat"):
+        pool_runs([a, b], tmp_path / "p1")
+    c = _experiment(tmp_path / "c", [1], shares)
+    data = json.loads((c / "manifest.json").read_text())
+    data["settings"]["budget"] = 96
+    (c / "manifest.json").write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="another design .*budget"):
+        pool_runs([a, c], tmp_path / "p2")
+    with pytest.raises(ValueError, match="no manifest.json"):
+        pool_runs([a, tmp_path / "missing"], tmp_path / "p3")
+    (tmp_path / "p4" / "runs").mkdir(parents=True)
+    d = _experiment(tmp_path / "d", [2], shares)
+    with pytest.raises(ValueError, match="already holds runs"):
+        pool_runs([a, d], tmp_path / "p4")
+    assert not (tmp_path / "p1").exists() and not (tmp_path / "p2").exists()

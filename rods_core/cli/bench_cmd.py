@@ -65,6 +65,24 @@ def curriculum_report(folder: Path = typer.Argument(..., help="a bench/results/c
     typer.echo((folder / "summary.md").read_text())
 
 
+@app.command("curriculum-pool")
+def curriculum_pool(
+    folders: list[Path] = typer.Argument(..., help="two or more experiment folders of one design, other seeds"),
+    out: Path = typer.Option(None, help="output folder (default bench/results/curriculum/pooled-<timestamp>)"),
+) -> None:
+    """Pool experiments of one design (run with different seeds) into one report with K = their repeats.
+
+    Example: rods bench curriculum-pool bench/results/curriculum/A bench/results/curriculum/B
+    """
+    from bench.curriculum_bench import pool
+
+    try:
+        folder = pool(folders, out, log=typer.echo)
+    except ValueError as e:
+        fail(str(e))
+    typer.echo((folder / "summary.md").read_text())
+
+
 @app.command("systems")
 def systems(
     as_json: bool = typer.Option(False, "--json", help="print the JSON report instead of Markdown"),
