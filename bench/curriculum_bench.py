@@ -181,14 +181,19 @@ def latest_systems_overhead(results: Path = Path("bench/results/systems")) -> di
     return None
 
 
+def read_manifest(folder: Path) -> dict:
+    """An experiment folder's manifest ({"settings", "runs"}); ValueError when the folder has none."""
+    manifest = Path(folder) / "manifest.json"
+    if not manifest.is_file():
+        raise ValueError(f"{folder}: no manifest.json; not a `rods bench curriculum` folder")
+    return json.loads(manifest.read_text())
+
+
 def report_again(out: Path, log=print) -> Path:
     """Rewrite a finished experiment's report from its manifest (e.g. after a newer `rods bench systems`)."""
     from bench.curriculum_report import write_report
 
-    manifest = Path(out) / "manifest.json"
-    if not manifest.exists():
-        raise ValueError(f"{out}: no manifest.json; not a `rods bench curriculum` folder")
-    data = json.loads(manifest.read_text())
+    data = read_manifest(out)
     write_report(Path(out), data["settings"], data["runs"], log)
     return Path(out)
 
@@ -206,20 +211,16 @@ def pool_runs(folders: list[Path], out: Path) -> tuple[dict, list[dict]]:
     not an independent repeat. Run `rods bench curriculum ... --set seed=N` to add repeats to a design."""
     if len(folders) < 2:
         raise ValueError("give two or more experiment folders to pool")
-    manifests = []
-    for folder in folders:
-        manifest = Path(folder) / "manifest.json"
-        if not manifest.is_file():
-            raise ValueError(f"{folder}: no manifest.json; not a `rods bench curriculum` folder")
-        manifests.append(json.loads(manifest.read_text()))
+    manifests = [read_manifest(folder) for folder in folders]
     first = manifests[0]["settings"]
 
     def design(settings: dict) -> dict:
         sets = {k: v for k, v in (settings.get("sets") or {}).items() if k != "seed"}
         return {**{k: settings.get(k) for k in _DESIGN}, "sets": sets}
 
+    theirs = design(first)
     for folder, m in zip(folders[1:], manifests[1:], strict=True):
-        mine, theirs = design(m["settings"]), design(first)
+        mine = design(m["settings"])
         diff = [k for k in mine if mine[k] != theirs[k]]
         if diff:
             raise ValueError(f"{folder}: another design than {folders[0]} ({', '.join(diff)} differ); not pooled")
@@ -249,7 +250,7 @@ def pool_runs(folders: list[Path], out: Path) -> tuple[dict, list[dict]]:
         link.symlink_to(src, target_is_directory=True)
     settings = {
         **first,
-        "sets": design(first)["sets"],
+        "sets": theirs["sets"],
         "repeats": offset,
         "wall_s": round(sum(m["settings"].get("wall_s") or 0 for m in manifests), 1),
         "pooled_from": [str(f) for f in folders],

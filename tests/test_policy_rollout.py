@@ -140,9 +140,14 @@ def test_cached_generator_matches_plain_generate(tiny_model_dir, train_seeds):
     cfg = EpisodeConfig(prompt=prompt, max_steps_per_turn=2, sampling=SamplingConfig(temperature=0.0, max_new_tokens=6))
     plain = run_episodes(tasks, HFGenerator(model, tok), cfg)
     cached_gen = CachedHFGenerator(model, tok)
-    fed = []
+    fed = []  # tokens fed to each forward of the decoder
     forward = cached_gen._forward
-    cached_gen._forward = lambda ids, *a: fed.append(len(ids)) or forward(ids, *a)
+
+    def counting_forward(ids, *args):
+        fed.append(len(ids))
+        return forward(ids, *args)
+
+    cached_gen._forward = counting_forward
     cached = run_episodes(tasks, cached_gen, cfg)
     for a, b in zip(plain, cached, strict=True):
         assert a.completion_ids == b.completion_ids and a.env_mask == b.env_mask
