@@ -5,7 +5,9 @@ One `rods train` run (the config's processes) and one served app (`streamlit run
 share the machine; headless chromium (Playwright, Debian's chromium) opens the three pages on the run for
 blocks of steps and closes them for the blocks between, so a drift in step time over the run (the pool and
 the policy change) hits both conditions alike. A step that straddles a switch is dropped. Prints the median
-step of each condition, their ratio (goal <= 1.1) and a bootstrap 95% interval over the steps.
+step of each condition, their ratio (goal <= 1.1) and a bootstrap 95% interval over the steps, and where the
+cores went in each condition: CPU seconds per wall second of the trainer's processes, the streamlit server's
+and the browser's (so a slowdown can be put on the server's queries and charts or on the browser's drawing).
 Run: `python -m bench.app_watch_bench [--steps 26 --block 4]` (needs models/tiny-demo: `make demo-model`).
 """
 
@@ -55,6 +57,38 @@ def _done_steps(run_dir: Path) -> int:
         return 0
 
 
+def cpu_seconds(roots: dict[str, list[int]]) -> dict[int, tuple[str, float]]:
+    """pid -> (group, user + system CPU seconds so far) of every live process under each group's root pids."""
+    import psutil
+
+    seen: dict[int, tuple[str, float]] = {}
+    for group, pids in roots.items():
+        for pid in pids:
+            try:
+                root = psutil.Process(pid)
+                procs = [root, *root.children(recursive=True)]
+            except psutil.NoSuchProcess:
+                continue
+            for proc in procs:
+                try:
+                    t = proc.cpu_times()
+                except psutil.NoSuchProcess:
+                    continue
+                # a process under two roots counts in the first group named; this script itself polls the log
+                seen.setdefault(proc.pid, ("bench" if proc.pid == os.getpid() else group, t.user + t.system))
+    return seen
+
+
+def cores_used(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]], wall: float) -> dict:
+    """CPU seconds each group spent between two snapshots, per wall second (1.0 = one core busy throughout).
+    A process born in between counts from 0; one that died in between is lost (pages close after the
+    snapshot, so the browser's renderers are counted)."""
+    used: dict[str, float] = {}
+    for pid, (group, cpu) in after.items():
+        used[group] = used.get(group, 0.0) + cpu - before.get(pid, (group, 0.0))[1]
+    return {g: v / wall for g, v in used.items()}
+
+
 def ratio_interval(watched: list[float], quiet: list[float], boots: int = 4000) -> tuple[float, float, float]:
     """median(watched) / median(quiet) and a bootstrap 95% interval (steps resampled within each condition)."""
     rng, stats = random.Random(0), []
@@ -95,6 +129,10 @@ def run(config: Path, steps: int, block: int, warmup: int) -> dict:
     url = f"http://127.0.0.1:{port}"
     run_dir = runs / run_id
     phases: dict[int, str] = {}  # step -> condition it ran under (steps that straddle a switch are left out)
+    cpu: dict[str, dict[str, float]] = {"watched": {}, "quiet": {}}  # condition -> group -> CPU seconds
+    cpu_wall = {"watched": 0.0, "quiet": 0.0}
+    # the browser is a child of Playwright's driver, itself a child of this process
+    roots = {"trainer": [trainer.pid], "server": [server.pid], "browser": [os.getpid()]}
     try:
         _wait(lambda: _healthy(url), 120, "the streamlit server")
         _wait(lambda: _done_steps(run_dir) >= warmup, 3600, f"{warmup} warm-up steps")
@@ -115,8 +153,14 @@ def run(config: Path, steps: int, block: int, warmup: int) -> dict:
                         pg.goto(f"{url}/{name}")
                         pages.append(pg)
                 target = min(start + block, steps)
+                t0, snap0 = time.monotonic(), cpu_seconds(roots)
                 _wait(lambda t=target: _done_steps(run_dir) >= t or trainer.poll() is not None, 3600, "a block")
                 end = _done_steps(run_dir)
+                wall = time.monotonic() - t0
+                cond = "watched" if watched else "quiet"
+                for group, cores in cores_used(snap0, cpu_seconds(roots), wall).items():
+                    cpu[cond][group] = cpu[cond].get(group, 0.0) + cores * wall
+                cpu_wall[cond] += wall
                 for s in range(start + 2, end + 1):  # step start+1 began under the previous condition
                     phases[s] = "watched" if watched else "quiet"
                 for pg in pages:
@@ -144,6 +188,10 @@ def run(config: Path, steps: int, block: int, warmup: int) -> dict:
         "ci95": [round(lo, 3), round(hi, 3)],
         # met when the whole interval is at or below 1.1, missed when all of it is above, else undecided
         "goal_1_1x_met": True if hi <= 1.1 else False if lo > 1.1 else None,
+        # cores busy on average in each condition ("bench": this script polling the run's log)
+        "cores_used": {
+            c: {g: round(v / cpu_wall[c], 3) for g, v in sorted(cpu[c].items())} for c in cpu if cpu_wall[c]
+        },
         "step_s": {c: [round(x, 2) for x in v] for c, v in by.items()},
     }
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+import time
 
 import pytest
 import yaml
@@ -381,3 +382,32 @@ def test_pooling_refuses_a_seed_used_twice_another_design_and_a_used_folder(tmp_
     with pytest.raises(ValueError, match="already holds runs"):
         pool_runs([a, d], tmp_path / "p4")
     assert not (tmp_path / "p1").exists() and not (tmp_path / "p2").exists()
+
+
+def test_app_watch_bench_puts_cpu_on_the_group_whose_process_burnt_it():
+    """The app-watch bench says which side of a slowdown costs (trainer, server, browser): a child that
+    burns CPU counts in its group, this script in "bench", and a process born between snapshots from 0."""
+    import os
+    import subprocess
+    import sys
+
+    from bench.app_watch_bench import cores_used, cpu_seconds
+
+    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        roots = {"server": [idle.pid], "browser": [os.getpid()]}
+        before = cpu_seconds(roots)
+        assert before[idle.pid][0] == "server" and before[os.getpid()][0] == "bench"  # first group named wins
+        burner = subprocess.Popen([sys.executable, "-c", "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass\ntime.sleep(30)"])  # fmt: skip
+        try:
+            deadline = time.monotonic() + 20
+            while (after := cpu_seconds(roots)).get(burner.pid, ("", 0.0))[1] < 0.5 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            used = cores_used(before, after, wall=2.0)
+        finally:
+            burner.kill()
+    finally:
+        idle.kill()
+    assert after[burner.pid][0] == "browser"  # a child of this process, not under the server's root
+    assert used["browser"] >= 0.5 / 2.0  # the burner's 0.5 CPU seconds over 2 wall seconds, at least
+    assert used["server"] < 0.1  # the sleeping child burnt next to nothing
