@@ -199,19 +199,58 @@ def report_again(out: Path, log=print) -> Path:
 
 
 # The settings that make two experiments one design (seeds aside): their runs may be pooled as repeats.
-_DESIGN = ("config", "methods", "budget", "max_steps", "eval_every", "trajectories_per_step")
+_DESIGN = ("config", "budget", "max_steps", "eval_every", "trajectories_per_step")
+# Run-config fields that differ between the runs of one design by construction.
+_PER_RUN = (
+    "name",
+    "method",
+    "seed",
+    "buffer.seed",
+    "synth.seed",
+    "output_dir",
+    "workspace",
+)  # as run_configs sets them
 
 
-def pool_runs(folders: list[Path], out: Path) -> tuple[dict, list[dict]]:
+def parse_source(text: str | Path) -> tuple[Path, list[str] | None]:
+    """An experiment folder to pool, optionally with the methods to take from it: `DIR` or `DIR:rods,static`."""
+    text = str(text)
+    folder, sep, tail = text.rpartition(":")
+    if sep and tail and all(m in METHODS for m in tail.split(",")):
+        return Path(folder), parse_methods(tail)
+    return Path(text), None
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def _run_settings(cfg: dict) -> dict:
+    """A run's resolved config, flattened, without the fields that differ between runs by construction."""
+    return {k: v for k, v in _flat(cfg).items() if k not in _PER_RUN}
+
+
+def pool_runs(sources: list, out: Path) -> tuple[dict, list[dict]]:
     """Link the runs of finished experiments of one design into `out/runs` as one experiment's repeats
-    (folder order, renumbered r0..r{K-1}) and write its manifest; returns (settings, runs meta).
+    (source order, renumbered r0..r{K-1} per method) and write its manifest; returns (settings, runs meta).
 
-    Refused (ValueError): a folder without a manifest, designs that differ (config, methods, budget, steps,
-    evaluations, overrides other than `seed`), and seeds used twice — a run repeated with the same seed is
-    not an independent repeat. Run `rods bench curriculum ... --set seed=N` to add repeats to a design."""
-    if len(folders) < 2:
+    A source is a folder, or `folder:method,...` to take only those methods' runs from it (a method's runs
+    reused from an earlier experiment while the others were rerun under changed settings: the report lists
+    every setting that differs between methods). Refused (ValueError): a folder without a manifest or
+    without a method asked of it; designs that differ (config, budget, steps, evaluations, overrides other
+    than `seed`); runs of one method with different settings; a seed used twice by one method (not an
+    independent repeat); methods with different seeds (repeat k of every method shares seed base + k). Run
+    `rods bench curriculum ... --set seed=N` to add repeats to a design."""
+    picks = [parse_source(s) for s in sources]
+    if len(picks) < 2:
         raise ValueError("give two or more experiment folders to pool")
-    manifests = [read_manifest(folder) for folder in folders]
+    manifests = [read_manifest(folder) for folder, _ in picks]
     first = manifests[0]["settings"]
 
     def design(settings: dict) -> dict:
@@ -219,52 +258,81 @@ def pool_runs(folders: list[Path], out: Path) -> tuple[dict, list[dict]]:
         return {**{k: settings.get(k) for k in _DESIGN}, "sets": sets}
 
     theirs = design(first)
-    for folder, m in zip(folders[1:], manifests[1:], strict=True):
+    for (folder, _), m in zip(picks[1:], manifests[1:], strict=True):
         mine = design(m["settings"])
         diff = [k for k in mine if mine[k] != theirs[k]]
         if diff:
-            raise ValueError(f"{folder}: another design than {folders[0]} ({', '.join(diff)} differ); not pooled")
+            raise ValueError(f"{folder}: another design than {picks[0][0]} ({', '.join(diff)} differ); not pooled")
     out = Path(out)
     if (out / "runs").exists():
         raise ValueError(f"{out}: already holds runs; give a new folder")
-    seen: dict[tuple[str, int], Path] = {}
-    links, runs_meta, offset = [], [], 0
-    for folder, m in zip(folders, manifests, strict=True):
+    seeds: dict[str, dict[int, Path]] = {}  # method -> seed -> folder
+    settings_of: dict[str, tuple[str, dict]] = {}  # method -> (first run, its settings)
+    links, runs_meta = [], []
+    for (folder, only), m in zip(picks, manifests, strict=True):
+        missing = sorted(set(only or []) - set(m["settings"]["methods"]))
+        if missing:
+            raise ValueError(f"{folder}: has no runs of {', '.join(missing)} (methods {m['settings']['methods']})")
         for meta in m["runs"]:
+            method = meta["run"].rsplit("_r", 1)[0]
+            if only is not None and method not in only:
+                continue
             src = (Path(folder) / "runs" / meta["run"]).resolve()
             cfg = yaml.safe_load((src / "config.yaml").read_text()) or {}
-            key = (str(cfg.get("method")), int(cfg.get("seed", 0)))
-            if key in seen:
+            mine, seed = _run_settings(cfg), int(cfg.get("seed", 0))
+            if seed in seeds.setdefault(method, {}):
                 raise ValueError(
-                    f"{folder}: {meta['run']} repeats seed {key[1]} of {seen[key]}: not an independent "
+                    f"{folder}: {meta['run']} repeats seed {seed} of {seeds[method][seed]}: not an independent "
                     "repeat; add repeats with `--set seed=N` (N past the seeds used)"
                 )
-            seen[key] = Path(folder)
-            method, k = meta["run"].rsplit("_r", 1)
-            name = f"{method}_r{int(k) + offset}"
+            first_run, ref = settings_of.setdefault(method, (f"{folder}/runs/{meta['run']}", mine))
+            diff = sorted(k for k in mine.keys() | ref.keys() if mine.get(k) != ref.get(k))
+            if diff:
+                raise ValueError(
+                    f"{folder}: {meta['run']} has other settings than {first_run} ({', '.join(diff[:5])}); not pooled"
+                )
+            seeds[method][seed] = Path(folder)
+            name = f"{method}_r{len(seeds[method]) - 1}"
             links.append((out / "runs" / name, src))
             runs_meta.append({**meta, "run": name, "pooled_from": f"{folder}/runs/{meta['run']}"})
-        offset += m["settings"]["repeats"]
+    if not seeds:
+        raise ValueError("no runs to pool: the folders (and methods asked of them) hold none")
+    if len({frozenset(s) for s in seeds.values()}) > 1:
+        got = "; ".join(f"{m} {sorted(s)}" for m, s in seeds.items())
+        raise ValueError(f"the methods were run with different seeds ({got}): repeat k of every method must share one")
     (out / "runs").mkdir(parents=True)
     for link, src in links:
         link.symlink_to(src, target_is_directory=True)
     settings = {
         **first,
+        "methods": list(seeds),
         "sets": theirs["sets"],
-        "repeats": offset,
-        "wall_s": round(sum(m["settings"].get("wall_s") or 0 for m in manifests), 1),
-        "pooled_from": [str(f) for f in folders],
+        "repeats": len(next(iter(seeds.values()))),
+        "wall_s": round(sum(meta.get("wall_s") or 0 for meta in runs_meta), 1),  # the pooled runs' own
+        "pooled_from": [str(s) for s in sources],
+        "differs_by_method": differing_settings({m: ref for m, (_, ref) in settings_of.items()}),
     }
     (out / "manifest.json").write_text(json.dumps({"settings": settings, "runs": runs_meta}, indent=2))
     return settings, runs_meta
 
 
-def pool(folders: list[Path], out: Path | None = None, log=print) -> Path:
+def differing_settings(by_method: dict[str, dict]) -> dict[str, dict[str, object]]:
+    """setting -> {method: value} for every run setting that is not the same for all methods (a pooled
+    experiment may reuse one method's runs from before a change the others were rerun under)."""
+    keys = sorted(set().union(*by_method.values())) if by_method else []
+    return {
+        k: {m: s.get(k) for m, s in by_method.items()}
+        for k in keys
+        if len({json.dumps(s.get(k), sort_keys=True) for s in by_method.values()}) > 1
+    }
+
+
+def pool(sources: list, out: Path | None = None, log=print) -> Path:
     """Pool finished experiments of one design into one report (pool_runs, then the usual report)."""
     from bench.curriculum_report import write_report
 
     out = Path(out or RESULTS / f"pooled-{time.strftime('%Y%m%d-%H%M%S')}")
-    settings, runs_meta = pool_runs([Path(f) for f in folders], out)
+    settings, runs_meta = pool_runs(list(sources), out)
     log(f"pooled {len(runs_meta)} runs ({settings['repeats']} repeats a method) into {out}")
     write_report(out, settings, runs_meta, log)
     return out

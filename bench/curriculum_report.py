@@ -244,6 +244,7 @@ def markdown(
             if settings.get("pooled_from")
             else []
         ),
+        *differing_lines(settings.get("differs_by_method") or {}),
         "## Findings against the goals",
         "",
         *findings(goals, runs, settings, runs_meta),
@@ -316,6 +317,21 @@ def markdown(
             "Chrome (`plotly_get_chrome`), which this machine cannot download.",
         ]
     return "\n".join(lines) + "\n"
+
+
+def differing_lines(differs: dict[str, dict]) -> list[str]:
+    """The report's note on run settings that are not the same for every method (pooled experiments only)."""
+    if not differs:
+        return []
+    items = "; ".join(
+        f"`{k}`: " + ", ".join(f"{m} {'default' if v is None else v}" for m, v in by.items())
+        for k, by in differs.items()
+    )
+    return [
+        f"**Settings differ between methods**: {items}. A method whose runs were reused from another experiment "
+        "must not read these settings, or the comparison is not like for like.",
+        "",
+    ]
 
 
 def write_report(out: Path, settings: dict, runs_meta: list[dict], log=print) -> dict:

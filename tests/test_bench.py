@@ -328,16 +328,20 @@ def test_findings_tell_an_unrecorded_run_from_a_bad_exit_after_every_step():
     assert any(line.startswith("- **NOTE** — rods_r0: every step was recorded") for line in lines)
 
 
-def _experiment(folder, seeds, shares):
-    """A finished `rods bench curriculum` folder: manifest + rods/static runs r0.. with the given seeds."""
+def _experiment(folder, seeds, shares, extra=None):
+    """A finished `rods bench curriculum` folder: manifest + runs r0.. of the methods in `shares` with the given
+    seeds; `extra` adds settings to every run's config.yaml."""
     runs = []
     for k, seed in enumerate(seeds):
-        for method in ("rods", "static"):
+        for method in shares:
             name = f"{method}_r{k}"
             write_run(folder / "runs", name, method, seed, shares[method][k], [0.1, 0.2, 0.3], [(1, "boundary", 0.1)])
+            if extra:
+                cfg = folder / "runs" / name / "config.yaml"
+                cfg.write_text(yaml.safe_dump({**yaml.safe_load(cfg.read_text()), **extra}))
             runs.append({"run": name, "method": method, "seed": seed, "status": "finished", "wall_s": 10.0,
                          "run_dir": str(folder / "runs" / name), "log": "", "log_tail": []})  # fmt: skip
-    settings = {"config": "configs/demo-cpu.yaml", "methods": ["rods", "static"], "budget": 48, "max_steps": 4,
+    settings = {"config": "configs/demo-cpu.yaml", "methods": list(shares), "budget": 48, "max_steps": 4,
                 "eval_every": 2, "trajectories_per_step": 12, "sets": {"seed": seeds[0]}, "repeats": len(seeds),
                 "wall_s": 20.0 * len(seeds)}  # fmt: skip
     (folder / "manifest.json").write_text(json.dumps({"settings": settings, "runs": runs}))
@@ -382,6 +386,35 @@ def test_pooling_refuses_a_seed_used_twice_another_design_and_a_used_folder(tmp_
     with pytest.raises(ValueError, match="already holds runs"):
         pool_runs([a, d], tmp_path / "p4")
     assert not (tmp_path / "p1").exists() and not (tmp_path / "p2").exists()
+
+
+def test_pooling_takes_chosen_methods_from_a_folder_and_names_the_settings_that_differ(tmp_path):
+    """A method's runs reused from an earlier experiment (FOLDER:method) beside methods rerun under changed
+    settings: pooled per method with the same seeds, the changed settings listed; mixed settings within one
+    method, and methods with different seeds, are refused."""
+    from bench.curriculum_bench import parse_source, pool_runs
+    from bench.curriculum_report import differing_lines
+
+    assert parse_source("x/a:rods,static") == (tmp_path.__class__("x/a"), ["rods", "static"])
+    assert parse_source("x/b:c") == (tmp_path.__class__("x/b:c"), None)  # not methods: part of the name
+    old = _experiment(tmp_path / "old", [0, 1], {"rods": [[0.5] * 4] * 2, "static": [[0.4, 0.4, 0.2, 0.2]] * 2})
+    new = _experiment(tmp_path / "new", [0, 1], {"rods": [[0.6, 0.6, 0.8, 0.8]] * 2}, extra={"buffer": {"p_max": 8}})
+    settings, meta = pool_runs([new, f"{old}:static"], tmp_path / "pooled")
+    assert settings["methods"] == ["rods", "static"] and settings["repeats"] == 2
+    assert [m["pooled_from"] for m in meta] == [f"{new}/runs/rods_r0", f"{new}/runs/rods_r1",
+                                                f"{old}/runs/static_r0", f"{old}/runs/static_r1"]  # fmt: skip
+    assert settings["differs_by_method"] == {"buffer.p_max": {"rods": 8, "static": None}}
+    assert "`buffer.p_max`: rods 8, static default" in differing_lines(settings["differs_by_method"])[0]
+    frames, _, _ = load_experiment(tmp_path / "pooled")
+    assert math.isclose(share_ratio(frames)[0], 0.8 / 0.2)  # the old static runs, the new rods runs
+    later = _experiment(tmp_path / "later", [2], {"rods": [[0.5] * 4]})
+    with pytest.raises(ValueError, match="rods_r0 has other settings than .*buffer.p_max"):
+        pool_runs([new, later], tmp_path / "mixed")  # rods under two settings: not one method's repeats
+    with pytest.raises(ValueError, match="has no runs of dapo_filter"):
+        pool_runs([new, f"{old}:dapo_filter"], tmp_path / "absent")
+    other = _experiment(tmp_path / "other", [5], {"static": [[0.3] * 4]})
+    with pytest.raises(ValueError, match=r"different seeds \(rods \[0, 1\]; static \[5\]\)"):
+        pool_runs([new, other], tmp_path / "unpaired")
 
 
 def test_app_watch_bench_puts_cpu_on_the_group_whose_process_burnt_it():

@@ -67,17 +67,24 @@ def curriculum_report(folder: Path = typer.Argument(..., help="a bench/results/c
 
 @app.command("curriculum-pool")
 def curriculum_pool(
-    folders: list[Path] = typer.Argument(..., help="two or more experiment folders of one design, other seeds"),
+    sources: list[str] = typer.Argument(
+        ...,
+        help="two or more experiment folders of one design, other seeds; FOLDER:method,... takes only those "
+        "methods' runs from a folder",
+    ),
     out: Path = typer.Option(None, help="output folder (default bench/results/curriculum/pooled-<timestamp>)"),
 ) -> None:
     """Pool experiments of one design (run with different seeds) into one report with K = their repeats.
 
     Example: rods bench curriculum-pool bench/results/curriculum/A bench/results/curriculum/B
+
+    Reuse one method's runs while the others are rerun under changed settings (the report lists every
+    setting that differs between methods): rods bench curriculum-pool NEW OLD:static
     """
     from bench.curriculum_bench import pool
 
     try:
-        folder = pool(folders, out, log=typer.echo)
+        folder = pool(sources, out, log=typer.echo)
     except ValueError as e:
         fail(str(e))
     typer.echo((folder / "summary.md").read_text())
