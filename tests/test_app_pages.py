@@ -125,4 +125,3 @@ def test_compare_reads_a_curriculum_experiment(app_env, tmp_path, monkeypatch):
     assert methods.loc["informative_share_last_half", "rods"].startswith("0.700")  # mean of 0.6 and 0.8
     ratio_goal = goals[goals.goal.str.startswith("informative share (last half): rods / static")]
     assert len(ratio_goal) == 1 and "bootstrap 95% CI" in ratio_goal.detail.iat[0]
-
