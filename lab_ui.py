@@ -18,9 +18,12 @@ from rods_core.launch import AppPaths
 from storage.control import ControlDB
 from storage.reader import RunReader
 
-# Refresh period of live fragments and the ttl of live queries. A demo step takes ~15 s; at 3 s, a browser on
-# the same 2 cores with Home, Boundary and Review open slowed training 1.36x (bench/app_watch_bench.py).
-LIVE_S = 10
+# Refresh period of live fragments and the ttl of live queries. A demo step takes ~12-17 s. With Home, Boundary
+# and Review open in a browser on the same 2 cores (bench/app_watch_bench.py), training slowed 1.36x at 3 s;
+# at 10 s the pages burnt ~0.3 cores (two thirds the browser redrawing charts) and the trainer got 14% less
+# CPU; at 20 s, 0.21 cores and 9% less (step ratio 0.90x, CI 0.83-1.04). Skipping queries when nothing new
+# was written did not help: the redraws cost, so the period is what bounds it (TensorBoard's default is 30 s).
+LIVE_S = 20
 
 
 def paths() -> AppPaths:
