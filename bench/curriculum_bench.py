@@ -200,16 +200,8 @@ def report_again(out: Path, log=print) -> Path:
 
 # The settings that make two experiments one design (seeds aside): their runs may be pooled as repeats.
 _DESIGN = ("config", "budget", "max_steps", "eval_every", "trajectories_per_step")
-# Run-config fields that differ between the runs of one design by construction.
-_PER_RUN = (
-    "name",
-    "method",
-    "seed",
-    "buffer.seed",
-    "synth.seed",
-    "output_dir",
-    "workspace",
-)  # as run_configs sets them
+# Run-config fields that differ between the runs of one design by construction (those run_configs sets per run).
+_PER_RUN = ("name", "method", "seed", "buffer.seed", "synth.seed", "output_dir", "workspace")
 
 
 def parse_source(text: str | Path) -> tuple[Path, list[str] | None]:
@@ -274,7 +266,7 @@ def pool_runs(sources: list, out: Path) -> tuple[dict, list[dict]]:
         if missing:
             raise ValueError(f"{folder}: has no runs of {', '.join(missing)} (methods {m['settings']['methods']})")
         for meta in m["runs"]:
-            method = meta["run"].rsplit("_r", 1)[0]
+            method = meta["method"]
             if only is not None and method not in only:
                 continue
             src = (Path(folder) / "runs" / meta["run"]).resolve()
