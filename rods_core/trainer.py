@@ -89,6 +89,10 @@ def grpo_args(cfg: RunConfig, out_dir: str) -> GRPOConfig:
         disable_tqdm=True,
         dataloader_num_workers=0,
         ddp_find_unused_parameters=False,
+        # DDP broadcasts module buffers at every forward call by default: a collective per call, which hangs
+        # when ranks make different numbers of calls (a shared-prompt pass makes one per distinct prompt and
+        # rollout). A causal LM's buffers are constants (rotary tables), so there is nothing to broadcast.
+        ddp_broadcast_buffers=False,
     )
 
 
@@ -179,6 +183,28 @@ class RodsGRPOTrainer(GRPOTrainer):
         # option trims; compute_loss is the Trainer's documented override point.
         return super().compute_loss(model, trim_padding(inputs), return_outputs, num_items_in_batch)
 
+    def _get_per_token_logps_and_entropies(
+        self,
+        model,
+        input_ids,
+        attention_mask,
+        logits_to_keep,
+        batch_size=None,
+        compute_entropy=False,
+        compute_aux_loss=False,
+        **multimodal,
+    ):
+        # TRL scores every rollout of a pass over its full prompt; with grpo.shared_prompt the G rollouts of a
+        # task share one prompt pass (a text-only policy: images and MoE losses take TRL's path)
+        if not self.cfg.grpo.shared_prompt or compute_aux_loss or any(v is not None for v in multimodal.values()):
+            return super()._get_per_token_logps_and_entropies(
+                model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss,
+                **multimodal,
+            )  # fmt: skip
+        with self.accelerator.autocast():
+            logps, entropies = shared_prompt_logps(model, input_ids, attention_mask, logits_to_keep, compute_entropy)
+        return logps, entropies, None
+
     def _rollout(self, prompts: list[str], trainer) -> dict[str, Any]:
         t0 = time.perf_counter()
         drawn = self._draw(self.n_slots)  # the whole generation batch, the same on every rank
@@ -251,6 +277,51 @@ def trim_padding(inputs: dict[str, Any]) -> dict[str, Any]:
         if isinstance(x, torch.Tensor) and x.dim() >= 2 and x.shape[1] == c:
             out[key] = x[:, :c1]
     return out
+
+
+def shared_prompt_logps(model, input_ids, attention_mask, logits_to_keep: int, compute_entropy: bool = False):
+    """Per-token log-probs (and entropies) of the completion columns, as TRL's fused LM head returns them,
+    with each distinct prompt run once.
+
+    `input_ids` is TRL's pass layout: left-padded prompts, then `logits_to_keep` right-padded completion
+    columns. The rows that share a prompt (a GRPO group) run its first P-1 tokens once into a KV cache; each row
+    then runs [last prompt token, its own completion] against that cache. The backward sums the rows' gradients
+    into the one prompt pass, so the loss and gradients are TRL's up to float rounding (tests/test_trainer.py),
+    at a demo group's cost of P + G x C positions instead of G x (P + C), with no padding."""
+    from transformers import DynamicCache
+
+    width = input_ids.size(1) - logits_to_keep
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for r in range(input_ids.size(0)):
+        prompt = input_ids[r, :width][attention_mask[r, :width].bool()]
+        groups.setdefault(tuple(prompt.tolist()), []).append(r)
+    logps, entropies = [None] * input_ids.size(0), [None] * input_ids.size(0)
+    for prompt, rows in groups.items():
+        prefix = torch.tensor([prompt[:-1]], dtype=input_ids.dtype, device=input_ids.device)
+        kv = None
+        if prefix.size(1):
+            cache = DynamicCache()  # filled in place by the layers, read (never extended) by every row below
+            model(input_ids=prefix, attention_mask=torch.ones_like(prefix), cache=cache,
+                  labels=torch.full_like(prefix, -100), fused_lm_head=True)  # fmt: skip
+            kv = [(layer.keys, layer.values) for layer in cache.layers]
+        for r in rows:
+            used = attention_mask[r, width:].nonzero()
+            n = int(used[-1]) + 1 if len(used) else 0  # the row's completion columns, trailing padding cut
+            ids = input_ids[r : r + 1, width - 1 : width + n]
+            mask = attention_mask[r : r + 1, width - 1 : width + n]
+            labels = ids.masked_fill(mask == 0, -100)
+            labels[:, 0] = -100  # the last prompt token is context, not a label
+            out = model(
+                input_ids=ids,
+                attention_mask=torch.cat([torch.ones_like(prefix), mask], dim=1),
+                cache=DynamicCache(ddp_cache_data=kv) if kv else None,
+                labels=labels,
+                fused_lm_head=True,
+            )
+            logps[r] = torch.nn.functional.pad(out.log_probs, (0, logits_to_keep - n))
+            if compute_entropy:
+                entropies[r] = torch.nn.functional.pad(out.entropy, (0, logits_to_keep - n))
+    return torch.cat(logps), (torch.cat(entropies) if compute_entropy else None)
 
 
 def _report(rows: list[tuple], g: int, timings: dict[str, float]) -> RolloutReport:

@@ -51,6 +51,9 @@ def test_two_processes_agree_write_once_apply_a_decision_once_and_resume(tmp_pat
             "grpo.save_steps": 2,
             "buffer.probe_obs": 1,  # a variant probed hard retires at once: the run synthesizes and retires
             "synthesis.parents_per_step": 2,
+            # the demo's update: one forward call per distinct prompt and per rollout, so the ranks make
+            # different numbers of calls whenever a rank's groups share a task
+            "grpo.shared_prompt": True,
         },
     )
     config = tmp_path / "run.yaml"

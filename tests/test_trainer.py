@@ -118,3 +118,57 @@ def test_the_fused_lm_head_scores_only_completion_positions_on_cpu_with_unchange
     assert torch.allclose(every[0], compact[0], atol=1e-5) and torch.allclose(every[1], compact[1], atol=1e-5)
     assert (compact[0][:, :24] == 0).all() and (compact[0][:, 25:] != 0).any()
     assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(every[2], compact[2], strict=True))
+
+
+def test_a_shared_prompt_pass_gives_trls_logprobs_entropies_and_gradients(tiny_model_dir):
+    """grpo.shared_prompt runs each group's prompt once and its rollouts against the prompt's cache: the result
+    must be TRL's own batched pass (left-padded prompts, right-padded completions) up to float rounding."""
+    import contextlib
+    import types
+
+    import trl.trainer.utils as trl_utils
+    from trl import GRPOTrainer
+
+    from rods_core.trainer import score_completion_positions_only, shared_prompt_logps
+
+    score_completion_positions_only()
+    model, _, _ = load_policy(tiny_model_dir)
+    trl_utils.add_fused_lm_head(model, outputs=("log_probs", "entropy"))
+    gen = torch.Generator().manual_seed(0)
+    vocab = model.config.vocab_size
+    prompts = [torch.randint(3, vocab, (n,), generator=gen) for n in (9, 5, 1)]
+    rows = [(0, 6), (0, 3), (1, 7), (1, 0), (0, 7), (2, 4)]  # (prompt, completion length), groups interleaved
+    width, keep = 9, 7
+    ids = torch.zeros(len(rows), width + keep, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for r, (p, n) in enumerate(rows):
+        ids[r, width - len(prompts[p]) : width] = prompts[p]
+        ids[r, width : width + n] = torch.randint(3, vocab, (n,), generator=gen)
+        mask[r, width - len(prompts[p]) : width + n] = 1
+    mask[4, width + 2] = 0  # a masked column inside a completion
+
+    accelerator = types.SimpleNamespace(autocast=contextlib.nullcontext, is_main_process=True)
+    trl_self = types.SimpleNamespace(accelerator=accelerator)  # what TRL's method reads of its trainer
+
+    def run(shared: bool):
+        model.zero_grad()
+        if shared:
+            logps, entropy = shared_prompt_logps(model, ids, mask, keep, compute_entropy=True)
+        else:
+            logps, entropy, _ = GRPOTrainer._get_per_token_logps_and_entropies(
+                trl_self, model, ids, mask, keep, compute_entropy=True
+            )
+        (logps.sum() + entropy.sum()).backward()
+        return logps.detach(), entropy.detach(), [p.grad.clone() for p in model.parameters()]
+
+    trl_pass, shared_pass = run(False), run(True)
+    scored = mask[:, width:].bool()
+    assert scored.sum() == 26 and (shared_pass[0][~scored] == 0).all() and (shared_pass[0][scored] < 0).all()
+    assert torch.allclose(trl_pass[0], shared_pass[0], atol=1e-4)
+    assert torch.allclose(trl_pass[1], shared_pass[1], atol=1e-4)
+    assert all(torch.allclose(a, b, rtol=1e-3, atol=1e-4) for a, b in zip(trl_pass[2], shared_pass[2], strict=True))
+
+
+def test_shared_prompt_refuses_gradient_checkpointing():
+    with pytest.raises(ValueError, match="shared_prompt cannot be combined with grpo.gradient_checkpointing"):
+        RunConfig.model_validate({"grpo": {"shared_prompt": True, "gradient_checkpointing": True}})
