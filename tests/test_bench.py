@@ -444,3 +444,19 @@ def test_app_watch_bench_puts_cpu_on_the_group_whose_process_burnt_it():
     assert after[burner.pid][0] == "browser"  # a child of this process, not under the server's root
     assert used["browser"] >= 0.5 / 2.0  # the burner's 0.5 CPU seconds over 2 wall seconds, at least
     assert used["server"] < 0.1  # the sleeping child burnt next to nothing
+
+
+def test_update_bench_lays_out_rollouts_as_trl_does():
+    """bench.update_bench times both arms on TRL's pass layout: prompts left-padded, completions right-padded."""
+    import types
+
+    from bench.update_bench import _layout
+
+    episodes = [
+        types.SimpleNamespace(prompt_ids=[5, 6, 7], completion_ids=[8, 9]),
+        types.SimpleNamespace(prompt_ids=[5, 6], completion_ids=[10, 11, 12]),
+    ]
+    ids, mask, keep = _layout(episodes)
+    assert keep == 3
+    assert ids.tolist() == [[5, 6, 7, 8, 9, 0], [0, 5, 6, 10, 11, 12]]
+    assert mask.tolist() == [[1, 1, 1, 1, 1, 0], [0, 1, 1, 1, 1, 1]]
