@@ -96,7 +96,7 @@ class GRPOSettings(_Strict):
         "prompt's cached keys and values, so the prompt's forward and backward are paid once per group, and no "
         "rollout pays for another's padding (the same loss and gradients up to float rounding). Sharing needs "
         "a group's rollouts in one pass (micro_batch None: TRL shuffles rollouts across passes). On CPU it cut "
-        "a demo update by ~30%; a GPU run's batched passes are usually faster without it",
+        "a demo update by 16-23% (bench/update_bench.py); a GPU run's batched passes are usually faster without it",
     )
     max_grad_norm: float = Field(1.0, gt=0, description="gradient clipping")
     use_vllm: bool = Field(False, description="generate with vLLM (GPU hosts; needs the `vllm` extra)")
