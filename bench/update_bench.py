@@ -70,8 +70,8 @@ def run(config: str, repeats: int) -> dict:
         out = []
         for r in range(ids.size(0)):  # one rollout a pass, trimmed to its own length (rods_core.trainer)
             used = mask[r].nonzero()
-            row_ids, row_mask = ids[r : r + 1, int(used[0]) : int(used[-1]) + 1], mask[r : r + 1, int(used[0]) :]
-            row_mask = row_mask[:, : row_ids.size(1)]
+            lo, hi = int(used[0]), int(used[-1]) + 1
+            row_ids, row_mask = ids[r : r + 1, lo:hi], mask[r : r + 1, lo:hi]
             n = int(mask[r, ids.size(1) - keep :].sum())
             logps, _, _ = GRPOTrainer._get_per_token_logps_and_entropies(trl_self, model, row_ids, row_mask, n)
             logps.sum().backward()
@@ -96,16 +96,16 @@ def run(config: str, repeats: int) -> dict:
     (lp_a, g_a), (lp_b, g_b) = results["trl"], results["shared"]
     prompt_len = [len(e.prompt_ids) for e in episodes]
     completion_len = [len(e.completion_ids) for e in episodes]
-    groups = len({tuple(e.prompt_ids) for e in episodes})
+    prompts = {tuple(e.prompt_ids) for e in episodes}  # one per group
     med = {name: statistics.median(s) for name, s in seconds.items()}
     return {
         "config": config,
         "rollouts": len(episodes),
-        "groups": groups,
+        "groups": len(prompts),
         "prompt_tokens_mean": round(statistics.mean(prompt_len), 1),
         "completion_tokens_mean": round(statistics.mean(completion_len), 1),
         "positions_trl": sum(prompt_len) + sum(completion_len),
-        "positions_shared": sum(len(p) for p in {tuple(e.prompt_ids) for e in episodes}) + sum(completion_len),
+        "positions_shared": sum(len(p) for p in prompts) + sum(completion_len),
         "repeats": repeats,
         "seconds": {name: [round(v, 3) for v in s] for name, s in seconds.items()},
         "median_s": {name: round(v, 3) for name, v in med.items()},

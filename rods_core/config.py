@@ -87,8 +87,9 @@ class GRPOSettings(_Strict):
         None,
         ge=1,
         description="rollouts per forward/backward pass (the rest of a process's batch accumulates gradients "
-        "within the same step); None = all at once. 1 on CPU trains on no padding at all (each pass is trimmed "
-        "to its own length); a GPU run sets what fits in memory",
+        "within the same step); None = all at once. On CPU, None with shared_prompt (each rollout unpadded, each "
+        "prompt once) or 1 (each pass trimmed to its own length) trains on no padding; a GPU run sets what fits in "
+        "memory",
     )
     shared_prompt: bool = Field(
         False,
