@@ -173,3 +173,64 @@ def test_the_decoders_sampler_draws_from_the_distribution_and_respects_top_p():
     assert freq[0] == 0 and abs(freq[2] - 2 / 3) < 0.015  # only 0.6 and 0.3 are kept, renormalised
     greedy, _ = _sample(logits[:3], SamplingConfig(temperature=0.0), torch)
     assert greedy.tolist() == [2, 2, 2]
+
+
+def test_streaming_decoder_generates_what_the_round_by_round_decoder_does(tiny_model_dir):
+    """Continuous batching (a row's next message starts as soon as its last is handed over, its new tokens fed in
+    the same forward as other rows' next tokens; rows whose episode is over leave the cache) changes when tokens
+    are computed, not which: greedy messages equal message for message to `generate`'s round by round."""
+    import torch
+
+    from rods_core.policy.cached_generation import CachedHFGenerator
+    from rods_core.policy.generation import SamplingConfig
+    from rods_core.policy.tiny import load_policy
+
+    model, tok, _ = load_policy(tiny_model_dir)
+    gen = CachedHFGenerator(model, tok)
+    sampling = SamplingConfig(temperature=0.0, max_new_tokens=10)
+    g = torch.Generator().manual_seed(0)
+    starts = [torch.randint(10, 900, (int(n),), generator=g).tolist() for n in torch.randint(5, 40, (8,), generator=g)]
+    # an untrained model never says its end token (it repeats a token of its context): end messages at the token
+    # the first row repeats instead, so that its messages end after one token while other rows decode on
+    gen.stop_id = gen.generate(starts, sampling)[0].ids[0]
+
+    def play(step_all) -> list[list]:
+        """Row i's episode: i % 4 + 2 messages, each followed by i % 3 + 1 'environment' tokens."""
+        said: list[list] = [[] for _ in starts]
+        contexts = [list(c) for c in starts]
+
+        def on_message(i, comp):
+            said[i].append(comp)
+            if len(said[i]) == i % 4 + 2:
+                return None
+            contexts[i] += comp.ids + list(range(100, 100 + i % 3 + 1))
+            return contexts[i]
+
+        step_all(contexts, on_message)
+        return said
+
+    def rounds(contexts, on_message):
+        active = list(range(len(contexts)))
+        while active:
+            comps = gen.generate([contexts[i] for i in active], sampling)
+            active = [i for i, c in zip(active, comps, strict=True) if on_message(i, c) is not None]
+
+    gen.reset()
+    want = play(rounds)
+    mixed, widths = [], set()
+    forward = gen._forward
+
+    def watched(ids, rows, slot, pos, ks, *rest):
+        fed = torch.bincount(rows, minlength=ks[0].shape[0])
+        mixed.append(bool((fed > 1).any() and 4 * (fed > 1).sum() <= len(fed)))  # a few rows feed several tokens
+        widths.add(ks[0].shape[0])
+        return forward(ids, rows, slot, pos, ks, *rest)
+
+    gen._forward = watched
+    got = play(lambda contexts, on_message: gen.stream(contexts, on_message, sampling))
+    assert [[c.ids for c in row] for row in got] == [[c.ids for c in row] for row in want]
+    pairs = [(c, d) for x, y in zip(got, want, strict=True) for c, d in zip(x, y, strict=True)]
+    lps = [(a, b) for c, d in pairs for a, b in zip(c.logprobs, d.logprobs, strict=True)]
+    assert max(abs(a - b) for a, b in lps) < 1e-4  # the same distributions, not only the same argmax
+    assert any(mixed)  # some rows fed a message's follow-up while others decoded
+    assert min(widths) < 8  # finished episodes left the cache
