@@ -58,14 +58,15 @@ class RunStore:
     """The run's event log and control-database row, on rank 0; a no-op on other ranks."""
 
     def __init__(self, cfg: RunConfig, run_dir: Path, run_id: str, ranks: Ranks):
-        from storage.control import ControlDB
+        from storage.control import ControlDBProcess
         from storage.events import EventLog
 
         self.run_id, self.main, self.run_dir = run_id, ranks.main, run_dir
         self._beat = float("-inf")
         self._pools_version: str | None = None
         self.events = EventLog(run_dir) if ranks.main else None
-        self.db = ControlDB(Path(cfg.workspace) / "control.duckdb") if ranks.main else None
+        # DuckDB in a process of its own: opening a database trims the trainer's malloc heap (ControlDBProcess)
+        self.db = ControlDBProcess(Path(cfg.workspace) / "control.duckdb") if ranks.main else None
 
     def write(self, events: dict[str, list[dict]]) -> None:
         if self.events is not None:
@@ -101,7 +102,10 @@ class RunStore:
             self.events.flush()
             self.events.close()
         if self.db is not None:
-            self.db.update_run(self.run_id, status=status)
+            try:
+                self.db.update_run(self.run_id, status=status)
+            finally:
+                self.db.close()
 
 
 class RunSetupError(ValueError):

@@ -187,3 +187,48 @@ def test_deliver_decisions_then_resume_reapplies_only_lost_ones(db, tmp_path):
     assert prepare_resume(log, db, "r", 5) == {"events_dropped": 1, "decisions_reopened": 1}
     assert [d.id for d in db.pending_decisions("r")] == [c.id]
     assert [o.decision_id for o in deliver(6)] == [c.id]
+
+
+def test_control_db_process_serves_the_same_methods_from_a_child(tmp_path):
+    """A trainer's ControlDB lives in a child process (DuckDB trims the malloc heap of the process that opens
+    a database): the same calls and answers, errors raised in the caller, the caller's pid recorded."""
+    from storage.control import ControlDBProcess
+
+    db = ControlDBProcess(tmp_path / "control.duckdb")
+    try:
+        db.create_run("r1", "runs/r1", {"lr": 1.0}, "rods", name="first")  # `name` is a method argument too
+        assert db.get_run("r1").name == "first" and db.get_run("r1").config_dict() == {"lr": 1.0}
+        assert db.register_process("r1").pid == os.getpid()  # the trainer, not the child serving the calls
+        db.add_decision("r1", "t1", "approve")
+        (claimed,) = db.claim_decisions("r1")
+        assert claimed.claimed_by == f"pid:{os.getpid()}" and claimed.status == "claimed"
+        with pytest.raises(ValueError, match="action"):
+            db.add_decision("r1", "t1", "explode")
+        with pytest.raises(AttributeError):
+            db.no_such_method  # noqa: B018
+    finally:
+        child = db._proc
+        db.close()
+    assert not child.is_alive()
+    assert ControlDB(tmp_path / "control.duckdb").get_run("r1").status == "running"  # the writes landed
+
+
+def test_control_db_process_exits_when_its_parent_dies(tmp_path):
+    """No process is left behind by a trainer killed outright: the child reads EOF and ends."""
+    code = (
+        "import os, sys; from storage.control import ControlDBProcess;"
+        f"db = ControlDBProcess({str(tmp_path / 'c.duckdb')!r}); db.get_run('x');"
+        "print(db._proc.pid, flush=True); os._exit(0)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    child = int(out.stdout.split()[0])
+    wait_until(lambda: not _running(child), timeout=30, what="the control-database child to exit")
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/stat")
+    return not (status.exists() and status.read_text().split(")")[-1].split()[0] == "Z")
