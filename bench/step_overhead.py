@@ -143,11 +143,11 @@ def alternate(cfg: RunConfig, work: Path, steps: int) -> tuple[list[dict], list[
 
     ctx = mp.get_context("spawn")  # fresh interpreters: no torch thread pool or model state is inherited
     (r_here, r_there), (p_here, p_there) = ctx.Pipe(), ctx.Pipe()
+    # not daemonic: the rods arm runs `train`, which serves its control database from a child process as a
+    # real run does (a daemonic process may not start one); both are joined or terminated below
     procs = [
-        ctx.Process(name="rods", target=_rods_arm, args=(cfg.model_dump(mode="json"), str(work), r_there), daemon=True),
-        ctx.Process(
-            name="plain", target=_plain_arm, args=(cfg.model_dump(mode="json"), str(work), p_there), daemon=True
-        ),
+        ctx.Process(name="rods", target=_rods_arm, args=(cfg.model_dump(mode="json"), str(work), r_there)),
+        ctx.Process(name="plain", target=_plain_arm, args=(cfg.model_dump(mode="json"), str(work), p_there)),
     ]
     for p in procs:
         p.start()

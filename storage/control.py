@@ -391,19 +391,25 @@ class ControlDBProcess:
     in each forward pass where rank 1 faulted 2-20k, and that forward took 1.5-5.7 s where rank 1's took
     1.5-1.9 s (2 processes on 2 cores, strace: `duckdb::Allocator::FlushAll` -> `malloc_trim`). With DuckDB
     in its own process, the trainer's heap is left alone. The child exits when the parent closes the pipe
-    or dies (it reads EOF), so a killed trainer leaves no process behind."""
+    or dies (it reads EOF), so a killed trainer leaves no process behind. A daemonic process may not start
+    children (multiprocessing's rule): there the database is served in-process, trims and all."""
 
     def __init__(self, path: str | Path | None = None, lock_timeout_s: float = 15.0):
         import multiprocessing
 
-        ctx = multiprocessing.get_context("spawn")  # never fork a process that holds torch threads
         self.path = Path(path or os.environ.get("RODS_CONTROL_DB", DEFAULT_DB))
+        self._local = ControlDB(self.path, lock_timeout_s) if multiprocessing.current_process().daemon else None
+        if self._local is not None:
+            return
+        ctx = multiprocessing.get_context("spawn")  # never fork a process that holds torch threads
         self._conn, child = ctx.Pipe()
         self._proc = ctx.Process(target=_serve, args=(child, str(self.path), lock_timeout_s), daemon=True)
         self._proc.start()
         child.close()
 
     def _call(self, method: str, /, *args: Any, **kwargs: Any) -> Any:
+        if self._local is not None:
+            return getattr(self._local, method)(*args, **kwargs)
         self._conn.send((method, args, kwargs))
         try:
             ok, value = self._conn.recv()
@@ -427,6 +433,8 @@ class ControlDBProcess:
 
     def close(self) -> None:
         """End the child (it finishes the call in flight first); safe to call twice."""
+        if self._local is not None:
+            return
         if not self._conn.closed:
             self._conn.close()
         self._proc.join(timeout=10)

@@ -232,3 +232,25 @@ def _running(pid: int) -> bool:
         return False
     status = Path(f"/proc/{pid}/stat")
     return not (status.exists() and status.read_text().split(")")[-1].split()[0] == "Z")
+
+
+def _use_in_daemon(path: str, out) -> None:
+    from storage.control import ControlDBProcess
+
+    db = ControlDBProcess(path)
+    db.create_run("d1", "runs/d1")
+    out.put((db.get_run("d1").id, db._local is not None))
+    db.close()
+
+
+def test_control_db_process_serves_in_process_inside_a_daemonic_process(tmp_path):
+    """A daemonic process may not start children: there the database is served in-process, not refused."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    proc = ctx.Process(target=_use_in_daemon, args=(str(tmp_path / "c.duckdb"), out), daemon=True)
+    proc.start()
+    assert out.get(timeout=120) == ("d1", True)
+    proc.join(timeout=30)
+    assert proc.exitcode == 0
