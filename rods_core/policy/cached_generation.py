@@ -101,6 +101,14 @@ def _groups(sizes: list[int], budget: int) -> list[tuple[int, int]]:
     return out
 
 
+def _pack(chunks: list[list[int]], device, torch):
+    """Rows' new tokens packed in row order: (token ids, row of each token, its slot within its row)."""
+    ids = torch.tensor([t for c in chunks for t in c], device=device)
+    rows = torch.tensor([r for r, c in enumerate(chunks) for _ in c], device=device)
+    slot = torch.tensor([j for c in chunks for j in range(len(c))], device=device)
+    return ids, rows, slot
+
+
 def _first_copies(chunks: list[list[int]]) -> list[int]:
     """For each chunk, the index of the first chunk equal to it."""
     seen: dict[tuple[int, ...], int] = {}
@@ -245,21 +253,18 @@ class CachedHFGenerator:
             if split:
                 out = self._split_attention(q[0].transpose(0, 1), ks[i], vs[i], visible, last, last_mask,
                                             multi, in_multi, m_rows, m_slot, m_mask, width, torch)  # fmt: skip
-                x = x + attn.o_proj(out)
-                x = x + layer.mlp(norm(layer.post_attention_layernorm, x))
-                continue
-            if one_per_row:
+            elif one_per_row:
                 qg = q[0].transpose(0, 1).reshape(n_rows, self.n_kv, g, d)
+                out = torch.nn.functional.scaled_dot_product_attention(
+                    qg, ks[i][:, :, :visible], vs[i][:, :, :visible], attn_mask=mask, scale=self.scaling
+                ).reshape(n_rows, self.n_heads * d)
             else:
                 q_grid = q.new_zeros(n_rows, width, self.n_heads, d)
                 q_grid[rows, slot] = q[0].transpose(0, 1)
                 qg = q_grid.permute(0, 2, 1, 3).reshape(n_rows, self.n_kv, g * width, d)
-            out = torch.nn.functional.scaled_dot_product_attention(
-                qg, ks[i][:, :, :visible], vs[i][:, :, :visible], attn_mask=mask, scale=self.scaling
-            )
-            if one_per_row:
-                out = out.reshape(n_rows, self.n_heads * d)
-            else:
+                out = torch.nn.functional.scaled_dot_product_attention(
+                    qg, ks[i][:, :, :visible], vs[i][:, :, :visible], attn_mask=mask, scale=self.scaling
+                )
                 out = out.view(n_rows, self.n_kv, g, width, d).permute(0, 3, 1, 2, 4)[rows, slot]
                 out = out.reshape(-1, self.n_heads * d)
             x = x + attn.o_proj(out)
@@ -390,9 +395,10 @@ class CachedHFGenerator:
                 return tokens
             if 4 * int(over.sum()) >= n and n >= 4:  # rows whose episode ended stop costing compute and reads
                 keep = (~over).nonzero().flatten()
-                self._select(keep.tolist(), torch)
-                episode = [episode[r] for r in keep.tolist()]
-                chunks = {new: chunks[old] for new, old in enumerate(keep.tolist()) if old in chunks}
+                kept = keep.tolist()
+                self._select(kept, torch)
+                episode = [episode[r] for r in kept]
+                chunks = {new: chunks[old] for new, old in enumerate(kept) if old in chunks}
                 gen, lps, n_gen, over, tok = gen[keep], lps[keep], n_gen[keep], over[keep], tok[keep]
                 ended, n = ended[keep], len(episode)
             # every row feeds: its next token, its new chunk, or (episode over) a pad that lands past its
@@ -407,10 +413,7 @@ class CachedHFGenerator:
                 lens = self.lens.tolist()
                 self._reserve(max(lens[r] + len(c) for r, c in chunks.items()) + m + 1, torch)
                 fed_list = fed.tolist()
-                parts = [chunks.get(r, [fed_list[r]]) for r in range(n)]
-                ids = torch.tensor([t for c in parts for t in c], device=dev)
-                rows = torch.tensor([r for r, c in enumerate(parts) for _ in c], device=dev)
-                slot = torch.tensor([j for c in parts for j in range(len(c))], device=dev)
+                ids, rows, slot = _pack([chunks.get(r, [fed_list[r]]) for r in range(n)], dev, torch)
                 hidden = self._forward(ids, rows, slot, self.lens[rows] + slot, self.k, self.v, torch)
                 hidden = hidden[torch.cumsum(torch.bincount(rows, minlength=n), 0) - 1]
                 for r, c in chunks.items():
@@ -429,10 +432,7 @@ class CachedHFGenerator:
         n_new = torch.tensor([len(c) for c in chunks], device=dev)
         last = []
         for first, stop in _groups([len(c) for c in chunks], _PREFILL_TOKENS):
-            part = chunks[first:stop]
-            ids = torch.tensor([t for c in part for t in c], device=dev)
-            rows = torch.tensor([r for r, c in enumerate(part) for _ in c], device=dev)
-            slot = torch.tensor([j for c in part for j in range(len(c))], device=dev)
+            ids, rows, slot = _pack(chunks[first:stop], dev, torch)
             pos = lens[first:stop][rows] + slot
             ks, vs = [k[first:stop] for k in self.k], [v[first:stop] for v in self.v]  # views of the cache
             hidden = self._forward(ids, rows, slot, pos, ks, vs, torch)
