@@ -10,6 +10,7 @@ loop writes them (rank 0 only). The static baselines run the same code with a so
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +19,7 @@ from rods_core.buffer import Decision as BufferDecision
 from rods_core.config import RunConfig
 from rods_core.ranks import Ranks, digest
 from rods_core.sampling import derive_seed
-from rods_core.seeds import TestSplitRefused, refuse_test_tasks
+from rods_core.seeds import TestSplitRefused, leak_guard, refuse_test_tasks
 from rods_core.sources import build_source
 from rods_core.tasks import Task
 from rods_core.trainer import RolloutReport
@@ -50,7 +51,9 @@ class Curriculum:
             from rods_core.synth.pipeline import SynthWorker
 
             self.worker = SynthWorker(cfg.synth, pool_keys={t.content_key() for t in seeds})
+            leak_guard()  # the test split's keys (~0.3 s): built here, not inside the first step that synthesizes
         self._asked: list[tuple[str, int]] = []  # (parent, variants) asked of the worker, not yet back
+        self._claim = None  # this step's claim of decisions, begun at its start (rank 0)
 
     # ----- what the trainer calls ------------------------------------------------------------------
     def draw(self, n: int) -> list[str]:
@@ -60,6 +63,12 @@ class Curriculum:
         return self.source.task(task_id)
 
     # ----- one step ----------------------------------------------------------------------------
+    def begin_step(self) -> None:
+        """Rank 0 starts claiming the run's pending decisions: the control database answers while the step
+        runs, and `after_step` applies them."""
+        if self.control is not None:
+            self._claim = self.control.later("claim_decisions", self.run_id, f"pid:{os.getpid()}")
+
     def after_step(self, step: int, report: RolloutReport) -> StepOutcome:
         matrix: dict[str, list[float]] = {}
         for tid, rewards in report.groups:  # a task drawn twice (tiny pools) is one group of its rewards
@@ -190,7 +199,8 @@ class Curriculum:
 
         if self.control is None and self.ranks.world == 1:
             return []
-        outcomes = deliver_decisions(self.control, self.run_id, step, self._apply, share=self.ranks.share)
+        claim, self._claim = self._claim, None
+        outcomes = deliver_decisions(self.control, self.run_id, step, self._apply, share=self.ranks.share, claim=claim)
         return [
             {"step": step, "decision_id": o.decision_id, "outcome": o.outcome, "reason": o.reason} for o in outcomes
         ]

@@ -62,7 +62,7 @@ class RunStore:
         from storage.events import EventLog
 
         self.run_id, self.main, self.run_dir = run_id, ranks.main, run_dir
-        self._beat = float("-inf")
+        self._beat, self._beat_call = float("-inf"), None
         self._pools_version: str | None = None
         self.events = EventLog(run_dir) if ranks.main else None
         # DuckDB in a process of its own: opening a database trims the trainer's malloc heap (ControlDBProcess)
@@ -91,10 +91,13 @@ class RunStore:
 
     def heartbeat(self, step: int) -> None:
         """At most every HEARTBEAT_S seconds: a control-database write opens the file (~30-70 ms on 2 cores),
-        and the app reads the step from the event log anyway; the liveness timeout is 120 s."""
+        and the app reads the step from the event log anyway; the liveness timeout is 120 s. Sent without
+        waiting: the last beat's answer is read at the next one, so a failing write still stops the run."""
         now = time.monotonic()
         if self.db is not None and now - self._beat >= HEARTBEAT_S:
-            self.db.heartbeat(self.run_id, step)
+            if self._beat_call is not None:
+                self._beat_call.result()
+            self._beat_call = self.db.later("heartbeat", self.run_id, step)
             self._beat = now
 
     def close(self, status: str) -> None:
@@ -164,6 +167,7 @@ class StepCallback(TrainerCallback):
     def on_step_begin(self, args, state, control, **kw):
         self.watcher.before_step()
         self._clock = {"begin": time.perf_counter()}
+        self.curriculum.begin_step()
 
     def on_pre_optimizer_step(self, args, state, control, **kw):
         self._clock["pre_opt"] = time.perf_counter()

@@ -15,6 +15,7 @@ import os
 import random
 import signal
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -121,6 +122,38 @@ def process_alive(pid: int | None, start: int | None) -> bool:
     return start is not None and process_start(pid) == start
 
 
+class Pending:
+    """The answer to a call that may still be on its way: `result()` waits for it and raises the call's error."""
+
+    def __init__(self, receive: Callable[[], None]):
+        self._receive = receive  # reads the next answer off the pipe (answers arrive in call order)
+        self._done, self._ok, self._value = False, True, None
+
+    def _set(self, ok: bool, value: Any) -> None:
+        self._done, self._ok, self._value = True, ok, value
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    def result(self) -> Any:
+        while not self._done:
+            self._receive()
+        if not self._ok:
+            raise self._value
+        return self._value
+
+    @classmethod
+    def now(cls, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Pending:
+        """A call made at once, its answer (or error) kept for `result()`."""
+        done = cls(lambda: None)
+        try:
+            done._set(True, fn(*args, **kwargs))
+        except Exception as e:  # noqa: BLE001 - raised by result(), as a call through the pipe would be
+            done._set(False, e)
+        return done
+
+
 class ControlDB:
     """Open, act, close: safe to use from the app and any number of trainers at once."""
 
@@ -130,6 +163,10 @@ class ControlDB:
         self.lock_timeout_s = lock_timeout_s
         self.engine = create_engine(f"duckdb:///{self.path}", poolclass=NullPool)
         self._retry(lambda: SQLModel.metadata.create_all(self.engine))
+
+    def later(self, method: str, /, *args: Any, **kwargs: Any) -> Pending:
+        """`method(*args, **kwargs)` made now, its answer kept: the interface of `ControlDBProcess.later`."""
+        return Pending.now(getattr(self, method), *args, **kwargs)
 
     def _retry(self, fn: Callable[[], T]) -> T:
         deadline, delay = time.monotonic() + self.lock_timeout_s, 0.005
@@ -402,22 +439,33 @@ class ControlDBProcess:
         if self._local is not None:
             return
         ctx = multiprocessing.get_context("spawn")  # never fork a process that holds torch threads
+        self._waiting: deque[Pending] = deque()
         self._conn, child = ctx.Pipe()
         self._proc = ctx.Process(target=_serve, args=(child, str(self.path), lock_timeout_s), daemon=True)
         self._proc.start()
         child.close()
 
-    def _call(self, method: str, /, *args: Any, **kwargs: Any) -> Any:
+    def later(self, method: str, /, *args: Any, **kwargs: Any) -> Pending:
+        """Send a call and return at once; `result()` on the answer waits for it. The trainer begins its
+        step's claim of decisions this way and reads it at the step's end, so the ~40 ms a database open
+        costs runs in the child beside the step instead of in it."""
         if self._local is not None:
-            return getattr(self._local, method)(*args, **kwargs)
+            return self._local.later(method, *args, **kwargs)
         self._conn.send((method, args, kwargs))
+        pending = Pending(self._receive)
+        self._waiting.append(pending)
+        return pending
+
+    def _receive(self) -> None:
+        """The next answer, handed to the oldest call still waiting (the child answers in call order)."""
         try:
             ok, value = self._conn.recv()
         except EOFError:
             raise RuntimeError(f"control database process for {self.path} exited") from None
-        if not ok:
-            raise value
-        return value
+        self._waiting.popleft()._set(ok, value)
+
+    def _call(self, method: str, /, *args: Any, **kwargs: Any) -> Any:
+        return self.later(method, *args, **kwargs).result()
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         if name.startswith("_") or not callable(getattr(ControlDB, name, None)):
@@ -432,9 +480,15 @@ class ControlDBProcess:
         return self._call("claim_decisions", run_id, claimer or f"pid:{os.getpid()}")
 
     def close(self) -> None:
-        """End the child (it finishes the call in flight first); safe to call twice."""
+        """End the child once every call sent has its answer (answers nobody asked for are dropped, errors
+        included); safe to call twice."""
         if self._local is not None:
             return
         if not self._conn.closed:
+            try:
+                while self._waiting:
+                    self._receive()
+            except RuntimeError:  # the child is gone already
+                pass
             self._conn.close()
         self._proc.join(timeout=10)

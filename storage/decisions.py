@@ -11,11 +11,12 @@ decision is applied exactly once in the run that survives.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from storage.control import ControlDB
+from storage.control import ControlDB, Pending
 from storage.events import EventLog
 
 
@@ -51,15 +52,26 @@ MAX_REASON = 2_000  # a reason is shown in the app and stored in the database: b
 
 
 def deliver_decisions(
-    db: ControlDB | None, run_id: str, step: int, apply: ApplyFn, share: Callable[[Any], Any] = lambda x: x
+    db: ControlDB | None,
+    run_id: str,
+    step: int,
+    apply: ApplyFn,
+    share: Callable[[Any], Any] = lambda x: x,
+    claim: Pending | None = None,
 ) -> list[Outcome]:
     """Apply every pending decision of the run once per process; returns the outcomes in decision order.
 
     `db` is given on the process that claims and records (rank 0; None elsewhere); `share` hands rank 0's
     claimed list to every process (identity with one process). `step` must be the step whose checkpoint
     will contain the decisions' effect (a checkpoint at step S holds every decision recorded with step <= S;
-    `prepare_resume` reopens the later ones)."""
-    claimed = [Claimed(d.id, d.task_id, d.action, d.payload) for d in db.claim_decisions(run_id)] if db else []
+    `prepare_resume` reopens the later ones). `claim` is a claim begun earlier (`db.later("claim_decisions",
+    ...)`, at the step's start); without one the decisions are claimed now. A claim whose process dies
+    before the outcomes are marked leaves them claimed, and the resume reopens them."""
+    if db is None:
+        found = []
+    else:
+        found = (claim or db.later("claim_decisions", run_id, f"pid:{os.getpid()}")).result()
+    claimed = [Claimed(d.id, d.task_id, d.action, d.payload) for d in found]
     outcomes = []
     for d in share(claimed):
         try:

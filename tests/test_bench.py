@@ -158,15 +158,18 @@ def test_variance_ratio_without_a_boundary_region_is_not_a_number():
     assert [g["met"] for g in goals if g["goal"].startswith("rods boundary")] == [None]
 
 
-def test_overhead_is_the_ratio_of_medians_with_a_paired_interval():
+def test_overhead_is_the_ratio_of_total_step_time_with_a_paired_interval():
     # Steps of very different lengths, rods exactly 10% slower on each: only a paired resample (the same
     # steps drawn for both arms) gives 10% on every draw; resampling the arms apart would spread widely.
     plain = [5.0, 40.0, 12.0, 25.0, 8.0, 33.0, 17.0, 50.0]
-    pct, (lo, hi) = overhead([p * 1.1 for p in plain], plain, boots=300)
-    assert pct == pytest.approx(10.0) and lo == pytest.approx(10.0) and hi == pytest.approx(10.0)
-    # The point is the ratio of medians (3.3 / 3.0), not the median (1.8) or mean of per-step ratios.
-    pct, _ = overhead([3.0, 6.0, 3.3, 1.0, 9.0], [1.0, 2.0, 3.0, 4.0, 5.0], boots=50)
-    assert pct == pytest.approx(10.0)
+    for centre in (statistics.fmean, statistics.median):
+        pct, (lo, hi) = overhead([p * 1.1 for p in plain], plain, boots=300, centre=centre)
+        assert pct == pytest.approx(10.0) and lo == pytest.approx(10.0) and hi == pytest.approx(10.0)
+    # The point is the ratio of totals (22.3 / 15), not the mean of per-step ratios (~1.98x) nor the
+    # ratio of medians (3.3 / 3.0), which sets one arm's third step against the other's third-largest
+    rods, plain = [3.0, 6.0, 3.3, 1.0, 9.0], [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert overhead(rods, plain, boots=50)[0] == pytest.approx(100 * (22.3 / 15 - 1))
+    assert overhead(rods, plain, boots=50, centre=statistics.median)[0] == pytest.approx(10.0)
 
 
 def test_overhead_interval_covers_the_point_and_narrows_with_more_steps():

@@ -213,6 +213,31 @@ def test_control_db_process_serves_the_same_methods_from_a_child(tmp_path):
     assert ControlDB(tmp_path / "control.duckdb").get_run("r1").status == "running"  # the writes landed
 
 
+@pytest.mark.parametrize("served", ["child", "in-process"])
+def test_calls_sent_ahead_answer_in_order_each_with_its_own_error(tmp_path, served):
+    """`later` returns before the answer: answers are matched to their calls in order, an error belongs to
+    its own call only, a call made meanwhile still gets its own answer, and close() drops unread ones."""
+    from storage.control import ControlDBProcess
+
+    db = ControlDBProcess(tmp_path / "control.duckdb") if served == "child" else ControlDB(tmp_path / "c.duckdb")
+    db.create_run("r1", "runs/r1")
+    db.add_decision("r1", "t1", "approve")
+    claim = db.later("claim_decisions", "r1", "pid:1")
+    bad = db.later("add_decision", "r1", "t1", "explode")
+    beat = db.later("heartbeat", "r1", 7)
+    assert db.get_run("r1").step == 7  # read after the heartbeat sent before it: calls run in order
+    assert claim.done and bad.done and beat.done  # ... and their answers were read on the way
+    assert [(d.task_id, d.claimed_by) for d in claim.result()] == [("t1", "pid:1")]
+    with pytest.raises(ValueError, match="action"):
+        bad.result()
+    assert beat.result() is None and db.claim_decisions("r1") == []
+    db.later("heartbeat", "r1", 8)  # never read: close() takes its answer and ends the child
+    if served == "child":
+        child = db._proc
+        db.close()
+        assert not child.is_alive() and ControlDB(tmp_path / "control.duckdb").get_run("r1").step == 8
+
+
 def test_control_db_process_exits_when_its_parent_dies(tmp_path):
     """No process is left behind by a trainer killed outright: the child reads EOF and ends."""
     code = (
