@@ -40,7 +40,10 @@ def queue(run_dir: str) -> list[lab.ReviewItem]:
 
 def decide(task_id: str, action: str, payload: dict | None = None) -> None:
     d = lab_ui.db().add_decision(run.id, task_id, action, payload)
-    msg = f"Decision #{d.id}: {action} {task_id}; the trainer applies it at the next step boundary."
+    msg = (
+        f"Decision #{d.id}: {action} {task_id}; the trainer applies it at the next step boundary "
+        "(the one after, if the step is already updating)."
+    )
     st.success(msg)
     st.toast(msg, icon="✅")
 

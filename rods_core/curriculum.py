@@ -53,7 +53,7 @@ class Curriculum:
             self.worker = SynthWorker(cfg.synth, pool_keys={t.content_key() for t in seeds})
             leak_guard()  # the test split's keys (~0.3 s): built here, not inside the first step that synthesizes
         self._asked: list[tuple[str, int]] = []  # (parent, variants) asked of the worker, not yet back
-        self._claim = None  # this step's claim of decisions, begun at its start (rank 0)
+        self._claim = None  # this step's claim of decisions, begun before its update (rank 0)
 
     # ----- what the trainer calls ------------------------------------------------------------------
     def draw(self, n: int) -> list[str]:
@@ -63,9 +63,9 @@ class Curriculum:
         return self.source.task(task_id)
 
     # ----- one step ----------------------------------------------------------------------------
-    def begin_step(self) -> None:
-        """Rank 0 starts claiming the run's pending decisions: the control database answers while the step
-        runs, and `after_step` applies them."""
+    def begin_claim(self) -> None:
+        """Rank 0 starts claiming the run's pending decisions, once the step's rollouts are done: the control
+        database answers during the update (seconds), and `after_step` applies them at the step's end."""
         if self.control is not None:
             self._claim = self.control.later("claim_decisions", self.run_id, f"pid:{os.getpid()}")
 

@@ -158,6 +158,7 @@ class StepCallback(TrainerCallback):
     def rollout_done(self, report: RolloutReport) -> None:
         self._report = report
         self._clock["rollout_end"] = time.perf_counter()
+        self.curriculum.begin_claim()  # the update runs next: the control database answers meanwhile
 
     # -- TRL's cycle -------------------------------------------------------------------------------
     def on_train_begin(self, args, state, control, model=None, **kw):
@@ -167,7 +168,6 @@ class StepCallback(TrainerCallback):
     def on_step_begin(self, args, state, control, **kw):
         self.watcher.before_step()
         self._clock = {"begin": time.perf_counter()}
-        self.curriculum.begin_step()
 
     def on_pre_optimizer_step(self, args, state, control, **kw):
         self._clock["pre_opt"] = time.perf_counter()

@@ -447,7 +447,7 @@ class ControlDBProcess:
 
     def later(self, method: str, /, *args: Any, **kwargs: Any) -> Pending:
         """Send a call and return at once; `result()` on the answer waits for it. The trainer begins its
-        step's claim of decisions this way and reads it at the step's end, so the ~40 ms a database open
+        step's claim of decisions this way before the update and reads it at the step's end, so the ~40 ms a database open
         costs runs in the child beside the step instead of in it."""
         if self._local is not None:
             return self._local.later(method, *args, **kwargs)

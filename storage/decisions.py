@@ -65,7 +65,7 @@ def deliver_decisions(
     claimed list to every process (identity with one process). `step` must be the step whose checkpoint
     will contain the decisions' effect (a checkpoint at step S holds every decision recorded with step <= S;
     `prepare_resume` reopens the later ones). `claim` is a claim begun earlier (`db.later("claim_decisions",
-    ...)`, at the step's start); without one the decisions are claimed now. A claim whose process dies
+    ...)`, before the step's update); without one the decisions are claimed now. A claim whose process dies
     before the outcomes are marked leaves them claimed, and the resume reopens them."""
     if db is None:
         found = []
