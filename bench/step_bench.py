@@ -74,6 +74,9 @@ def arm(
         "median_step_s": med.pop("step_s"),
         "median_split_s": med,
         "step_s_all": [round(v, 2) for v in timed["time/step_s"]],
+        # how unevenly the processes' work fell (0 with one process), and rank 0's wait for the others
+        "mean_rank_token_spread": round(float(timed["train/rank_token_spread"].mean()), 3),
+        "mean_gather_s": round(float(timed["time/gather_s"].mean()), 3),
         "gen_tokens_per_gen_s": round(float(tokens.sum() / timed["time/gen_s"].sum()), 1),
         "gen_tokens_per_step_s": round(float(tokens.sum() / timed["time/step_s"].sum()), 1),
         "wall_s": round(time.perf_counter() - t0, 1),

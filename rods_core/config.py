@@ -99,6 +99,13 @@ class GRPOSettings(_Strict):
         "a group's rollouts in one pass (micro_batch None: TRL shuffles rollouts across passes). On CPU it cut "
         "a demo update by 16-23% (bench/update_bench.py); a GPU run's batched passes are usually faster without it",
     )
+    balance_ranks: bool = Field(
+        True,
+        description="with several processes, hand each one drawn tasks of about equal expected length (each "
+        "task's generated tokens in its last group; a variant never played takes its parent's): every process "
+        "waits for the slowest at the rollouts' gather and in the backward's all-reduce. No effect with one "
+        "process",
+    )
     max_grad_norm: float = Field(1.0, gt=0, description="gradient clipping")
     use_vllm: bool = Field(False, description="generate with vLLM (GPU hosts; needs the `vllm` extra)")
     vllm_mode: Literal["colocate", "server"] = Field("colocate", description="vLLM beside training or as a server")

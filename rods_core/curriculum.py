@@ -46,6 +46,7 @@ class Curriculum:
         self.detector = self.source.detector
         self.seed_ids = {t.id for t in seeds}
         self.trajectories = 0
+        self.tokens: dict[str, float] = {}  # per task: tokens generated per rollout in its last group
         self.worker = None
         if cfg.synthesizes and ranks.main:
             from rods_core.synth.pipeline import SynthWorker
@@ -61,6 +62,17 @@ class Curriculum:
 
     def task(self, task_id: str) -> Task:
         return self.source.task(task_id)
+
+    def expected_tokens(self, task_id: str) -> float | None:
+        """Tokens a rollout of the task is expected to generate: its last group's mean, else its parent's
+        (a variant keeps its parent's structure), else None."""
+        if task_id in self.tokens:
+            return self.tokens[task_id]
+        try:
+            parent = self.source.task(task_id).provenance.parent_id
+        except KeyError:
+            return None
+        return self.tokens.get(parent) if parent else None
 
     # ----- one step ----------------------------------------------------------------------------
     def begin_claim(self) -> None:
@@ -80,6 +92,8 @@ class Curriculum:
         moves += self.source.offer(variants, step) if variants else []
         out.events["decision_applied"] = self._decisions(step)
         self.trajectories += sum(len(r) for r in matrix.values())
+        for (tid, rewards), n in zip(report.groups, report.group_tokens, strict=False):
+            self.tokens[tid] = n / max(len(rewards), 1)
         out.events["task_stats"] = [self._task_row(step, tid, len(r)) for tid, r in matrix.items()]
         out.events["rollouts"] = _rollout_rows(step, report)
         out.events["region_change"] = [
@@ -114,6 +128,7 @@ class Curriculum:
             "reward/accuracy": sum(report.accuracy) / max(len(report.accuracy), 1),
             "train/trajectories": float(len(rewards)),
             "train/tokens": float(report.model_tokens),
+            "train/rank_token_spread": _spread(report.rank_tokens),
             "boundary/informative_share": sum(is_informative(v, bcfg) for v in variances) / max(len(variances), 1),
             **{f"boundary/{r}": float(regions.count(r)) for r in ("mastered", "boundary", "hard")},
             **{f"buffer/{p}": float(n) for p, n in self.pool_sizes().items()},
@@ -238,15 +253,23 @@ class Curriculum:
 
     # ----- checkpoint ----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        return {"source": self.source.state_dict(), "trajectories": self.trajectories}
+        return {"source": self.source.state_dict(), "trajectories": self.trajectories, "tokens": self.tokens}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.source.load_state_dict(state["source"])
         self.trajectories = int(state["trajectories"])
+        self.tokens = {str(k): float(v) for k, v in state.get("tokens", {}).items()}  # absent before session 8
 
     def close(self) -> None:
         if self.worker is not None:
             self.worker.close(wait=False)
+
+
+def _spread(per_rank: list[int]) -> float:
+    """(max - min) / mean of the processes' generated tokens: 0 when balanced or with one process."""
+    if len(per_rank) < 2 or not sum(per_rank):
+        return 0.0
+    return (max(per_rank) - min(per_rank)) / (sum(per_rank) / len(per_rank))
 
 
 def _rollout_rows(step: int, report: RolloutReport) -> list[dict]:

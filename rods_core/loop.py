@@ -269,6 +269,7 @@ def train(
             out_dir=str(run_dir / "checkpoints"),
             draw=curriculum.draw,
             task_of=curriculum.task,
+            cost_of=curriculum.expected_tokens,
             on_rollout=callback.rollout_done,
             episode_cfg=policy.episode,
             callbacks=[callback],

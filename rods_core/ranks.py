@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -63,6 +64,31 @@ class Ranks:
         from accelerate.utils import gather_object
 
         return gather_object(list(items))
+
+
+def balance(drawn: list[str], rank_slots: list[list[int]], cost: Callable[[str], float | None]) -> list[str]:
+    """The drawn tasks placed in the slots so that each rank's slots carry about equal expected cost.
+
+    `drawn[i]` is the task of slot i; `rank_slots[r]` the slots rank r plays. Longest first, each to the rank
+    with the least cost so far that has a slot free (LPT); a task of unknown cost counts as the median of the
+    known ones. Deterministic (ties go to the lower draw index and rank), so every rank computes the same
+    placement; returns `drawn` unchanged when the slots are not a partition of its indices or no cost is known."""
+    if sorted(s for slots in rank_slots for s in slots) != list(range(len(drawn))):
+        return list(drawn)
+    costs = [cost(t) for t in drawn]
+    known = sorted(c for c in costs if c is not None)
+    if not known:  # nothing to go by
+        return list(drawn)
+    fill = known[len(known) // 2]
+    costs = [fill if c is None else c for c in costs]
+    free = [list(slots) for slots in rank_slots]
+    load = [0.0] * len(rank_slots)
+    placed: list[str] = list(drawn)
+    for i in sorted(range(len(drawn)), key=lambda i: (-costs[i], i)):
+        r = min((r for r in range(len(free)) if free[r]), key=lambda r: (load[r], r))
+        placed[free[r].pop(0)] = drawn[i]
+        load[r] += costs[i]
+    return placed
 
 
 def digest(state: Any) -> str:

@@ -26,7 +26,7 @@ from datasets import Dataset
 from trl import GRPOConfig, GRPOTrainer
 
 from rods_core.config import RunConfig
-from rods_core.ranks import Ranks
+from rods_core.ranks import Ranks, balance
 from rods_core.rollout import EpisodeConfig, rollout_output, run_episodes
 from rods_core.sampling import derive_seed
 from rods_core.tasks import Task
@@ -48,6 +48,8 @@ class RolloutReport:
     n_calls: list[int]
     model_tokens: int  # tokens the policy generated, all processes
     timings: dict[str, float] = field(default_factory=dict)  # this process's `time/*` of the rollout
+    group_tokens: list[int] = field(default_factory=list)  # tokens generated per group, in the order of `groups`
+    rank_tokens: list[int] = field(default_factory=list)  # tokens generated per process, in rank order
 
 
 def slot_dataset(n_slots: int) -> Dataset:
@@ -135,7 +137,9 @@ class RodsGRPOTrainer(GRPOTrainer):
     """GRPOTrainer whose rollouts play multi-turn episodes on tasks drawn at generation time.
 
     `draw(n)` returns the task ids of the next generation batch (identical on every rank); `task_of(id)`
-    resolves them; `on_rollout(report)` receives each step's RolloutReport on every rank.
+    resolves them; `on_rollout(report)` receives each step's RolloutReport on every rank; `cost_of(id)`, when
+    given, is a task's expected generated tokens (None: unknown), by which `grpo.balance_ranks` spreads the
+    batch over the processes.
     """
 
     def __init__(
@@ -151,8 +155,10 @@ class RodsGRPOTrainer(GRPOTrainer):
         episode_cfg: EpisodeConfig,
         callbacks=None,
         reward_funcs: list | None = None,
+        cost_of: Callable[[str], float | None] | None = None,
     ):
         self.cfg, self._draw, self._task_of, self._on_rollout = cfg, draw, task_of, on_rollout
+        self._cost_of = cost_of
         self.episode_cfg = episode_cfg
         self.ranks = Ranks.current(cpu=cfg.grpo.use_cpu)
         # tasks_per_step is per process; the slots (and each draw) cover the whole generation batch
@@ -208,7 +214,12 @@ class RodsGRPOTrainer(GRPOTrainer):
     def _rollout(self, prompts: list[str], trainer) -> dict[str, Any]:
         t0 = time.perf_counter()
         drawn = self._draw(self.n_slots)  # the whole generation batch, the same on every rank
-        tasks = [self._task_of(drawn[int(p.removeprefix(SLOT_PREFIX))]) for p in prompts]
+        slots = [int(p.removeprefix(SLOT_PREFIX)) for p in prompts]
+        if self.ranks.world > 1 and self.cfg.grpo.balance_ranks and self._cost_of is not None:
+            # TRL decides which slots each process plays; every rank learns all of them (a few ints) and
+            # computes the same placement of the drawn tasks into them
+            drawn = balance(drawn, self.ranks.gather([list(dict.fromkeys(slots))]), self._cost_of)
+        tasks = [self._task_of(drawn[i]) for i in slots]
         model = self.accelerator.unwrap_model(self.model)
         if self._generator is None:
             self._generator = make_generator(model, self.processing_class, self)
@@ -240,7 +251,9 @@ class RodsGRPOTrainer(GRPOTrainer):
             "time/render_s": rollout_s - gen_s - env_s - check_s,
         }
         t_gather = time.perf_counter()
-        rows = self.ranks.gather([(e.task_id, e.reward, e.accuracy, e.n_calls, e.model_tokens) for e in episodes])
+        rows = self.ranks.gather(
+            [(e.task_id, e.reward, e.accuracy, e.n_calls, e.model_tokens, self.ranks.rank) for e in episodes]
+        )
         timings["time/gather_s"] = time.perf_counter() - t_gather
         self._on_rollout(_report(rows, self.num_generations, timings))
         out = rollout_output(episodes)
@@ -326,17 +339,23 @@ def shared_prompt_logps(model, input_ids, attention_mask, logits_to_keep: int, c
 
 def _report(rows: list[tuple], g: int, timings: dict[str, float]) -> RolloutReport:
     """The batch's matrix in contiguous groups of G (TRL's layout: a group never spans processes)."""
-    groups = []
+    groups, group_tokens = [], []
     for start in range(0, len(rows), g):
         block = rows[start : start + g]
         ids = {r[0] for r in block}
         if len(ids) != 1:
             raise RuntimeError(f"a GRPO group mixes tasks {sorted(ids)}: groups must be contiguous")
         groups.append((block[0][0], [r[1] for r in block]))
+        group_tokens.append(sum(r[4] for r in block))
+    rank_tokens = [0] * (max(r[5] for r in rows) + 1 if rows else 1)
+    for r in rows:
+        rank_tokens[r[5]] += r[4]
     return RolloutReport(
         groups=groups,
         accuracy=[r[2] for r in rows],
         n_calls=[r[3] for r in rows],
         model_tokens=sum(r[4] for r in rows),
         timings=timings,
+        group_tokens=group_tokens,
+        rank_tokens=rank_tokens,
     )

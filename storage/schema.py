@@ -35,6 +35,7 @@ STEP_METRICS: dict[str, str] = {
     "train/grad_norm": "gradient norm before clipping",
     "train/learning_rate": "learning rate used at this step",
     "train/tokens": "completion tokens generated in the step (model tokens only)",
+    "train/rank_token_spread": "(max - min) / mean of the tokens each process generated in the step (0 with one)",
     "train/trajectories": "rollouts (episodes) in the step",
     "boundary/informative_share": "share of the step's tasks whose rewards were not all equal",
     "boundary/mastered": "tasks of the step classified mastered",

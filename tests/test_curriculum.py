@@ -89,3 +89,24 @@ def test_a_step_reports_exactly_the_listed_metrics(tmp_path, tiny_model_dir):
     assert len(rows) == 1
     logged = set(rows[0]) - {"step", "wall_s"}
     assert logged == set(STEP_METRICS), logged ^ set(STEP_METRICS)
+
+
+def test_expected_tokens_come_from_a_tasks_last_group_or_its_parents_and_survive_a_checkpoint():
+    cur = curriculum()
+    a, b = (t.id for t in demo_seeds()[:2])
+    try:
+        rep = report([(a, BOUNDARY), (b, [1.0] * 4)])
+        rep.group_tokens, rep.rank_tokens = [400, 120], [400, 120]
+        out = cur.after_step(1, rep)
+        assert cur.expected_tokens(a) == 100.0 and cur.expected_tokens(b) == 30.0
+        assert out.metrics["train/rank_token_spread"] == pytest.approx(280 / 260)
+        variant = cur.task(a).model_copy(update={"id": "v1"})
+        variant.provenance = variant.provenance.model_copy(update={"parent_id": a})
+        cur.source._tasks["v1"] = variant  # a variant never played yet: its parent's length
+        assert cur.expected_tokens("v1") == 100.0 and cur.expected_tokens("nowhere") is None
+        again = curriculum()
+        again.load_state_dict(json.loads(json.dumps(cur.state_dict())))
+        assert again.expected_tokens(b) == 30.0
+        again.close()
+    finally:
+        cur.close()

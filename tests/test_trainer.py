@@ -172,3 +172,31 @@ def test_a_shared_prompt_pass_gives_trls_logprobs_entropies_and_gradients(tiny_m
 def test_shared_prompt_refuses_gradient_checkpointing():
     with pytest.raises(ValueError, match="shared_prompt cannot be combined with grpo.gradient_checkpointing"):
         RunConfig.model_validate({"grpo": {"shared_prompt": True, "gradient_checkpointing": True}})
+
+
+def test_balance_spreads_the_drawn_tasks_so_each_rank_carries_about_equal_cost():
+    from rods_core.ranks import balance
+
+    cost = {"a": 400.0, "b": 380.0, "c": 100.0, "d": 90.0, "e": 60.0, "f": None, "g": 50.0, "h": 40.0}
+    drawn = ["a", "b", "c", "d", "e", "f", "g", "h"]
+    slots = [[0, 1, 2, 3], [4, 5, 6, 7]]  # TRL's contiguous halves: a, b, c, d on rank 0 is 970 vs 240
+
+    def load(placed, r):
+        return sum(cost[placed[s]] or 90.0 for s in slots[r])  # unknown: the median of the known (90)
+
+    placed = balance(drawn, slots, cost.get)
+    assert sorted(placed) == sorted(drawn)  # the same tasks, only placed differently
+    assert abs(load(placed, 0) - load(placed, 1)) <= 60  # was 970 vs 240
+    assert balance(drawn, slots, cost.get) == placed  # every rank computes the same placement
+    assert balance(drawn, [[0, 2, 4, 6], [1, 3, 5, 7]], cost.get) != placed  # it follows the slots given
+    assert balance(drawn, [[0, 1, 2], [4, 5, 6]], cost.get) == drawn  # not a partition: left as drawn
+    assert balance(drawn, slots, lambda t: None) == drawn  # nothing known: nothing to balance
+
+
+def test_the_rollout_report_counts_tokens_per_group_and_per_process():
+    from rods_core.trainer import _report
+
+    rows = [("a", 1.0, 1.0, 2, 10, 0), ("a", 0.0, 0.0, 2, 30, 0), ("b", 1.0, 1.0, 1, 5, 1), ("b", 1.0, 1.0, 1, 7, 1)]
+    rep = _report(rows, 2, {})
+    assert rep.groups == [("a", [1.0, 0.0]), ("b", [1.0, 1.0])]
+    assert rep.group_tokens == [40, 12] and rep.rank_tokens == [40, 12] and rep.model_tokens == 52
