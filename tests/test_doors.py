@@ -5,6 +5,7 @@ then hypothesis fuzzing of each door with random bytes, deep nesting, huge value
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 import traceback
 from pathlib import Path
@@ -403,6 +404,10 @@ FUZZ = settings(
 )
 
 
+NAMES_A_LINE = re.compile(r" in .*; nothing was read:\n.*:\d+: \S", re.S)  # TaskFileError: file:line: field
+NAMES_A_FIELD = re.compile(r"(overrides line \d+|[\w.]+): \S")
+
+
 def _clean_or_valid(result) -> None:
     assert result.exit_code in (0, 2), result.output
     if result.exit_code == 2:
@@ -425,8 +430,9 @@ def test_fuzz_seeds_import_and_upload(tmp_path, seed_rec, data):
     app_db = ControlDB(case / "app.duckdb")
     try:
         launch.import_upload(paths, app_db, name, payload, [])
-    except DoorError as e:
-        assert str(e) and not (case / "ws").exists() and app_db.list_seeds() == []
+    except DoorError as e:  # the whole file refused, naming the line of each problem
+        assert isinstance(e, TestSplitRefused) or NAMES_A_LINE.search(str(e)), str(e)
+        assert not (case / "ws").exists() and app_db.list_seeds() == []
 
 
 @FUZZ
@@ -465,18 +471,21 @@ def test_fuzz_config_files(tmp_path, payload):
 )
 def test_fuzz_set_overrides_cli_and_app(tmp_path, key, value):
     item = f"{key}={value}"
+    cfg_path = run_config(tmp_path)
     try:
-        cfg = load_config(run_config(tmp_path), parse_overrides([item]))
-    except ConfigError as e:
-        assert str(e)
+        cfg = load_config(cfg_path, parse_overrides([item]))
+    except ConfigError as e:  # names --set, the key, or the file and each bad field
+        msg = str(e)
+        named = msg.startswith(("--set: ", f"{item.partition('=')[0].strip()}: "))
+        assert named or (msg.startswith(f"{cfg_path}: ") and "problem(s):\n  " in msg), msg
     else:
         assert cfg.model.path.endswith("no-model")
     try:
         launch.build_config(
             {"name": "x"}, parse_overrides(item.replace("\n", " ")), launch.AppPaths(tmp_path / "ws", tmp_path / "runs")
         )
-    except DoorError as e:  # ConfigError, OutsideWorkspace, ...
-        assert str(e)
+    except DoorError as e:  # ConfigError, OutsideWorkspace, ...: names the overrides line or the field
+        assert NAMES_A_FIELD.match(str(e)), str(e)
     except Exception as e:  # pydantic's ValidationError: the Launch page shows it beside the field
         from pydantic import ValidationError
 
@@ -507,7 +516,8 @@ def test_fuzz_model_folders(tmp_path, config, card):
 def test_fuzz_output_paths(tmp_path, out):
     try:
         p = check_output_file(tmp_path / out)
-    except DoorError as e:
-        assert str(e)
+    except DoorError as e:  # names the path (quoted when it holds a NUL byte or is long)
+        path = tmp_path / out
+        assert str(e).startswith((f"{path}: ", f"{str(path)[:120]!r}: ")), str(e)
     else:
         assert not p.is_dir()
