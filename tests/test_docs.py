@@ -75,6 +75,38 @@ def test_readme_is_a_short_page_for_users_that_links_the_docs():
     assert unlinked == [], f"docs the README does not link: {unlinked}"
 
 
+def cli_table_commands(text: str) -> list[tuple[list[str], list[str]]]:
+    """(command path alternatives, options) of each `rods ...` span in the first cell of the README's CLI table."""
+    out = []
+    for row in re.findall(r"^\| (`rods .*?) \| ", text, re.M):
+        for span in re.findall(r"`(rods [^`]+)`", row.replace("\\|", "|")):
+            words = span.split()[1:]
+            names = [words[0]]
+            for w in words[1:]:
+                if w.startswith(("-", "[")):
+                    break
+                names += [n for n in w.split("|") if re.fullmatch(r"[a-z][a-z-]*", n)]
+            out.append((names, re.findall(r"(?<![\w-])--[a-z][a-z-]*", span)))
+    return out
+
+
+def test_the_readme_cli_table_names_real_commands_and_options():
+    import typer.main
+
+    from rods_core.cli import app
+
+    root = typer.main.get_command(app)
+    rows = cli_table_commands(README.read_text(encoding="utf-8"))
+    assert len(rows) >= 15
+    for names, options in rows:
+        top, *subs = names
+        assert top in root.commands, f"rods {top}: no such command"
+        commands = [root.commands[top].commands[s] for s in subs] if subs else [root.commands[top]]
+        for cmd in commands:
+            known = {o for p in cmd.params for o in p.opts}
+            assert set(options) <= known, f"rods {' '.join(names)}: {sorted(set(options) - known)} not options"
+
+
 def test_the_checks_catch_what_they_are_for(tmp_path):
     """The helpers above find a broken link, a missing anchor, a commit hash and a session number."""
     (tmp_path / "a.md").write_text("# Top part\n[x](b.md) [y](#top-part) [z](#nowhere) [w](https://e.org)\n")
@@ -83,3 +115,8 @@ def test_the_checks_catch_what_they_are_for(tmp_path):
     assert broken_links(tmp_path / "a.md") == ["b.md: no such file", "#nowhere: no heading #nowhere in a.md"]
     assert HASH.findall("code of c650205 at 2026-12-02, 1e15, sha256, tiny-demo") == ["c650205"]
     assert HISTORY.findall("as in session 7, before issue #15") == ["session 7", "issue #15"]
+    row = "| `rods runs list\\|show ID\\|stop ID`, `rods sft --model DIR [--demo \\| --tasks F]` | x |"
+    assert cli_table_commands(row) == [
+        (["runs", "list", "show", "stop"], []),
+        (["sft"], ["--model", "--demo", "--tasks"]),
+    ]
