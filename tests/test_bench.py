@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 import statistics
-import time
 
 import pytest
 import yaml
@@ -421,32 +420,45 @@ def test_pooling_takes_chosen_methods_from_a_folder_and_names_the_settings_that_
 
 
 def test_app_watch_bench_puts_cpu_on_the_group_whose_process_burnt_it():
-    """The app-watch bench says which side of a slowdown costs (trainer, server, browser): a child that
-    burns CPU counts in its group, this script in "bench", and a process born between snapshots from 0."""
+    """The app-watch bench says which side of a slowdown costs (trainer, server, browser): a child of this
+    process counts in its group, this script in "bench", a process under another root in that root's group.
+    The children say when they are ready, so nothing here waits on the clock or on the machine's load."""
     import os
     import subprocess
     import sys
 
-    from bench.app_watch_bench import cores_used, cpu_seconds
+    from bench.app_watch_bench import cpu_seconds
 
-    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    def child(code: str) -> subprocess.Popen:
+        proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+        assert proc.stdout.readline() == "ready\n"  # blocks until the child has done its work
+        return proc
+
+    idle = child("import time; print('ready', flush=True); time.sleep(60)")
     try:
         roots = {"server": [idle.pid], "browser": [os.getpid()]}
         before = cpu_seconds(roots)
         assert before[idle.pid][0] == "server" and before[os.getpid()][0] == "bench"  # first group named wins
-        burner = subprocess.Popen([sys.executable, "-c", "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass\ntime.sleep(30)"])  # fmt: skip
+        burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\nprint('ready', flush=True)\ntime.sleep(60)"  # fmt: skip
+        burner = child(burn)
         try:
-            deadline = time.monotonic() + 20
-            while (after := cpu_seconds(roots)).get(burner.pid, ("", 0.0))[1] < 0.5 and time.monotonic() < deadline:
-                time.sleep(0.1)
-            used = cores_used(before, after, wall=2.0)
+            after = cpu_seconds(roots)
         finally:
             burner.kill()
     finally:
         idle.kill()
-    assert after[burner.pid][0] == "browser"  # a child of this process, not under the server's root
-    assert used["browser"] >= 0.5 / 2.0  # the burner's 0.5 CPU seconds over 2 wall seconds, at least
-    assert used["server"] < 0.1  # the sleeping child burnt next to nothing
+    assert burner.pid not in before and after[burner.pid][0] == "browser"  # a child of this process
+    assert after[burner.pid][1] >= 0.25  # the 0.3 CPU seconds it burnt before saying ready (tick rounding)
+
+
+def test_cores_used_sums_each_group_per_wall_second():
+    """A process born between the snapshots counts from 0, one that died is lost, a group's CPU seconds
+    are divided by the wall seconds between the snapshots."""
+    from bench.app_watch_bench import cores_used
+
+    before = {1: ("server", 10.0), 2: ("browser", 5.0), 3: ("browser", 7.0)}
+    after = {1: ("server", 10.5), 2: ("browser", 6.0), 4: ("browser", 2.0), 5: ("bench", 0.25)}
+    assert cores_used(before, after, wall=2.0) == {"server": 0.25, "browser": 1.5, "bench": 0.125}
 
 
 def test_update_bench_lays_out_rollouts_as_trl_does():

@@ -50,20 +50,7 @@ def reasons(events) -> list[tuple[str, str | None, str | None, str]]:
     return [(e.task_id, e.from_pool, e.to_pool, e.reason) for e in events]
 
 
-# ----- config ---------------------------------------------------------------------------------------
-def test_config_is_strict_and_documented():
-    assert all(f.description for f in BufferConfig.model_fields.values())
-    with pytest.raises(ValidationError, match="extra"):
-        BufferConfig(pmax=3)
-    with pytest.raises(ValidationError, match="probe_slots is 0 but buffer.p_max > 0"):
-        BufferConfig(probe_slots=0)
-    with pytest.raises(ValidationError, match="probe_slots is 0"):
-        BufferConfig(probe_slots=0, review="gated")  # approved variants could never be probed either
-    BufferConfig(probe_slots=0, p_max=0)  # no variants: fine
-    with pytest.raises(ValidationError, match="p_max"):
-        BufferConfig(p_max=-1)
-
-
+# ----- construction and the configured boundary -------------------------------------------------------
 def test_starts_with_every_seed_active_and_target_twice_the_seeds():
     buf = buffer(5)
     assert buf.pools() == {"active": [f"s{i}" for i in range(5)], "staged": [], "dormant": [], "retired": []}

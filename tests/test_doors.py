@@ -5,45 +5,20 @@ then hypothesis fuzzing of each door with random bytes, deep nesting, huge value
 from __future__ import annotations
 
 import json
+import re
 import tempfile
-import traceback
 from pathlib import Path
 
 import pytest
-import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
 from rods_core import launch
-from rods_core.cli import app
-from rods_core.config import ConfigError, load_config, parse_overrides
+from rods_core.config import load_config
 from rods_core.doors import DoorError, check_model_dir, check_output_file, load_task_file, preflight
 from rods_core.seeds import TestSplitRefused
 from storage.control import ControlDB
-
-runner = CliRunner()
-DEEP = "[" * 100_000 + "]" * 100_000
-NOT_UTF8 = b"\xff\xfe\x80"
-
-
-def invoke(*args):
-    """The command's result; a traceback (any exception but a clean exit) fails the test with its stack."""
-    result = runner.invoke(app, [str(a) for a in args])
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        pytest.fail("traceback:\n" + "".join(traceback.format_exception(result.exception)) + result.output)
-    return result
-
-
-def refused(result, *needles: str) -> None:
-    assert result.exit_code == 2, result.output
-    out = " ".join(result.output.split())  # rich wraps long lines
-    for n in needles:
-        assert " ".join(n.split()) in out, (n, result.output)
-
-
-def files(root: Path) -> set[Path]:
-    return {p for p in root.rglob("*")} if root.exists() else set()
+from tests.door_helpers import DEEP, FUZZ, JSON, NOT_UTF8, clean_or_valid, files, invoke, refused, run_config
 
 
 @pytest.fixture
@@ -59,25 +34,6 @@ def test_task(all_seeds, train_seeds):
 
 def jsonl(path: Path, *recs) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in recs))
-    return path
-
-
-def run_config(tmp_path: Path, **fields) -> Path:
-    """A config whose model folder does not exist (never trains: the pre-flight stops it)."""
-    data = {
-        "output_dir": str(tmp_path / "runs"),
-        "workspace": str(tmp_path / "ws"),
-        "model": {"path": str(tmp_path / "no-model")},
-        "seeds": {"subset": "demo"},
-    }
-    for k, v in fields.items():
-        node = data
-        *parents, leaf = k.split(".")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = v
-    path = tmp_path / "cfg.yaml"
-    path.write_text(yaml.safe_dump(data))
     return path
 
 
@@ -155,40 +111,6 @@ def test_answers_file_door(tmp_path, seed_rec):
         (tmp_path / name).write_bytes(data)
         refused(invoke("env", "score", "--answers", tmp_path / name), needle)
     refused(invoke("env", "score", "--answers", tmp_path), "is a folder")
-
-
-# ----- configs and --set ---------------------------------------------------------------------------------
-def test_config_files_and_set_overrides(tmp_path):
-    enc = tmp_path / "enc.yaml"
-    enc.write_bytes(b"name: ok\nmethod: " + NOT_UTF8 + b"\n")
-    refused(invoke("config", "validate", enc), "enc.yaml:2: (encoding): byte 0xff at column 9")
-    deep = tmp_path / "deep.yaml"
-    deep.write_text("name: " + DEEP)
-    refused(invoke("config", "validate", deep), "deep.yaml: nested deeper than 64 levels")
-    refused(invoke("config", "validate", tmp_path), "is a folder, not a config file")
-    refused(invoke("config", "show", "--config", tmp_path / "missing.yaml"), "no such config file")
-    cfg = run_config(tmp_path)
-    refused(invoke("train", "--config", cfg, "--set", "grpo.max_steps=[1,2"), "--set: grpo.max_steps: not a YAML value")
-    refused(
-        invoke("train", "--config", cfg, "--set", "grpo.max_steps=3", "--set", "grpo.max_steps.x=3"),
-        "grpo.max_steps is a value (int), not a section",
-    )
-    refused(invoke("train", "--config", cfg, "--set", "grpo..x=3"), "'' is not a field name")
-    refused(invoke("train", "--config", cfg, "--set", "v=" + DEEP), "--set: v: not a YAML value: nested deeper")
-    refused(invoke("train", "--config", cfg, "--set", "grpo.typo=3"), "grpo.typo: Extra inputs are not permitted")
-    assert files(tmp_path / "runs") == set()
-
-
-def test_launch_overrides_share_the_cli_parser(tmp_path):
-    paths = launch.AppPaths(tmp_path / "ws", tmp_path / "runs")
-    with pytest.raises(ConfigError, match="overrides line 2: grpo.max_steps: not a YAML value"):
-        parse_overrides("eval.every=2\ngrpo.max_steps=[1,2")
-    base = launch.PROJECT_ROOT / "configs" / "demo-cpu.yaml"
-    with pytest.raises(ConfigError, match="grpo.max_steps is a value"):
-        launch.build_config(base, {"grpo.max_steps": 3, "grpo.max_steps.x": 3}, paths)
-    with pytest.raises(DoorError, match="model.path: .*no such folder"):
-        launch.build_config(base, {"model.path": "models/none-here", "model.build_if_missing": False}, paths)
-    assert not paths.runs.exists()
 
 
 # ----- a run's pre-flight: ids, resume, model folder, seed file -------------------------------------------
@@ -354,19 +276,6 @@ def test_launch_page_shows_override_errors(tmp_path, monkeypatch):
 
 
 # ----- fuzzing: random bytes, deep nesting, huge values, wrong types -------------------------------------------
-JSON_LEAF = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(min_value=-(10**30), max_value=10**30),
-    st.floats(allow_nan=True, allow_infinity=True),
-    st.text(max_size=30),
-    st.just("x" * 200_000),
-)
-JSON = st.recursive(
-    JSON_LEAF,
-    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=8), kids, max_size=4),
-    max_leaves=20,
-)
 FIELDS = [
     "id",
     "category",
@@ -398,15 +307,7 @@ def hostile_bytes(draw, valid: bytes):
     return json.dumps(rec).encode()
 
 
-FUZZ = settings(
-    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
-)
-
-
-def _clean_or_valid(result) -> None:
-    assert result.exit_code in (0, 2), result.output
-    if result.exit_code == 2:
-        assert result.output.startswith("error: ") or "Error" in result.output
+NAMES_A_LINE = re.compile(r" in .*; nothing was read:\n.*:\d+: \S", re.S)  # TaskFileError: file:line: field
 
 
 @FUZZ
@@ -417,7 +318,7 @@ def test_fuzz_seeds_import_and_upload(tmp_path, seed_rec, data):
     (case / "in.jsonl").write_bytes(payload)
     before = files(case)
     res = invoke("seeds", "import", case / "in.jsonl", "--db", case / "db" / "c.duckdb")
-    _clean_or_valid(res)
+    clean_or_valid(res)
     if res.exit_code == 2:
         assert files(case) == before  # no database, nothing else
     paths = launch.AppPaths(case / "ws", case / "runs")
@@ -425,8 +326,9 @@ def test_fuzz_seeds_import_and_upload(tmp_path, seed_rec, data):
     app_db = ControlDB(case / "app.duckdb")
     try:
         launch.import_upload(paths, app_db, name, payload, [])
-    except DoorError as e:
-        assert str(e) and not (case / "ws").exists() and app_db.list_seeds() == []
+    except DoorError as e:  # the whole file refused, naming the line of each problem
+        assert isinstance(e, TestSplitRefused) or NAMES_A_LINE.search(str(e)), str(e)
+        assert not (case / "ws").exists() and app_db.list_seeds() == []
 
 
 @FUZZ
@@ -435,53 +337,10 @@ def test_fuzz_answers_and_task_files(tmp_path, seed_rec, data):
     case = Path(tempfile.mkdtemp(dir=tmp_path))
     answers = data.draw(hostile_bytes(json.dumps({"id": seed_rec["id"], "turns": seed_rec["ground_truth"]}).encode()))
     (case / "a.jsonl").write_bytes(answers)
-    _clean_or_valid(invoke("env", "score", "--answers", case / "a.jsonl"))
+    clean_or_valid(invoke("env", "score", "--answers", case / "a.jsonl"))
     (case / "t.jsonl").write_bytes(data.draw(hostile_bytes(json.dumps(seed_rec).encode())))
     (case / "ok.jsonl").write_text(json.dumps({"id": seed_rec["id"], "turns": seed_rec["ground_truth"]}) + "\n")
-    _clean_or_valid(invoke("env", "score", "--answers", case / "ok.jsonl", "--tasks", case / "t.jsonl"))
-
-
-@FUZZ
-@given(
-    payload=st.one_of(
-        st.binary(max_size=400),
-        st.builds(lambda d: yaml.safe_dump(d).encode(), JSON),
-        st.integers(60, 20_000).map(lambda n: b"a: " + b"[" * n),
-    )
-)
-def test_fuzz_config_files(tmp_path, payload):
-    path = tmp_path / "fuzz.yaml"
-    path.write_bytes(payload)
-    _clean_or_valid(invoke("config", "validate", path))
-
-
-@FUZZ
-@given(
-    key=st.one_of(
-        st.sampled_from(["grpo.max_steps", "grpo.max_steps.x", "name", "seeds", "a..b", "", "eval.every.y.z"]),
-        st.text(max_size=20),
-    ),
-    value=st.one_of(st.text(max_size=40), st.integers(60, 50_000).map(lambda n: "[" * n), JSON.map(json.dumps)),
-)
-def test_fuzz_set_overrides_cli_and_app(tmp_path, key, value):
-    item = f"{key}={value}"
-    try:
-        cfg = load_config(run_config(tmp_path), parse_overrides([item]))
-    except ConfigError as e:
-        assert str(e)
-    else:
-        assert cfg.model.path.endswith("no-model")
-    try:
-        launch.build_config(
-            {"name": "x"}, parse_overrides(item.replace("\n", " ")), launch.AppPaths(tmp_path / "ws", tmp_path / "runs")
-        )
-    except DoorError as e:  # ConfigError, OutsideWorkspace, ...
-        assert str(e)
-    except Exception as e:  # pydantic's ValidationError: the Launch page shows it beside the field
-        from pydantic import ValidationError
-
-        assert isinstance(e, ValidationError)
-    assert not (tmp_path / "runs").exists()
+    clean_or_valid(invoke("env", "score", "--answers", case / "ok.jsonl", "--tasks", case / "t.jsonl"))
 
 
 @FUZZ
@@ -507,7 +366,8 @@ def test_fuzz_model_folders(tmp_path, config, card):
 def test_fuzz_output_paths(tmp_path, out):
     try:
         p = check_output_file(tmp_path / out)
-    except DoorError as e:
-        assert str(e)
+    except DoorError as e:  # names the path (quoted when it holds a NUL byte or is long)
+        path = tmp_path / out
+        assert str(e).startswith((f"{path}: ", f"{str(path)[:120]!r}: ")), str(e)
     else:
         assert not p.is_dir()

@@ -7,7 +7,7 @@ import os
 import pytest
 from pydantic import ValidationError
 
-from rods_core.config import ConfigError, load_config, parse_overrides
+from rods_core.config import load_config
 from rods_core.launch import (
     PROJECT_ROOT,
     AppPaths,
@@ -43,16 +43,6 @@ def test_confine_extra_roots_and_base(tmp_path):
     assert confine("models/m", ws, models, base=tmp_path) == (models / "m").resolve()
     with pytest.raises(OutsideWorkspace):
         confine("elsewhere/m", ws, models, base=tmp_path)
-
-
-def test_parse_overrides_yaml_values_and_line_errors():
-    assert parse_overrides("grpo.max_steps=5\n# note\n\nseeds.limit=null\nname= x ") == {
-        "grpo.max_steps": 5,
-        "seeds.limit": None,
-        "name": "x",
-    }
-    with pytest.raises(ConfigError, match="line 2"):
-        parse_overrides("a=1\nno equals sign")
 
 
 def test_build_config_forces_app_folders_and_confines_paths(tmp_path):

@@ -1,0 +1,163 @@
+"""The run config (rods_core.config and its sections): every field documented, typos and bad values refused
+with the field, the reason and the fix; config files and `--set` / the app's overrides read through one door;
+the shipped configs validate; hypothesis fuzzing of config files and overrides."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from rods_core import launch
+from rods_core.boundary import BoundaryConfig
+from rods_core.buffer import BufferConfig
+from rods_core.config import ConfigError, RunConfig, load_config, parse_overrides
+from rods_core.doors import DoorError
+from tests.door_helpers import DEEP, FUZZ, JSON, NOT_UTF8, clean_or_valid, files, invoke, refused, run_config
+
+NAMES_A_FIELD = re.compile(r"(overrides line \d+|[\w.]+): \S")
+
+
+# ----- the run config and its sections ---------------------------------------------------------------
+def test_config_errors_name_the_field_and_the_fix(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"grpo": {"num_generations": 1, "lerning_rate": 0.1}, "method": "magic"}))
+    with pytest.raises(ConfigError) as e:
+        load_config(bad)
+    msg = str(e.value)
+    assert "grpo.num_generations" in msg and "grpo.lerning_rate" in msg and "unknown field" in msg and "method" in msg
+    (tmp_path / "yaml.yaml").write_text("grpo: [\n")
+    with pytest.raises(ConfigError, match=r"yaml.yaml:\d+: not valid YAML"):
+        load_config(tmp_path / "yaml.yaml")
+    vllm = tmp_path / "vllm.yaml"
+    vllm.write_text("grpo: {use_vllm: true}\n")
+    with pytest.raises(ConfigError, match="use_vllm needs a GPU"):
+        load_config(vllm)
+
+
+def test_shipped_configs_validate():
+    for path in sorted(Path(__file__).parent.parent.joinpath("configs").glob("*.yaml")):
+        load_config(path)
+
+
+def test_shared_prompt_refuses_gradient_checkpointing():
+    with pytest.raises(ValueError, match="shared_prompt cannot be combined with grpo.gradient_checkpointing"):
+        RunConfig.model_validate({"grpo": {"shared_prompt": True, "gradient_checkpointing": True}})
+
+
+def test_boundary_config_rejects_unordered_thresholds_typos_and_out_of_range():
+    with pytest.raises(ValidationError, match="hard_mean .* must be below boundary.mastered_mean"):
+        BoundaryConfig(hard_mean=0.6, mastered_mean=0.5)
+    with pytest.raises(ValidationError, match="extra"):
+        BoundaryConfig(mastred_mean=0.9)
+    with pytest.raises(ValidationError, match="ema_alpha"):
+        BoundaryConfig(ema_alpha=0)
+    assert all(f.description for f in BoundaryConfig.model_fields.values())
+
+
+def test_buffer_config_is_strict_and_documented():
+    assert all(f.description for f in BufferConfig.model_fields.values())
+    with pytest.raises(ValidationError, match="extra"):
+        BufferConfig(pmax=3)
+    with pytest.raises(ValidationError, match="probe_slots is 0 but buffer.p_max > 0"):
+        BufferConfig(probe_slots=0)
+    with pytest.raises(ValidationError, match="probe_slots is 0"):
+        BufferConfig(probe_slots=0, review="gated")  # approved variants could never be probed either
+    BufferConfig(probe_slots=0, p_max=0)  # no variants: fine
+    with pytest.raises(ValidationError, match="p_max"):
+        BufferConfig(p_max=-1)
+
+
+# ----- config files and overrides (--set, the app's "more fields") ---------------------------------------
+def test_parse_overrides_yaml_values_and_line_errors():
+    assert parse_overrides("grpo.max_steps=5\n# note\n\nseeds.limit=null\nname= x ") == {
+        "grpo.max_steps": 5,
+        "seeds.limit": None,
+        "name": "x",
+    }
+    with pytest.raises(ConfigError, match="line 2"):
+        parse_overrides("a=1\nno equals sign")
+
+
+def test_config_files_and_set_overrides(tmp_path):
+    enc = tmp_path / "enc.yaml"
+    enc.write_bytes(b"name: ok\nmethod: " + NOT_UTF8 + b"\n")
+    refused(invoke("config", "validate", enc), "enc.yaml:2: (encoding): byte 0xff at column 9")
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("name: " + DEEP)
+    refused(invoke("config", "validate", deep), "deep.yaml: nested deeper than 64 levels")
+    refused(invoke("config", "validate", tmp_path), "is a folder, not a config file")
+    refused(invoke("config", "show", "--config", tmp_path / "missing.yaml"), "no such config file")
+    cfg = run_config(tmp_path)
+    refused(invoke("train", "--config", cfg, "--set", "grpo.max_steps=[1,2"), "--set: grpo.max_steps: not a YAML value")
+    refused(
+        invoke("train", "--config", cfg, "--set", "grpo.max_steps=3", "--set", "grpo.max_steps.x=3"),
+        "grpo.max_steps is a value (int), not a section",
+    )
+    refused(invoke("train", "--config", cfg, "--set", "grpo..x=3"), "'' is not a field name")
+    refused(invoke("train", "--config", cfg, "--set", "v=" + DEEP), "--set: v: not a YAML value: nested deeper")
+    refused(invoke("train", "--config", cfg, "--set", "grpo.typo=3"), "grpo.typo: Extra inputs are not permitted")
+    assert files(tmp_path / "runs") == set()
+
+
+def test_launch_overrides_share_the_cli_parser(tmp_path):
+    paths = launch.AppPaths(tmp_path / "ws", tmp_path / "runs")
+    with pytest.raises(ConfigError, match="overrides line 2: grpo.max_steps: not a YAML value"):
+        parse_overrides("eval.every=2\ngrpo.max_steps=[1,2")
+    base = launch.PROJECT_ROOT / "configs" / "demo-cpu.yaml"
+    with pytest.raises(ConfigError, match="grpo.max_steps is a value"):
+        launch.build_config(base, {"grpo.max_steps": 3, "grpo.max_steps.x": 3}, paths)
+    with pytest.raises(DoorError, match="model.path: .*no such folder"):
+        launch.build_config(base, {"model.path": "models/none-here", "model.build_if_missing": False}, paths)
+    assert not paths.runs.exists()
+
+
+# ----- fuzzing ---------------------------------------------------------------------------------------
+@FUZZ
+@given(
+    payload=st.one_of(
+        st.binary(max_size=400),
+        st.builds(lambda d: yaml.safe_dump(d).encode(), JSON),
+        st.integers(60, 20_000).map(lambda n: b"a: " + b"[" * n),
+    )
+)
+def test_fuzz_config_files(tmp_path, payload):
+    path = tmp_path / "fuzz.yaml"
+    path.write_bytes(payload)
+    clean_or_valid(invoke("config", "validate", path))
+
+
+@FUZZ
+@given(
+    key=st.one_of(
+        st.sampled_from(["grpo.max_steps", "grpo.max_steps.x", "name", "seeds", "a..b", "", "eval.every.y.z"]),
+        st.text(max_size=20),
+    ),
+    value=st.one_of(st.text(max_size=40), st.integers(60, 50_000).map(lambda n: "[" * n), JSON.map(json.dumps)),
+)
+def test_fuzz_set_overrides_cli_and_app(tmp_path, key, value):
+    item = f"{key}={value}"
+    cfg_path = run_config(tmp_path)
+    try:
+        cfg = load_config(cfg_path, parse_overrides([item]))
+    except ConfigError as e:  # names --set, the key, or the file and each bad field
+        msg = str(e)
+        named = msg.startswith(("--set: ", f"{item.partition('=')[0].strip()}: "))
+        assert named or (msg.startswith(f"{cfg_path}: ") and "problem(s):\n  " in msg), msg
+    else:
+        assert cfg.model.path.endswith("no-model")
+    try:
+        launch.build_config(
+            {"name": "x"}, parse_overrides(item.replace("\n", " ")), launch.AppPaths(tmp_path / "ws", tmp_path / "runs")
+        )
+    except DoorError as e:  # ConfigError, OutsideWorkspace, ...: names the overrides line or the field
+        assert NAMES_A_FIELD.match(str(e)), str(e)
+    except Exception as e:  # pydantic's ValidationError: the Launch page shows it beside the field
+        assert isinstance(e, ValidationError)
+    assert not (tmp_path / "runs").exists()

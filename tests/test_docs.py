@@ -1,0 +1,122 @@
+"""The README and docs/: every relative link resolves (file and #anchor), the README stays a short page for
+users, and the prose carries no history (session numbers, commit hashes, issue references)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DOCS = sorted([README, *(ROOT / "docs").rglob("*.md")])
+README_MAX_BYTES = 12 * 1024
+
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+FENCE = re.compile(r"^```.*?^```", re.S | re.M)
+HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.M)
+# 7-40 hex characters with at least one digit and one letter, standing alone: an abbreviated commit hash
+HASH = re.compile(r"(?<![\w./-])(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(?![\w/-])")
+HISTORY = re.compile(r"\bsessions? \d+|\bissue #?\d+|\bthe issue\b|\bPR #\d+", re.I)
+
+
+def prose(path: Path) -> str:
+    """The page without its fenced code blocks (commands there are not links or history)."""
+    return FENCE.sub("", path.read_text(encoding="utf-8"))
+
+
+def anchors(path: Path) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens."""
+    out = set()
+    for title in HEADING.findall(prose(path)):
+        text = re.sub(r"[`*_]", "", title).strip().lower()
+        out.add(re.sub(r"[^\w\- ]", "", text).replace(" ", "-"))
+    return out
+
+
+def relative_links(path: Path) -> list[str]:
+    return [t for t in LINK.findall(prose(path)) if not re.match(r"[a-z][a-z0-9+.-]*:", t)]
+
+
+def broken_links(page: Path) -> list[str]:
+    broken = []
+    for target in relative_links(page):
+        file, _, anchor = target.partition("#")
+        dest = (page.parent / file).resolve() if file else page
+        if not dest.exists():
+            broken.append(f"{target}: no such file")
+        elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
+            broken.append(f"{target}: no heading #{anchor} in {dest.name}")
+    return broken
+
+
+@pytest.mark.parametrize("page", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_points_to_an_existing_file_and_heading(page):
+    assert broken_links(page) == [], page.relative_to(ROOT)
+
+
+@pytest.mark.parametrize("page", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_prose_names_no_sessions_commits_or_issues(page):
+    text = page.read_text(encoding="utf-8")
+    found = HISTORY.findall(text) + HASH.findall(text)
+    assert found == [], f"{page.relative_to(ROOT)} narrates history: {found}"
+
+
+def test_readme_is_a_short_page_for_users_that_links_the_docs():
+    text = README.read_text(encoding="utf-8")
+    assert len(text.encode()) <= README_MAX_BYTES, f"README.md is {len(text.encode())} bytes"
+    assert "session " not in text.lower()
+    for section in ("## Set up", "## Quick start on a CPU", "## The CLI", "## Reproducing the paper", "## Curation"):
+        assert section in text, section
+    assert "## Scaling and GPU hosts" in text and "docs/scaling.md" in text and "docs/vllm.md" in text
+    linked = {(README.parent / t.partition("#")[0]).resolve() for t in relative_links(README)}
+    unlinked = [p.relative_to(ROOT) for p in DOCS if p != README and p.resolve() not in linked]
+    assert unlinked == [], f"docs the README does not link: {unlinked}"
+
+
+def cli_table_commands(text: str) -> list[tuple[list[str], list[str]]]:
+    """(command path alternatives, options) of each `rods ...` span in the first cell of the README's CLI table."""
+    out = []
+    for row in re.findall(r"^\| (`rods .*?) \| ", text, re.M):
+        for span in re.findall(r"`(rods [^`]+)`", row.replace("\\|", "|")):
+            words = span.split()[1:]
+            names = [words[0]]
+            for w in words[1:]:
+                if w.startswith(("-", "[")):
+                    break
+                names += [n for n in w.split("|") if re.fullmatch(r"[a-z][a-z-]*", n)]
+            out.append((names, re.findall(r"(?<![\w-])--[a-z][a-z-]*", span)))
+    return out
+
+
+def test_the_readme_cli_table_names_real_commands_and_options():
+    import typer.main
+
+    from rods_core.cli import app
+
+    root = typer.main.get_command(app)
+    rows = cli_table_commands(README.read_text(encoding="utf-8"))
+    assert len(rows) >= 15
+    for names, options in rows:
+        top, *subs = names
+        assert top in root.commands, f"rods {top}: no such command"
+        commands = [root.commands[top].commands[s] for s in subs] if subs else [root.commands[top]]
+        for cmd in commands:
+            known = {o for p in cmd.params for o in p.opts}
+            assert set(options) <= known, f"rods {' '.join(names)}: {sorted(set(options) - known)} not options"
+
+
+def test_the_checks_catch_what_they_are_for(tmp_path):
+    """The helpers above find a broken link, a missing anchor, a commit hash and a session number."""
+    (tmp_path / "a.md").write_text("# Top part\n[x](b.md) [y](#top-part) [z](#nowhere) [w](https://e.org)\n")
+    assert relative_links(tmp_path / "a.md") == ["b.md", "#top-part", "#nowhere"]
+    assert anchors(tmp_path / "a.md") == {"top-part"}
+    assert broken_links(tmp_path / "a.md") == ["b.md: no such file", "#nowhere: no heading #nowhere in a.md"]
+    assert HASH.findall("code of c650205 at 2026-12-02, 1e15, sha256, tiny-demo") == ["c650205"]
+    assert HISTORY.findall("as in session 7, before issue #15") == ["session 7", "issue #15"]
+    row = "| `rods runs list\\|show ID\\|stop ID`, `rods sft --model DIR [--demo \\| --tasks F]` | x |"
+    assert cli_table_commands(row) == [
+        (["runs", "list", "show", "stop"], []),
+        (["sft"], ["--model", "--demo", "--tasks"]),
+    ]
