@@ -1,6 +1,6 @@
 """Environment benchmark: tool calls per second on one core, and ms per task for replay + check.
 
-Goals (issue 2): >= 5,000 calls/s, <= 2 ms per task. Run: `rods bench env` or `python -m bench.env_bench`.
+Goals: >= 5,000 calls/s, <= 2 ms per task. Run: `rods bench env` or `python -m bench.env_bench`.
 """
 
 from __future__ import annotations

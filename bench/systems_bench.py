@@ -45,7 +45,7 @@ def _p95(store: dict) -> float:
 
 
 def headline(components: dict, steps: dict | None) -> dict:
-    """The figures the issue names, flat, with their goals where the project set one."""
+    """The headline figures, flat, with their goals where the project set one."""
     env, synth, buf, store = components["env"], components["synth"], components["buffer"], components["store"]
     h = {
         "env_calls_per_s": env["calls_per_s_incl_env_setup"],

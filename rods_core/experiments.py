@@ -5,7 +5,7 @@ the same numbers from the same event logs. A run is any folder with a `config.ya
 `rods train`) and an `events/` log; its method and seed come from that config. Everything after
 `load_runs` is pure pandas over the tidy tables, so it can be tested on synthetic logs.
 
-Definitions (the issue's goals):
+Definitions (the goals the comparison checks):
 - informative share: per step, the share of groups whose G rewards were not all equal
   (`boundary/informative_share`); summarised as its mean over the last half of the run's steps;
 - boundary-vs-other variance ratio: the within-group reward variance of task_stats rows classified
@@ -382,7 +382,7 @@ def goal_checks(
     ratio: tuple[float, float, float] | None = None,
     landing: pd.DataFrame | None = None,
 ) -> list[dict]:
-    """The issue's goals against the per-method table: goal, measured, target, met (None = not decided).
+    """The comparison's goals against the per-method table: goal, measured, target, met (None = not decided).
 
     `overhead` is {"pct": float, "ci95": [lo, hi] | None, "basis": str} from `rods bench systems`; the
     goal counts as met only when the whole interval is at or below 5%, missed when all of it is above.

@@ -1,8 +1,8 @@
 """The thread rule of CPU runs: one torch intra-op thread per process; parallelism comes from processes.
 
-Measured on 2 cores (README "Measured here"): a second intra-op thread buys nothing for the 3.9M demo
-model (SFT ~2.0k tokens/s at 1 thread, ~1.85k at 2) and collapses 20x as soon as any other process runs
-beside it (spinning OpenMP threads fight for the cores); one thread per process stays fast under load.
+Why (figures in docs/measurements.md): beside any other busy process, a second intra-op thread makes the
+demo model's SFT slower (spinning OpenMP threads fight for the cores), while one thread per
+process keeps its speed under load.
 Every entry point that runs torch calls `apply_thread_policy` first: `rods train`, `rods sft`, `rods model
 demo`, `rods eval`, runs launched from the app, and the benchmarks.
 """

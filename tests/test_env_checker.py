@@ -24,7 +24,7 @@ def test_doing_nothing_scores_zero_progress(all_seeds):
 
 def _perturb(task, rng: random.Random) -> tuple[str, list[list[str]]]:
     """One random perturbation. Calls are never moved before the turn their function arrives at: our
-    environment refuses a held-back function (as the issue requires), while BFCL's executor, which
+    environment refuses a held-back function (BFCL's miss_func semantics), while BFCL's executor, which
     never sees it offered to a model, would run it."""
     turns = [list(t) for t in task.ground_truth]
     held = task.held_back_until()

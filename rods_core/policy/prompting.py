@@ -33,8 +33,8 @@ IM_START, IM_END = "<|im_start|>", "<|im_end|>"
 ADDED_FUNCTIONS_NOTE = "I have updated some more functions you can choose from. What about now?"  # BFCL's words
 DONE_ANSWER = "Done."
 NOTHING_TO_DO_ANSWER = "I cannot do this with the information and tools I have."
-# Recorded in a tiny model's card: a model trained on another format (e.g. the Python-list calls used
-# before issue #15) must be rebuilt, not silently prompted in a format it never saw.
+# Recorded in a tiny model's card: a model trained on another format (e.g. Python-list calls) must be
+# rebuilt, not silently prompted in a format it never saw.
 CHAT_FORMAT = "qwen3-json-tool-calls/v1"
 
 # The tiny model's template. ChatML-like, with no separator between messages so a conversation rendered in

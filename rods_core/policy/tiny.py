@@ -36,7 +36,7 @@ PAD, EOS = "<|endoftext|>", IM_END
 SPECIAL_TOKENS = [PAD, IM_START, IM_END, TOOL_CALL_OPEN, TOOL_CALL_CLOSE]
 # The fixed text of a Qwen3 tool call and the JSON glue between keys and values, one (non-special) token
 # each: the byte-level pre-tokenizer cuts at every quote and space, so JSON calls made the generated
-# messages 60% longer than the old Python-list calls; with these, 5% longer and whole conversations 5%
+# messages 60% longer than Python-list calls; with these, 5% longer and whole conversations 5%
 # shorter (tool results are JSON too). Measured on the demo seeds' demonstrations, default sizes.
 JSON_PIECES = ['\n{"name": "', '", "arguments": {"', '", "arguments": {}}\n', '"}}\n', "}}\n", '": "', '", "']
 
