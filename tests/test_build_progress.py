@@ -93,7 +93,7 @@ def test_home_card_shows_each_build_phase_not_queued(tmp_path, monkeypatch):
     ws, runs = tmp_path / "ws", tmp_path / "runs"
     monkeypatch.setenv("RODS_WORKSPACE", str(ws))
     monkeypatch.setenv("RODS_RUNS", str(runs))
-    db = ControlDB(ws / "control.duckdb")
+    db = ControlDB(ws / "control.sqlite")
     for phase, (fields, _, _) in PHASES.items():
         db.create_run(f"b-{phase}", runs / f"b-{phase}", {"grpo": {"max_steps": 40}}, "rods")
         write_build_progress(runs / f"b-{phase}", phase, **fields, updated=datetime.now(UTC))
