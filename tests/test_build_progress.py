@@ -12,6 +12,7 @@ from rods_core import lab
 from storage.build_progress import BUILD_FILE, BuildProgressError, read_build_progress, write_build_progress
 
 PHASES = {  # phase -> (fields, what the card says, what it shows as the status)
+    "waiting": ({"waiting_for": "run demo_1a2b"}, "waiting for the model build of run demo_1a2b", "waiting"),
     "tokenizer": ({}, "building the model: training the tokenizer", "building"),
     "variants": (
         {"done": 12, "total": 60, "eta_s": 95},
