@@ -69,7 +69,7 @@ class AppPaths:
     @property
     def control_db(self) -> str | Path:
         """The control store: $RODS_CONTROL_DB (a file or a URL), else <workspace>/control.sqlite."""
-        from storage.control import store_target
+        from storage.store_engine import store_target
 
         return store_target(self.workspace)
 

@@ -22,21 +22,17 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from sqlalchemy import Column, DateTime, TypeDecorator, event, text, update
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy import Column, DateTime, TypeDecorator, text, update
 from sqlalchemy.exc import SQLAlchemyError
-from sqlmodel import Field, Session, SQLModel, create_engine, select
+from sqlmodel import Field, Session, SQLModel, select
 
 from rods_core.tasks import Task, parse_record
 from storage.legacy_duckdb import LegacyStoreError, read_legacy_store, set_aside
+from storage.store_engine import DEFAULT_DB, ENV_VAR, resolve_store, store_engine, store_target
 
-ENV_VAR = "RODS_CONTROL_DB"
-STORE_FILE = "control.sqlite"
 LEGACY_FILE = "control.duckdb"  # the store of earlier versions, carried over on first open
-DEFAULT_DB = f"workspace/{STORE_FILE}"
 RUN_STATUSES = ("queued", "running", "finished", "failed", "stopped")
 ACTIONS = ("approve", "reject", "edit", "reseed")
-WRITE_LOCK = 0x524F4453  # PostgreSQL advisory lock key of the store's writers ("RODS")
 T = TypeVar("T")
 
 
@@ -135,64 +131,9 @@ class Seed(SQLModel, table=True):
 
 
 # ----- where the store is -----------------------------------------------------------------------
-def store_target(workspace: str | Path) -> str | Path:
-    """The store a workspace uses: $RODS_CONTROL_DB (a file path or a URL) when set, else
-    `<workspace>/control.sqlite`."""
-    return os.environ.get(ENV_VAR) or Path(workspace) / STORE_FILE
-
-
 def open_store(workspace: str | Path) -> ControlDB:
     """The workspace's store (`store_target`), carrying over the workspace's old `control.duckdb` once."""
     return ControlDB(store_target(workspace), legacy=Path(workspace) / LEGACY_FILE)
-
-
-def resolve_store(target: str | Path | None = None) -> tuple[str, Path | None]:
-    """(SQLAlchemy URL, SQLite file or None) of `target`, else $RODS_CONTROL_DB, else the default file.
-
-    A URL (`sqlite:///path`, `postgresql+psycopg://user@host/db`) is used as it is; anything else is a
-    SQLite file path. A path to an old `.duckdb` store means the `.sqlite` file beside it (the old one is
-    carried over when the store opens)."""
-    raw = str(target or os.environ.get(ENV_VAR) or DEFAULT_DB)
-    if "://" in raw:
-        url = make_url(raw)
-        if url.get_backend_name() != "sqlite":
-            return raw, None
-        if not url.database or url.database == ":memory:":
-            raise ValueError(f"control store {raw!r}: give a SQLite file (sqlite:///path/control.sqlite)")
-        path = Path(url.database)
-    else:
-        path = Path(raw)
-    if path.suffix == ".duckdb":
-        path = path.with_suffix(".sqlite")
-    return f"sqlite:///{path.resolve()}", path
-
-
-def _sqlite_engine(url: str, busy_timeout_s: float) -> Engine:
-    """Pooled connections in autocommit at the driver, so the transaction's BEGIN is ours to choose."""
-    engine = create_engine(url, connect_args={"timeout": busy_timeout_s, "check_same_thread": False})
-
-    @event.listens_for(engine, "connect")
-    def _connect(dbapi_conn, _record) -> None:
-        dbapi_conn.isolation_level = None
-        dbapi_conn.execute("PRAGMA journal_mode=WAL")
-
-    @event.listens_for(engine, "begin")
-    def _begin(conn) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("rods_write") else "BEGIN")
-
-    return engine
-
-
-def _postgres_engine(url: str, busy_timeout_s: float) -> Engine:
-    engine = create_engine(url, pool_pre_ping=True)
-
-    @event.listens_for(engine, "begin")
-    def _begin(conn) -> None:
-        if conn.get_execution_options().get("rods_write"):
-            conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{int(busy_timeout_s * 1000)}ms'")
-            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({WRITE_LOCK})")
-
-    return engine
 
 
 # ----- process identity -------------------------------------------------------------------------
@@ -231,9 +172,7 @@ class ControlDB:
             self.url, self.path = resolve_store(path)
             if self.path is not None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                self.engine = _sqlite_engine(self.url, busy_timeout_s)
-            else:
-                self.engine = _postgres_engine(self.url, busy_timeout_s)
+            self.engine = store_engine(self.url, self.path is not None, busy_timeout_s)
             self._writer = self.engine.execution_options(rods_write=True)
             if legacy is None and self.path is not None:
                 legacy = self.path.with_name(self.path.stem + ".duckdb")

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 from polling import wait_until
 
-from bench.store_bench import contention
-from storage.control import DEFAULT_DB, ControlDB, StoreError, process_alive, process_start, resolve_store
+from bench.control_bench import contention
+from storage.control import ControlDB, StoreError, process_alive, process_start
+from storage.store_engine import DEFAULT_DB, resolve_store
 
 WORKERS = Path(__file__).with_name("store_workers.py")
 ROOT = Path(__file__).resolve().parents[1]
