@@ -44,6 +44,10 @@ def test_runs_list_show_stop(tmp_path):
     assert proc.wait(timeout=10) < 0 and cdb.run_status("r1") == "stopped"
     res = runner.invoke(app, ["runs", "show", "nope", "--db", str(db)])
     assert res.exit_code == 2 and "no run 'nope'" in res.output
+    # a store given as a URL that cannot be reached: its name (password hidden), the reason, the fix
+    res = runner.invoke(app, ["runs", "list", "--db", "postgresql+psycopg://lab:hunter2@127.0.0.1:1/rods"])
+    assert res.exit_code == 2 and "lab:***@127.0.0.1:1/rods: cannot open it" in res.output
+    assert "hunter2" not in res.output and "RODS_CONTROL_DB" in res.output
 
 
 def test_export_and_import_commands(tmp_path, train_seeds, all_seeds):
