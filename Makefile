@@ -24,7 +24,8 @@ app: $(STAMP)
 	$(BIN)/streamlit run app.py --server.address 127.0.0.1 --server.headless true
 
 # The default suite (~6.5 min on 2 quiet cores; 8.5 min with the venv from scratch); `make test-all` adds the slow tests (a minute-long store soak,
-# `rods bench curriculum`) and the browser tests (skipped without chromium and the demo model).
+# `rods bench curriculum`) and the browser tests (skipped without chromium and the demo model). The control-store
+# tests also run against PostgreSQL where $RODS_TEST_POSTGRES_URL names a server (`source .ci/postgres`; .ci/run does).
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow and not browser"
 

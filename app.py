@@ -20,6 +20,7 @@ STATUS_ICON = {
     "stopped": ":gray[:material/stop_circle:]",
     "lost": ":orange[:material/warning:]",
     "stale": ":orange[:material/hourglass_empty:]",
+    "waiting": ":gray[:material/hourglass_top:]",
     "building": ":violet[:material/construction:]",
     "build failed": ":red[:material/error:]",
 }

@@ -15,7 +15,7 @@ import streamlit as st
 
 from rods_core import lab
 from rods_core.launch import AppPaths
-from storage.control import ControlDB
+from storage.control import ControlDB, open_store
 from storage.reader import RunReader
 
 # Refresh period of live fragments and the ttl of live queries. A demo step takes ~12-17 s. With Home, Boundary
@@ -31,12 +31,14 @@ def paths() -> AppPaths:
 
 
 @st.cache_resource(show_spinner=False)
-def _db(path: str) -> ControlDB:
-    return ControlDB(path)
+def _db(workspace: str, target: str) -> ControlDB:
+    """`target` (the store `workspace` resolves to) is part of the cache key: a changed $RODS_CONTROL_DB
+    opens the new store."""
+    return open_store(workspace)
 
 
 def db() -> ControlDB:
-    return _db(str(paths().control_db))
+    return _db(str(paths().workspace), str(paths().control_db))
 
 
 @st.cache_resource(show_spinner=False)
@@ -45,12 +47,12 @@ def reader(run_dir: str) -> RunReader:
 
 
 @st.cache_data(ttl=LIVE_S, show_spinner=False)
-def runs(db_path: str) -> pd.DataFrame:
-    return lab.runs_table(_db(db_path))
+def runs(workspace: str, target: str) -> pd.DataFrame:
+    return lab.runs_table(_db(workspace, target))
 
 
 def all_runs() -> pd.DataFrame:
-    return runs(str(paths().control_db))
+    return runs(str(paths().workspace), str(paths().control_db))
 
 
 def structure_cache() -> str:

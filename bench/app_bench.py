@@ -212,7 +212,7 @@ def main() -> None:
         t0 = time.perf_counter()
         sizes = build_store(run_dir, np.random.default_rng(0))
         print(f"built the store in {time.perf_counter() - t0:.1f} s: {sizes}")
-        db = ControlDB(ws / "control.duckdb")
+        db = ControlDB(ws / "control.sqlite")
         db.create_run("bench-1m", run_dir, {"grpo": {"max_steps": STEPS}, "buffer": {"review": "gated"}}, "rods")
         db.update_run("bench-1m", status="finished", step=STEPS)
     print(f"rows: {RunReader(run_dir).counts()}")

@@ -1,8 +1,12 @@
-"""Store benchmark: write 1M task_stats rows the way a run does, then time the app's queries.
+"""Store benchmark: write 1M task_stats rows the way a run does, then time the app's queries; and the
+control store under contention.
 
 Prints the store's write time per step (append + flush + the compactions it triggers, + pools.json)
 as a share of a step (goal <= 2% of a 30 s step), and p50/p95 latency of the app's queries over the
 finished log (goal p95 <= 300 ms). Run: `rods bench store` or `python -m bench.store_bench`.
+`python -m bench.store_bench contention [URL]` runs bench.control_bench: 8 processes adding decisions while
+one lists them and one claims them, and prints the decisions per second the control store took (SQLite in
+a temporary folder, plus PostgreSQL when a URL is given or $RODS_TEST_POSTGRES_URL is set).
 """
 
 from __future__ import annotations
@@ -11,9 +15,11 @@ import json
 import math
 import random
 import shutil
+import sys
 import time
 from pathlib import Path
 
+from bench.control_bench import contention_report
 from storage.events import EventLog, split_live
 from storage.pools import write_pools_snapshot
 from storage.reader import RunReader
@@ -141,4 +147,7 @@ def run(
 
 
 if __name__ == "__main__":
-    print(json.dumps(run(), indent=2))
+    if sys.argv[1:2] == ["contention"]:
+        print(json.dumps(contention_report(*sys.argv[2:3]), indent=2))
+    else:
+        print(json.dumps(run(), indent=2))

@@ -76,10 +76,10 @@ class Curriculum:
 
     # ----- one step ----------------------------------------------------------------------------
     def begin_claim(self) -> None:
-        """Rank 0 starts claiming the run's pending decisions, once the step's rollouts are done: the control
-        database answers during the update (seconds), and `after_step` applies them at the step's end."""
+        """Rank 0 claims the run's pending decisions once the step's rollouts are done, so a decision made
+        before the update (seconds) is applied at this step's end, by `after_step`."""
         if self.control is not None:
-            self._claim = self.control.later("claim_decisions", self.run_id, f"pid:{os.getpid()}")
+            self._claim = self.control.claim_decisions(self.run_id, f"pid:{os.getpid()}")
 
     def after_step(self, step: int, report: RolloutReport) -> StepOutcome:
         matrix: dict[str, list[float]] = {}

@@ -58,7 +58,7 @@ def runs_table(db) -> pd.DataFrame:
 class BuildView:
     """What a run's card shows while it builds its model, in place of its step progress."""
 
-    status: str  # shown instead of the run's status: "building", "build failed", or the status itself
+    status: str  # shown instead of the run's status: "waiting", "building", "build failed", or the status itself
     fraction: float
     text: str
 
@@ -68,6 +68,8 @@ def describe_build(p: BuildProgress) -> str:
     from rods_core.launch import format_eta
 
     eta = f" · {format_eta(p.eta_s)}" if p.eta_s is not None or p.phase == "sft" else ""
+    if p.phase == "waiting":
+        return f"waiting for the model build of {p.waiting_for or 'another run'}"
     if p.phase == "tokenizer":
         return f"building the model: training the tokenizer{eta}"
     if p.phase == "variants":
@@ -93,7 +95,7 @@ def build_view(run_dir: str | Path, status: str, has_steps: bool) -> BuildView |
         return BuildView(status, 0.0, f"model build: {e}")
     if p is None or (status == "failed" and p.phase != "failed"):
         return None  # a process that died mid-build: its status and message say more than a stale phase
-    shown = {"failed": "build failed", "done": status}.get(p.phase, "building")
+    shown = {"failed": "build failed", "done": status, "waiting": "waiting"}.get(p.phase, "building")
     return BuildView(shown, p.fraction, describe_build(p))
 
 

@@ -67,13 +67,16 @@ class AppPaths:
         return Path(os.environ.get("RODS_EXPERIMENTS", PROJECT_ROOT / EXPERIMENTS)).resolve()
 
     @property
-    def control_db(self) -> Path:
-        return self.workspace / "control.duckdb"
+    def control_db(self) -> str | Path:
+        """The control store: $RODS_CONTROL_DB (a file or a URL), else <workspace>/control.sqlite."""
+        from storage.store_engine import store_target
+
+        return store_target(self.workspace)
 
     def db(self):
-        from storage.control import ControlDB
+        from storage.control import open_store
 
-        return ControlDB(self.control_db)
+        return open_store(self.workspace)
 
 
 # ----- configs -----------------------------------------------------------------------------------------

@@ -58,15 +58,14 @@ class RunStore:
     """The run's event log and control-database row, on rank 0; a no-op on other ranks."""
 
     def __init__(self, cfg: RunConfig, run_dir: Path, run_id: str, ranks: Ranks):
-        from storage.control import ControlDBProcess
+        from storage.control import open_store
         from storage.events import EventLog
 
         self.run_id, self.main, self.run_dir = run_id, ranks.main, run_dir
-        self._beat, self._beat_call = float("-inf"), None
+        self._beat = float("-inf")
         self._pools_version: str | None = None
         self.events = EventLog(run_dir) if ranks.main else None
-        # DuckDB in a process of its own: opening a database trims the trainer's malloc heap (ControlDBProcess)
-        self.db = ControlDBProcess(Path(cfg.workspace) / "control.duckdb") if ranks.main else None
+        self.db = open_store(cfg.workspace) if ranks.main else None
 
     def write(self, events: dict[str, list[dict]]) -> None:
         if self.events is not None:
@@ -90,14 +89,11 @@ class RunStore:
             self._pools_version = version
 
     def heartbeat(self, step: int) -> None:
-        """At most every HEARTBEAT_S seconds: a control-database write opens the file (~30-70 ms on 2 cores),
-        and the app reads the step from the event log anyway; the liveness timeout is 120 s. Sent without
-        waiting: the last beat's answer is read at the next one, so a failing write still stops the run."""
+        """At most every HEARTBEAT_S seconds: each write waits for the disk (fsync), and the app reads the
+        step from the event log anyway; the liveness timeout is 120 s."""
         now = time.monotonic()
         if self.db is not None and now - self._beat >= HEARTBEAT_S:
-            if self._beat_call is not None:
-                self._beat_call.result()
-            self._beat_call = self.db.later("heartbeat", self.run_id, step)
+            self.db.heartbeat(self.run_id, step)
             self._beat = now
 
     def close(self, status: str) -> None:
@@ -105,10 +101,7 @@ class RunStore:
             self.events.flush()
             self.events.close()
         if self.db is not None:
-            try:
-                self.db.update_run(self.run_id, status=status)
-            finally:
-                self.db.close()
+            self.db.update_run(self.run_id, status=status)
 
 
 class RunSetupError(ValueError):

@@ -1,5 +1,6 @@
-"""The run store: a per-run event log (Parquet parts queried with DuckDB), the control database
-(runs, curation decisions, seed catalog; SQLModel over one DuckDB file) and JSONL export/import.
+"""The run store: a per-run event log (Parquet parts queried with DuckDB), the control store (runs,
+curation decisions and their audit trail, seed catalog; SQLModel over SQLite or PostgreSQL) and JSONL
+export/import.
 
 Imports from rods_core: `rods_core.tasks` only. Nothing here imports streamlit, torch or TRL.
 """

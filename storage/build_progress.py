@@ -1,6 +1,7 @@
-"""A run's model-build progress, `runs/<id>/build.json`: the phase of the warm start (tokenizer,
-synthesized variants, SFT epoch k/n with loss and ETA) that the Home card and `rods runs` show before
-the first step. The build code writes it (atomically: readers never see half a file); anyone reads it."""
+"""A run's model-build progress, `runs/<id>/build.json`: the phase of the warm start (waiting for another
+run's build of the same folder, tokenizer, synthesized variants, SFT epoch k/n with loss and ETA) that the
+Home card and `rods runs` show before the first step. The build code writes it (atomically: readers never
+see half a file); anyone reads it."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 BUILD_FILE = "build.json"
-Phase = Literal["tokenizer", "variants", "sft", "done", "failed"]
-PHASES: tuple[Phase, ...] = ("tokenizer", "variants", "sft", "done", "failed")
+Phase = Literal["waiting", "tokenizer", "variants", "sft", "done", "failed"]
+PHASES: tuple[Phase, ...] = ("waiting", "tokenizer", "variants", "sft", "done", "failed")
 
 
 class BuildProgressError(ValueError):
@@ -25,7 +26,10 @@ class BuildProgress(BaseModel):
     """One snapshot of the build; fields that do not apply to the phase stay None."""
 
     model_config = ConfigDict(extra="forbid")
-    phase: Phase = Field(description="tokenizer | variants | sft | done | failed")
+    phase: Phase = Field(description="waiting | tokenizer | variants | sft | done | failed")
+    waiting_for: str | None = Field(
+        None, max_length=200, description="waiting: who is building the same model folder, e.g. 'run demo_1a2b'"
+    )
     epoch: int | None = Field(None, ge=0, description="sft: epochs completed so far")
     epochs: int | None = Field(None, ge=1, description="sft: epochs planned (the most the loss target allows)")
     loss: float | None = Field(None, ge=0, allow_inf_nan=False, description="sft: the latest training loss")

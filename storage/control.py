@@ -1,10 +1,13 @@
-"""Control database: runs, curation decisions and the seed catalog (SQLModel over one DuckDB file).
+"""Control store: runs, curation decisions with their audit trail, and the seed catalog (SQLModel over
+SQLite in WAL mode by default, or PostgreSQL given a URL).
 
-DuckDB locks its file per process, so every operation opens a connection (NullPool), does its work in
-one short transaction and closes; an operation that meets another process's lock (or a concurrent
-update in this process) is retried with backoff for up to `lock_timeout_s`. Decisions are delivered
-exactly once: `claim_decisions` moves pending rows to `claimed` in one UPDATE ... RETURNING, and
-`mark_decision` only changes a claimed/pending row, so a second marker gets False.
+Any number of processes share one store: SQLite's WAL lets readers run beside the one writer, and every
+write transaction opens with `BEGIN IMMEDIATE`, so it waits (up to `busy_timeout_s`) for the write lock
+when it starts instead of failing when a read upgrades to a write. On PostgreSQL a write transaction takes
+one advisory lock, the same one-writer-at-a-time rule. Decisions are delivered exactly once:
+`claim_decisions` moves pending rows to `claimed` in one UPDATE ... RETURNING, and `mark_decision` only
+changes a claimed/pending row, so a second marker gets False. Every change of a decision is also written
+to `decision_events` in the same transaction: who, when, what, at which step.
 Departure from the brief: a `claimed` status sits between pending and applied/refused.
 """
 
@@ -12,34 +15,52 @@ from __future__ import annotations
 
 import json
 import os
-import random
+import re
 import signal
-import time
-from collections import deque
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from sqlalchemy import Column, DateTime, Integer, Sequence, update
-from sqlalchemy.exc import DBAPIError
-from sqlalchemy.pool import NullPool
-from sqlmodel import Field, Session, SQLModel, create_engine, select
+from sqlalchemy import Column, DateTime, TypeDecorator, text, update
+from sqlalchemy.exc import SQLAlchemyError
+from sqlmodel import Field, Session, SQLModel, select
 
 from rods_core.tasks import Task, parse_record
+from storage.legacy_duckdb import LegacyStoreError, read_legacy_store, set_aside
+from storage.store_engine import DEFAULT_DB, ENV_VAR, resolve_store, store_engine, store_target
 
-DEFAULT_DB = "workspace/control.duckdb"
+LEGACY_FILE = "control.duckdb"  # the store of earlier versions, carried over on first open
 RUN_STATUSES = ("queued", "running", "finished", "failed", "stopped")
 ACTIONS = ("approve", "reject", "edit", "reseed")
 T = TypeVar("T")
+
+
+class StoreError(RuntimeError):
+    """The control store cannot be opened: the message names it, the reason and the fix."""
 
 
 def _now() -> datetime:
     return datetime.now(UTC)
 
 
+class UTCDateTime(TypeDecorator):
+    """A timezone-aware UTC datetime on every backend (SQLite keeps none: a naive value read back is UTC)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        return value.astimezone(UTC) if value is not None and value.tzinfo is not None else value
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
 def _tz_field() -> Any:
-    return Field(default=None, sa_column=Column(DateTime(timezone=True)))
+    return Field(default=None, sa_column=Column(UTCDateTime()))
 
 
 class Run(SQLModel, table=True):
@@ -64,7 +85,8 @@ class Run(SQLModel, table=True):
 
 class Decision(SQLModel, table=True):
     __tablename__ = "decisions"
-    id: int | None = Field(default=None, sa_column=Column(Integer, Sequence("decision_id_seq"), primary_key=True))
+    __table_args__ = {"sqlite_autoincrement": True}  # an id is never handed out twice, even after a delete
+    id: int | None = Field(default=None, primary_key=True)
     run_id: str = Field(index=True)
     task_id: str
     action: str = Field(description="approve | reject | edit | reseed")
@@ -80,6 +102,21 @@ class Decision(SQLModel, table=True):
         return json.loads(self.payload) if self.payload else {}
 
 
+class DecisionEvent(SQLModel, table=True):
+    """The audit trail: one row per change of a decision, written in the transaction that made it."""
+
+    __tablename__ = "decision_events"
+    __table_args__ = {"sqlite_autoincrement": True}
+    id: int | None = Field(default=None, primary_key=True)
+    decision_id: int = Field(index=True)
+    run_id: str = Field(index=True)
+    kind: str = Field(description="added | claimed | applied | refused | reopened")
+    actor: str = Field(description="who: the decision's author, or the claiming/marking process (pid:<n>)")
+    at: datetime | None = _tz_field()
+    step: int | None = Field(None, description="the step of an outcome; the checkpoint step of a reopen")
+    reason: str | None = Field(None, description="the outcome's reason, or where the row came from")
+
+
 class Seed(SQLModel, table=True):
     __tablename__ = "seeds"
     task_id: str = Field(primary_key=True)
@@ -93,9 +130,10 @@ class Seed(SQLModel, table=True):
         return parse_record(json.loads(self.record)) if self.record else None
 
 
-def _is_transient(err: BaseException) -> bool:
-    msg = str(err)
-    return any(s in msg for s in ("Could not set lock", "Conflicting lock", "Conflict on", "TransactionContext"))
+# ----- where the store is -----------------------------------------------------------------------
+def open_store(workspace: str | Path) -> ControlDB:
+    """The workspace's store (`store_target`), carrying over the workspace's old `control.duckdb` once."""
+    return ControlDB(store_target(workspace), legacy=Path(workspace) / LEGACY_FILE)
 
 
 # ----- process identity -------------------------------------------------------------------------
@@ -122,73 +160,79 @@ def process_alive(pid: int | None, start: int | None) -> bool:
     return start is not None and process_start(pid) == start
 
 
-class Pending:
-    """The answer to a call that may still be on its way: `result()` waits for it and raises the call's error."""
-
-    def __init__(self, receive: Callable[[], None]):
-        self._receive = receive  # reads the next answer off the pipe (answers arrive in call order)
-        self._done, self._ok, self._value = False, True, None
-
-    def _set(self, ok: bool, value: Any) -> None:
-        self._done, self._ok, self._value = True, ok, value
-
-    @property
-    def done(self) -> bool:
-        return self._done
-
-    def result(self) -> Any:
-        while not self._done:
-            self._receive()
-        if not self._ok:
-            raise self._value
-        return self._value
-
-    @classmethod
-    def now(cls, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Pending:
-        """A call made at once, its answer (or error) kept for `result()`."""
-        done = cls(lambda: None)
-        try:
-            done._set(True, fn(*args, **kwargs))
-        except Exception as e:  # noqa: BLE001 - raised by result(), as a call through the pipe would be
-            done._set(False, e)
-        return done
-
-
 class ControlDB:
-    """Open, act, close: safe to use from the app and any number of trainers at once."""
+    """The control store: safe to use from the app and any number of trainers at once, on one machine
+    (SQLite) or several (PostgreSQL). Opening it creates the tables and carries over `legacy` (an old DuckDB
+    store: by default the `control.duckdb` beside a SQLite file) once."""
 
-    def __init__(self, path: str | Path | None = None, lock_timeout_s: float = 15.0):
-        self.path = Path(path or os.environ.get("RODS_CONTROL_DB", DEFAULT_DB))
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.lock_timeout_s = lock_timeout_s
-        self.engine = create_engine(f"duckdb:///{self.path}", poolclass=NullPool)
-        self._retry(lambda: SQLModel.metadata.create_all(self.engine))
+    def __init__(self, path: str | Path | None = None, busy_timeout_s: float = 15.0, legacy: str | Path | None = None):
+        """Raises StoreError (naming the store, the reason and the fix) when the store cannot be opened."""
+        self.busy_timeout_s = busy_timeout_s
+        try:
+            self.url, self.path = resolve_store(path)
+            if self.path is not None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.engine = store_engine(self.url, self.path is not None, busy_timeout_s)
+            self._writer = self.engine.execution_options(rods_write=True)
+            if legacy is None and self.path is not None:
+                legacy = self.path.with_name(self.path.stem + ".duckdb")
+            self.legacy = Path(legacy) if legacy is not None else None
+            if self._tx(self._create_and_carry_over):
+                set_aside(self.legacy)
+        except (SQLAlchemyError, LegacyStoreError, ImportError, OSError, ValueError) as e:
+            shown = re.sub(r"://([^:/@]*):[^@]*@", r"://\1:***@", str(path or os.environ.get(ENV_VAR) or DEFAULT_DB))
+            raise StoreError(
+                f"control store {shown}: cannot open it ({type(e).__name__}: {str(e).splitlines()[0]}); give a "
+                "writable SQLite file path or a reachable server's URL (postgresql+psycopg://user@host/db) "
+                f"with --db or ${ENV_VAR}"
+            ) from e
 
-    def later(self, method: str, /, *args: Any, **kwargs: Any) -> Pending:
-        """`method(*args, **kwargs)` made now, its answer kept: the interface of `ControlDBProcess.later`."""
-        return Pending.now(getattr(self, method), *args, **kwargs)
+    def _tx(self, fn: Callable[[Session], T], write: bool = True) -> T:
+        """fn in one transaction; a write transaction holds the store's write lock from its first statement."""
+        with Session(self._writer if write else self.engine, expire_on_commit=False) as s:
+            out = fn(s)
+            s.commit()
+            return out
 
-    def _retry(self, fn: Callable[[], T]) -> T:
-        deadline, delay = time.monotonic() + self.lock_timeout_s, 0.005
-        while True:
-            try:
-                return fn()
-            except DBAPIError as e:
-                if not _is_transient(e) or time.monotonic() > deadline:
-                    raise
-            time.sleep(delay * (0.5 + random.random()))
-            delay = min(delay * 2, 0.05)
+    def _read(self, fn: Callable[[Session], T]) -> T:
+        return self._tx(fn, write=False)
 
-    def _tx(self, fn: Callable[[Session], T]) -> T:
-        """Run fn in one transaction on a fresh connection; retried whole on a lock conflict."""
+    def _create_and_carry_over(self, s: Session) -> bool:
+        """Create missing tables, then copy the legacy store's rows that are not here yet (so a second
+        process, or a crash before the old file was set aside, adds nothing twice). True if there was one."""
+        SQLModel.metadata.create_all(s.connection())
+        if self.legacy is None or not self.legacy.exists():
+            return False
+        old = read_legacy_store(self.legacy)
+        for model, key, table in ((Run, "id", "runs"), (Seed, "task_id", "seeds"), (Decision, "id", "decisions")):
+            have = set(s.exec(select(getattr(model, key))))
+            new = [model(**row) for row in old[table] if row[key] not in have]
+            s.add_all(new)
+            s.flush()
+            if model is Decision:
+                s.add_all(
+                    DecisionEvent(
+                        decision_id=d.id,
+                        run_id=d.run_id,
+                        kind="added",
+                        actor=d.author,
+                        at=d.created_at,
+                        reason=f"carried over from {self.legacy.name}",
+                    )
+                    for d in new
+                )
+        if self.path is None:  # explicit ids do not move PostgreSQL's sequence: the next id must follow them
+            s.exec(
+                text(
+                    "SELECT setval(pg_get_serial_sequence('decisions', 'id'), coalesce(max(id), 0) + 1, false) FROM decisions"
+                )
+            )
+        return True
 
-        def attempt() -> T:
-            with Session(self.engine, expire_on_commit=False) as s:
-                out = fn(s)
-                s.commit()
-                return out
-
-        return self._retry(attempt)
+    def _audit(self, s: Session, decisions: Iterable[tuple[int, str]], kind: str, actor: str, **fields: Any) -> None:
+        s.add_all(
+            DecisionEvent(decision_id=i, run_id=r, kind=kind, actor=actor, at=_now(), **fields) for i, r in decisions
+        )
 
     # ----- runs ---------------------------------------------------------------------------------
     def create_run(
@@ -207,10 +251,10 @@ class ControlDB:
         return self._tx(lambda s: (s.add(run), run)[1])
 
     def get_run(self, run_id: str) -> Run | None:
-        return self._tx(lambda s: s.get(Run, run_id))
+        return self._read(lambda s: s.get(Run, run_id))
 
     def list_runs(self) -> list[Run]:
-        return self._tx(lambda s: list(s.exec(select(Run).order_by(Run.created_at.desc()))))
+        return self._read(lambda s: list(s.exec(select(Run).order_by(Run.created_at.desc()))))
 
     def update_run(self, run_id: str, **fields: Any) -> Run:
         if "status" in fields and fields["status"] not in RUN_STATUSES:
@@ -293,7 +337,14 @@ class ControlDB:
             created_at=_now(),
             payload=json.dumps(payload) if payload is not None else None,
         )
-        return self._tx(lambda s: (s.add(d), s.flush(), s.refresh(d), d)[-1])
+
+        def fn(s: Session) -> Decision:
+            s.add(d)
+            s.flush()
+            self._audit(s, [(d.id, run_id)], "added", author)
+            return d
+
+        return self._tx(fn)
 
     def decisions(self, run_id: str, status: str | None = None) -> list[Decision]:
         def fn(s: Session) -> list[Decision]:
@@ -302,28 +353,40 @@ class ControlDB:
                 q = q.where(Decision.status == status)
             return list(s.exec(q.order_by(Decision.id)))
 
-        return self._tx(fn)
+        return self._read(fn)
 
     def pending_decisions(self, run_id: str) -> list[Decision]:
         return self.decisions(run_id, "pending")
+
+    def decision_events(self, run_id: str, decision_id: int | None = None) -> list[DecisionEvent]:
+        """The audit trail of a run's decisions (or of one), oldest first."""
+
+        def fn(s: Session) -> list[DecisionEvent]:
+            q = select(DecisionEvent).where(DecisionEvent.run_id == run_id)
+            if decision_id is not None:
+                q = q.where(DecisionEvent.decision_id == decision_id)
+            return list(s.exec(q.order_by(DecisionEvent.id)))
+
+        return self._read(fn)
 
     def claim_decisions(self, run_id: str, claimer: str | None = None) -> list[Decision]:
         """Take every pending decision of a run, atomically: each is returned to one caller only."""
         claimer = claimer or f"pid:{os.getpid()}"
 
-        def fn(s: Session) -> list[int]:
+        def fn(s: Session) -> list[Decision]:
             stmt = (
                 update(Decision)
                 .where(Decision.run_id == run_id, Decision.status == "pending")
                 .values(status="claimed", claimed_by=claimer)
                 .returning(Decision.id)
             )
-            return [r[0] for r in s.exec(stmt).all()]
+            ids = [r[0] for r in s.exec(stmt).all()]
+            if not ids:
+                return []
+            self._audit(s, [(i, run_id) for i in ids], "claimed", claimer)
+            return list(s.exec(select(Decision).where(Decision.id.in_(ids)).order_by(Decision.id)))
 
-        ids = self._tx(fn)
-        if not ids:
-            return []
-        return self._tx(lambda s: list(s.exec(select(Decision).where(Decision.id.in_(ids)).order_by(Decision.id))))
+        return self._tx(fn)
 
     def mark_decision(
         self,
@@ -339,8 +402,15 @@ class ControlDB:
             update(Decision)
             .where(Decision.id == decision_id, Decision.status.in_(("pending", "claimed")))
             .values(status=outcome, reason=reason, applied_step=step)
+            .returning(Decision.run_id)
         )
-        return self._tx(lambda s: s.exec(stmt).rowcount) == 1
+
+        def fn(s: Session) -> bool:
+            found = [(decision_id, r[0]) for r in s.exec(stmt).all()]
+            self._audit(s, found, outcome, f"pid:{os.getpid()}", step=step, reason=reason)
+            return bool(found)
+
+        return self._tx(fn)
 
     def reopen_decisions_after(self, run_id: str, step: int) -> int:
         """On resume from a checkpoint at `step`: decisions applied later, or claimed and never
@@ -353,8 +423,15 @@ class ControlDB:
                 | (Decision.status.in_(("applied", "refused")) & (Decision.applied_step > step)),
             )
             .values(status="pending", claimed_by=None, reason=None, applied_step=None)
+            .returning(Decision.id)
         )
-        return self._tx(lambda s: s.exec(stmt).rowcount)
+
+        def fn(s: Session) -> int:
+            ids = [r[0] for r in s.exec(stmt).all()]
+            self._audit(s, [(i, run_id) for i in ids], "reopened", f"pid:{os.getpid()}", step=step)
+            return len(ids)
+
+        return self._tx(fn)
 
     # ----- seed catalog -------------------------------------------------------------------------
     def upsert_seeds(self, tasks: Iterable[Task], source: str = "import", tags: Iterable[str] = ()) -> tuple[int, int]:
@@ -387,7 +464,7 @@ class ControlDB:
                 q = q.where(Seed.enabled)
             return list(s.exec(q.order_by(Seed.task_id)))
 
-        return self._tx(fn)
+        return self._read(fn)
 
     def set_seed_enabled(self, task_id: str, enabled: bool) -> bool:
         stmt = update(Seed).where(Seed.task_id == task_id).values(enabled=enabled)
@@ -398,97 +475,3 @@ class ControlDB:
         clean = sorted({t.strip() for t in tags if t and t.strip()})
         stmt = update(Seed).where(Seed.task_id == task_id).values(tags=json.dumps(clean))
         return self._tx(lambda s: s.exec(stmt).rowcount) == 1
-
-
-def _serve(conn, path: str, lock_timeout_s: float) -> None:
-    """The loop of ControlDBProcess's child: (method, args, kwargs) in, (ok, result or error) out, until the
-    parent closes the pipe or dies (EOF)."""
-    db = ControlDB(path, lock_timeout_s)
-    while True:
-        try:
-            name, args, kwargs = conn.recv()
-        except (EOFError, OSError):
-            return
-        try:
-            reply = (True, getattr(db, name)(*args, **kwargs))
-        except Exception as e:  # noqa: BLE001 - handed to the caller, raised there
-            reply = (False, e)
-        try:
-            conn.send(reply)
-        except Exception as e:  # noqa: BLE001 - an error that does not pickle travels as its text
-            conn.send((False, RuntimeError(f"{type(e).__name__}: {e}")))
-
-
-class ControlDBProcess:
-    """A ControlDB served from a spawned process: the same public methods, each call sent through a pipe.
-
-    Why a trainer uses it: DuckDB hands freed memory back to the OS (glibc `malloc_trim(0)`) whenever a
-    database opens or closes, and ControlDB opens one per operation. In a trainer that memory is the last
-    update's activations: rank 0, which claims decisions and beats the heart, page-faulted 110-160k times
-    in each forward pass where rank 1 faulted 2-20k, and that forward took 1.5-5.7 s where rank 1's took
-    1.5-1.9 s (2 processes on 2 cores, strace: `duckdb::Allocator::FlushAll` -> `malloc_trim`). With DuckDB
-    in its own process, the trainer's heap is left alone. The child exits when the parent closes the pipe
-    or dies (it reads EOF), so a killed trainer leaves no process behind. A daemonic process may not start
-    children (multiprocessing's rule): there the database is served in-process, trims and all."""
-
-    def __init__(self, path: str | Path | None = None, lock_timeout_s: float = 15.0):
-        import multiprocessing
-
-        self.path = Path(path or os.environ.get("RODS_CONTROL_DB", DEFAULT_DB))
-        self._local = ControlDB(self.path, lock_timeout_s) if multiprocessing.current_process().daemon else None
-        if self._local is not None:
-            return
-        ctx = multiprocessing.get_context("spawn")  # never fork a process that holds torch threads
-        self._waiting: deque[Pending] = deque()
-        self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_serve, args=(child, str(self.path), lock_timeout_s), daemon=True)
-        self._proc.start()
-        child.close()
-
-    def later(self, method: str, /, *args: Any, **kwargs: Any) -> Pending:
-        """Send a call and return at once; `result()` on the answer waits for it. The trainer begins its
-        step's claim of decisions this way before the update and reads it at the step's end, so the ~40 ms a database open
-        costs runs in the child beside the step instead of in it."""
-        if self._local is not None:
-            return self._local.later(method, *args, **kwargs)
-        self._conn.send((method, args, kwargs))
-        pending = Pending(self._receive)
-        self._waiting.append(pending)
-        return pending
-
-    def _receive(self) -> None:
-        """The next answer, handed to the oldest call still waiting (the child answers in call order)."""
-        try:
-            ok, value = self._conn.recv()
-        except EOFError:
-            raise RuntimeError(f"control database process for {self.path} exited") from None
-        self._waiting.popleft()._set(ok, value)
-
-    def _call(self, method: str, /, *args: Any, **kwargs: Any) -> Any:
-        return self.later(method, *args, **kwargs).result()
-
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        if name.startswith("_") or not callable(getattr(ControlDB, name, None)):
-            raise AttributeError(name)
-        return lambda *args, **kwargs: self._call(name, *args, **kwargs)
-
-    # the methods whose defaults name the calling process
-    def register_process(self, run_id: str, pid: int | None = None) -> Run:
-        return self._call("register_process", run_id, pid or os.getpid())
-
-    def claim_decisions(self, run_id: str, claimer: str | None = None) -> list[Decision]:
-        return self._call("claim_decisions", run_id, claimer or f"pid:{os.getpid()}")
-
-    def close(self) -> None:
-        """End the child once every call sent has its answer (answers nobody asked for are dropped, errors
-        included); safe to call twice."""
-        if self._local is not None:
-            return
-        if not self._conn.closed:
-            try:
-                while self._waiting:
-                    self._receive()
-            except RuntimeError:  # the child is gone already
-                pass
-            self._conn.close()
-        self._proc.join(timeout=10)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from storage.control import ControlDB, Pending
+from storage.control import ControlDB, Decision
 from storage.events import EventLog
 
 
@@ -57,20 +57,20 @@ def deliver_decisions(
     step: int,
     apply: ApplyFn,
     share: Callable[[Any], Any] = lambda x: x,
-    claim: Pending | None = None,
+    claim: list[Decision] | None = None,
 ) -> list[Outcome]:
     """Apply every pending decision of the run once per process; returns the outcomes in decision order.
 
     `db` is given on the process that claims and records (rank 0; None elsewhere); `share` hands rank 0's
     claimed list to every process (identity with one process). `step` must be the step whose checkpoint
     will contain the decisions' effect (a checkpoint at step S holds every decision recorded with step <= S;
-    `prepare_resume` reopens the later ones). `claim` is a claim begun earlier (`db.later("claim_decisions",
-    ...)`, before the step's update); without one the decisions are claimed now. A claim whose process dies
+    `prepare_resume` reopens the later ones). `claim` is what an earlier `db.claim_decisions` returned (made
+    before the step's update); without one the decisions are claimed now. A claim whose process dies
     before the outcomes are marked leaves them claimed, and the resume reopens them."""
     if db is None:
         found = []
     else:
-        found = (claim or db.later("claim_decisions", run_id, f"pid:{os.getpid()}")).result()
+        found = claim if claim is not None else db.claim_decisions(run_id, f"pid:{os.getpid()}")
     claimed = [Claimed(d.id, d.task_id, d.action, d.payload) for d in found]
     outcomes = []
     for d in share(claimed):

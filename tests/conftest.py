@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import uuid
+
 import pytest
 from app_helpers import app_env, smoke_config  # noqa: F401 - re-exported for the tests
 
@@ -26,3 +29,34 @@ def tiny_model_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("tiny") / "model"
     init_tiny(TinyModelConfig(hidden=64, layers=2, heads=2, kv_heads=1, ffn=128, vocab=1000), out)
     return out
+
+
+POSTGRES_ENV = "RODS_TEST_POSTGRES_URL"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request, tmp_path):
+    """A fresh, empty control store, as `ControlDB` takes it: a SQLite file, or a schema of its own on the
+    PostgreSQL server named by $RODS_TEST_POSTGRES_URL (`.ci/run` starts one; skipped where none runs)."""
+    if request.param == "sqlite":
+        yield str(tmp_path / "control.sqlite")
+        return
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.exc import OperationalError
+
+    url = os.environ.get(POSTGRES_ENV)
+    if not url:
+        pytest.skip(f"no PostgreSQL server: set {POSTGRES_ENV} (`source .ci/postgres` starts one and sets it)")
+    engine = create_engine(url)
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    try:
+        with engine.begin() as conn:
+            conn.execute(text(f"create schema {schema}"))
+    except OperationalError as e:
+        pytest.skip(f"PostgreSQL at ${POSTGRES_ENV} is not reachable: {str(e).splitlines()[0]}")
+    try:
+        yield f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}"
+    finally:
+        with engine.begin() as conn:
+            conn.execute(text(f"drop schema {schema} cascade"))
+        engine.dispose()

@@ -7,6 +7,7 @@ killable RUN_DIR ROWS                   - log steps forever (flushing each), to 
 consumer DB RUN_ID OUT                  - claim decisions, append each claimed id to OUT, mark
                                           applied; stop after OUT.stop appears
 control DB RUN_ID N                     - N rounds of heartbeat + add_decision + list_runs
+open DB LEGACY GO_FILE                  - once GO_FILE exists, open the store DB (carrying LEGACY over)
 """
 
 from __future__ import annotations
@@ -108,5 +109,15 @@ def control(db_path: str, run_id: str, n: str) -> None:
     print(json.dumps({"rounds": int(n)}))
 
 
+def open_store(db_path: str, legacy: str, go_file: str) -> None:
+    from storage.control import ControlDB
+
+    while not Path(go_file).exists():
+        time.sleep(0.005)
+    db = ControlDB(db_path, legacy=legacy)
+    print(json.dumps({"runs": len(db.list_runs())}))
+
+
 if __name__ == "__main__":
-    {"writer": writer, "killable": killable, "consumer": consumer, "control": control}[sys.argv[1]](*sys.argv[2:])
+    roles = {"writer": writer, "killable": killable, "consumer": consumer, "control": control, "open": open_store}
+    roles[sys.argv[1]](*sys.argv[2:])

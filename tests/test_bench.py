@@ -244,7 +244,7 @@ def test_bench_curriculum_runs_two_methods_and_writes_its_report(tmp_path, tiny_
     assert (out / "summary.md").read_text().startswith("# Curriculum benchmark")
     for fig in ("progress", "accuracy", "informative_share", "pool_size", "variance_ratio"):
         assert (out / f"{fig}.html").exists()
-    assert (out / "runs" / "rods_r0" / "events").is_dir() and (out / "workspace" / "control.duckdb").exists()
+    assert (out / "runs" / "rods_r0" / "events").is_dir() and (out / "workspace" / "control.sqlite").exists()
 
 
 def test_bench_curriculum_rejects_an_unknown_method(tmp_path):

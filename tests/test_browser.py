@@ -88,7 +88,7 @@ def _end_runs(ws: Path) -> None:
     """Runs launched by the served app live in their own sessions: end any still alive."""
     from storage.control import ControlDB, process_alive
 
-    for run in ControlDB(ws / "control.duckdb").list_runs():
+    for run in ControlDB(ws / "control.sqlite").list_runs():
         if process_alive(run.pid, run.proc_start):
             os.killpg(run.pid, signal.SIGKILL)
 
@@ -154,7 +154,7 @@ def journey(served, page) -> None:
     from storage.reader import RunReader
 
     url, ws, runs = served
-    db = ControlDB(ws / "control.duckdb")
+    db = ControlDB(ws / "control.sqlite")
     pg = page
 
     # Launch a run from the Launch page.

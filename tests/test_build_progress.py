@@ -12,6 +12,7 @@ from rods_core import lab
 from storage.build_progress import BUILD_FILE, BuildProgressError, read_build_progress, write_build_progress
 
 PHASES = {  # phase -> (fields, what the card says, what it shows as the status)
+    "waiting": ({"waiting_for": "run demo_1a2b"}, "waiting for the model build of run demo_1a2b", "waiting"),
     "tokenizer": ({}, "building the model: training the tokenizer", "building"),
     "variants": (
         {"done": 12, "total": 60, "eta_s": 95},
@@ -93,7 +94,7 @@ def test_home_card_shows_each_build_phase_not_queued(tmp_path, monkeypatch):
     ws, runs = tmp_path / "ws", tmp_path / "runs"
     monkeypatch.setenv("RODS_WORKSPACE", str(ws))
     monkeypatch.setenv("RODS_RUNS", str(runs))
-    db = ControlDB(ws / "control.duckdb")
+    db = ControlDB(ws / "control.sqlite")
     for phase, (fields, _, _) in PHASES.items():
         db.create_run(f"b-{phase}", runs / f"b-{phase}", {"grpo": {"max_steps": 40}}, "rods")
         write_build_progress(runs / f"b-{phase}", phase, **fields, updated=datetime.now(UTC))

@@ -15,7 +15,7 @@ from tests.conftest import smoke_config
 
 def test_hostile_decisions_are_refused_with_reasons_and_the_run_finishes(tmp_path, tiny_model_dir):
     cfg = RunConfig.model_validate(smoke_config(tmp_path, tiny_model_dir, **{"grpo.max_steps": 2}))
-    db = ControlDB(tmp_path / "ws" / "control.duckdb")
+    db = ControlDB(tmp_path / "ws" / "control.sqlite")
     run_dir = tmp_path / "runs" / "hostile"
     db.create_run("hostile", run_dir, cfg.model_dump(mode="json"), "rods", name="hostile")
     seed = demo_seeds()[0]

@@ -39,7 +39,7 @@ def jsonl(path: Path, *recs) -> Path:
 
 # ----- task files: seeds import, --tasks -----------------------------------------------------------------
 def test_seeds_import_refuses_each_hostile_file_and_creates_no_database(tmp_path, seed_rec):
-    db = tmp_path / "db" / "control.duckdb"
+    db = tmp_path / "db" / "control.sqlite"
     good = json.dumps(seed_rec).encode()
     cases = {
         "enc.jsonl": (good + b"\n" + b'{"id": "' + NOT_UTF8 + b'"}\n', "enc.jsonl:2: (encoding): byte 0xff"),
@@ -203,7 +203,7 @@ def test_test_split_task_refused_at_every_route(tmp_path, train_seeds, test_task
         else None
     )
     renamed = jsonl(tmp_path / "renamed.jsonl", {**test_task.to_record(), "id": "my_own_task"})  # caught by content
-    db = tmp_path / "control.duckdb"
+    db = tmp_path / "control.sqlite"
     refused(invoke("seeds", "import", leak, "--db", db), "rods seeds import", test_task.id)
     refused(invoke("seeds", "import", renamed, "--db", db), "my_own_task: same content as a test-split task")
     refused(
@@ -213,7 +213,7 @@ def test_test_split_task_refused_at_every_route(tmp_path, train_seeds, test_task
     with pytest.raises(TestSplitRefused, match="rods eval --tasks"):
         load_task_file(leak, "rods eval --tasks")
     paths = launch.AppPaths(tmp_path / "ws", tmp_path / "runs")
-    cdb = ControlDB(tmp_path / "ws" / "control.duckdb")
+    cdb = ControlDB(tmp_path / "ws" / "control.sqlite")
     with pytest.raises(TestSplitRefused, match="the Seeds page upload"):
         launch.import_upload(paths, cdb, "leak.jsonl", leak.read_bytes(), [])
     with pytest.raises(TestSplitRefused, match="the Seeds page import"):
@@ -317,13 +317,13 @@ def test_fuzz_seeds_import_and_upload(tmp_path, seed_rec, data):
     case = Path(tempfile.mkdtemp(dir=tmp_path))
     (case / "in.jsonl").write_bytes(payload)
     before = files(case)
-    res = invoke("seeds", "import", case / "in.jsonl", "--db", case / "db" / "c.duckdb")
+    res = invoke("seeds", "import", case / "in.jsonl", "--db", case / "db" / "c.sqlite")
     clean_or_valid(res)
     if res.exit_code == 2:
         assert files(case) == before  # no database, nothing else
     paths = launch.AppPaths(case / "ws", case / "runs")
     name = data.draw(st.text(max_size=20))
-    app_db = ControlDB(case / "app.duckdb")
+    app_db = ControlDB(case / "app.sqlite")
     try:
         launch.import_upload(paths, app_db, name, payload, [])
     except DoorError as e:  # the whole file refused, naming the line of each problem

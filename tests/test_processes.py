@@ -59,7 +59,7 @@ def test_two_processes_agree_write_once_apply_a_decision_once_and_resume(tmp_pat
     config = tmp_path / "run.yaml"
     config.write_text(yaml.safe_dump(cfg))
     run_dir, log = tmp_path / "runs" / "pair", tmp_path / "train.log"
-    db = ControlDB(tmp_path / "ws" / "control.duckdb")
+    db = ControlDB(tmp_path / "ws" / "control.sqlite")
     db.create_run("pair", run_dir, cfg, "uniform_synth", name="pair")
     decision = db.add_decision("pair", demo_seeds()[0].id, "reseed", {"mode": "synthesize"})
 

@@ -42,7 +42,7 @@ def test_sigkill_at_three_moments_then_resume_exactly(tmp_path, tiny_model_dir):
     config = tmp_path / "run.yaml"
     config.write_text(yaml.safe_dump(cfg))
     run_dir, log = tmp_path / "runs" / "killme", tmp_path / "train.log"
-    db = ControlDB(tmp_path / "ws" / "control.duckdb")
+    db = ControlDB(tmp_path / "ws" / "control.sqlite")
     # a decision waiting before the run starts: it is applied at step 1, then twice more re-applied
     # only if it was lost with a killed process; its effect must be in the final pools exactly once
     parent = demo_seeds()[0].id

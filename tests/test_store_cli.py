@@ -27,7 +27,7 @@ def test_help(args):
 
 
 def test_runs_list_show_stop(tmp_path):
-    db = tmp_path / "control.duckdb"
+    db = tmp_path / "control.sqlite"
     cdb = ControlDB(db)
     run_dir = tmp_path / "runs" / "r1"
     cdb.create_run("r1", run_dir, config={"method": "rods"})
@@ -44,6 +44,10 @@ def test_runs_list_show_stop(tmp_path):
     assert proc.wait(timeout=10) < 0 and cdb.run_status("r1") == "stopped"
     res = runner.invoke(app, ["runs", "show", "nope", "--db", str(db)])
     assert res.exit_code == 2 and "no run 'nope'" in res.output
+    # a store given as a URL that cannot be reached: its name (password hidden), the reason, the fix
+    res = runner.invoke(app, ["runs", "list", "--db", "postgresql+psycopg://lab:hunter2@127.0.0.1:1/rods"])
+    assert res.exit_code == 2 and "lab:***@127.0.0.1:1/rods: cannot open it" in res.output
+    assert "hunter2" not in res.output and "RODS_CONTROL_DB" in res.output
 
 
 def test_export_and_import_commands(tmp_path, train_seeds, all_seeds):
@@ -56,7 +60,7 @@ def test_export_and_import_commands(tmp_path, train_seeds, all_seeds):
     res = runner.invoke(app, ["export", "--run", "r2", "--pool", "hot", "--out", str(out), "--runs-dir", str(runs)])
     assert res.exit_code != 0 and "must be one of" in res.output
 
-    db = tmp_path / "control.duckdb"
+    db = tmp_path / "control.sqlite"
     res = runner.invoke(app, ["seeds", "import", str(out), "--db", str(db), "--tag", "demo"])
     assert res.exit_code == 0 and "imported 5 new" in res.output
     test_task = next(t for t in all_seeds if t.id not in {s.id for s in train_seeds})

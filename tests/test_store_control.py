@@ -1,5 +1,6 @@
-"""The control database: runs and their derived status, decisions delivered exactly once across
-processes, and several processes using the one DuckDB file at the same time."""
+"""The control store, on SQLite and on PostgreSQL: runs and their derived status, decisions delivered
+exactly once across processes with their audit trail, several processes using one store at the same time
+(8 writers, a reader and a claimer), where a store is named, and a store that cannot open."""
 
 from __future__ import annotations
 
@@ -16,15 +17,17 @@ from pathlib import Path
 import pytest
 from polling import wait_until
 
-from storage.control import ControlDB, process_alive, process_start
+from bench.control_bench import contention
+from storage.control import ControlDB, StoreError, process_alive, process_start
+from storage.store_engine import DEFAULT_DB, resolve_store
 
 WORKERS = Path(__file__).with_name("store_workers.py")
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
-def db(tmp_path):
-    return ControlDB(tmp_path / "control.duckdb")
+def db(store):
+    return ControlDB(store)
 
 
 def _sleeper() -> subprocess.Popen:
@@ -95,13 +98,23 @@ def test_decisions_validate_and_mark_once(db):
     assert got == {a.id: ("applied", "promoted", 3), b.id: ("refused", "task already retired", 3)}
     # Resume from a checkpoint at step 2: the step-3 outcomes were lost with the process.
     assert db.reopen_decisions_after("r", 2) == 2 and len(db.pending_decisions("r")) == 2
+    # The audit trail: every change, who made it and at which step; a refused second mark left none.
+    trail = [(e.kind, e.actor, e.step, e.reason) for e in db.decision_events("r", a.id)]
+    me = f"pid:{os.getpid()}"
+    assert trail == [
+        ("added", "researcher", None, None),
+        ("claimed", me, None, None),
+        ("applied", me, 3, "promoted"),
+        ("reopened", me, 2, None),
+    ]
+    assert all(e.at.tzinfo is not None for e in db.decision_events("r"))
 
 
-def test_decisions_reach_two_consumer_processes_exactly_once(db, tmp_path):
+def test_decisions_reach_two_consumer_processes_exactly_once(db, store, tmp_path):
     out = tmp_path / "claimed.txt"
     consumers = [
         subprocess.Popen(
-            [sys.executable, str(WORKERS), "consumer", str(db.path), "r", str(out)],
+            [sys.executable, str(WORKERS), "consumer", store, "r", str(out)],
             cwd=ROOT,
             stderr=subprocess.PIPE,
             text=True,
@@ -123,12 +136,12 @@ def test_decisions_reach_two_consumer_processes_exactly_once(db, tmp_path):
     assert {d.status for d in db.decisions("r")} == {"applied"}
 
 
-def test_control_db_used_by_several_processes_at_once(db):
+def test_control_db_used_by_several_processes_at_once(db, store):
     db.create_run("r", "runs/r")
     n = 20
     procs = [
         subprocess.Popen(
-            [sys.executable, str(WORKERS), "control", str(db.path), "r", str(n)],
+            [sys.executable, str(WORKERS), "control", store, "r", str(n)],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -189,93 +202,39 @@ def test_deliver_decisions_then_resume_reapplies_only_lost_ones(db, tmp_path):
     assert [o.decision_id for o in deliver(6)] == [c.id]
 
 
-def test_control_db_process_serves_the_same_methods_from_a_child(tmp_path):
-    """A trainer's ControlDB lives in a child process (DuckDB trims the malloc heap of the process that opens
-    a database): the same calls and answers, errors raised in the caller, the caller's pid recorded."""
-    from storage.control import ControlDBProcess
-
-    db = ControlDBProcess(tmp_path / "control.duckdb")
-    try:
-        db.create_run("r1", "runs/r1", {"lr": 1.0}, "rods", name="first")  # `name` is a method argument too
-        assert db.get_run("r1").name == "first" and db.get_run("r1").config_dict() == {"lr": 1.0}
-        assert db.register_process("r1").pid == os.getpid()  # the trainer, not the child serving the calls
-        db.add_decision("r1", "t1", "approve")
-        (claimed,) = db.claim_decisions("r1")
-        assert claimed.claimed_by == f"pid:{os.getpid()}" and claimed.status == "claimed"
-        with pytest.raises(ValueError, match="action"):
-            db.add_decision("r1", "t1", "explode")
-        with pytest.raises(AttributeError):
-            db.no_such_method  # noqa: B018
-    finally:
-        child = db._proc
-        db.close()
-    assert not child.is_alive()
-    assert ControlDB(tmp_path / "control.duckdb").get_run("r1").status == "running"  # the writes landed
+def test_eight_writers_a_reader_and_a_claimer_at_once_lose_nothing(db, store):
+    """Every id a writer was told is stored exactly once, claimed exactly once and applied; nobody failed."""
+    db.create_run("contended", "runs/contended")
+    r = contention(store, writers=8, per_writer=20)
+    assert r["errors"] == [] and r["exit_codes"] == [0] * 10
+    assert len(r["ids"]) == 160 and len(set(r["ids"])) == 160
+    stored = db.decisions("contended")
+    assert Counter(d.id for d in stored) == Counter(r["ids"])
+    assert Counter(r["claimed"]) == Counter(r["ids"]) and r["double_marked"] == []
+    assert {d.status for d in stored} == {"applied"} and r["reads"] > 0
+    kinds = Counter((e.decision_id, e.kind) for e in db.decision_events("contended"))
+    assert set(kinds.values()) == {1} and len(kinds) == 3 * 160  # added, claimed, applied: once each
 
 
-@pytest.mark.parametrize("served", ["child", "in-process"])
-def test_calls_sent_ahead_answer_in_order_each_with_its_own_error(tmp_path, served):
-    """`later` returns before the answer: answers are matched to their calls in order, an error belongs to
-    its own call only, a call made meanwhile still gets its own answer, and close() drops unread ones."""
-    from storage.control import ControlDBProcess
-
-    db = ControlDBProcess(tmp_path / "control.duckdb") if served == "child" else ControlDB(tmp_path / "c.duckdb")
-    db.create_run("r1", "runs/r1")
-    db.add_decision("r1", "t1", "approve")
-    claim = db.later("claim_decisions", "r1", "pid:1")
-    bad = db.later("add_decision", "r1", "t1", "explode")
-    beat = db.later("heartbeat", "r1", 7)
-    assert db.get_run("r1").step == 7  # read after the heartbeat sent before it: calls run in order
-    assert claim.done and bad.done and beat.done  # ... and their answers were read on the way
-    assert [(d.task_id, d.claimed_by) for d in claim.result()] == [("t1", "pid:1")]
-    with pytest.raises(ValueError, match="action"):
-        bad.result()
-    assert beat.result() is None and db.claim_decisions("r1") == []
-    db.later("heartbeat", "r1", 8)  # never read: close() takes its answer and ends the child
-    if served == "child":
-        child = db._proc
-        db.close()
-        assert not child.is_alive() and ControlDB(tmp_path / "control.duckdb").get_run("r1").step == 8
+def test_a_store_is_a_file_or_a_url(tmp_path, monkeypatch):
+    monkeypatch.delenv("RODS_CONTROL_DB", raising=False)
+    assert resolve_store(tmp_path / "c.sqlite") == (f"sqlite:///{tmp_path / 'c.sqlite'}", tmp_path / "c.sqlite")
+    # an old DuckDB store's path names the SQLite file beside it (which carries the old one over)
+    assert resolve_store(tmp_path / "control.duckdb")[1] == tmp_path / "control.sqlite"
+    assert resolve_store(f"sqlite:///{tmp_path}/x.sqlite")[1] == tmp_path / "x.sqlite"
+    pg = "postgresql+psycopg://lab@db.example/rods"
+    assert resolve_store(pg) == (pg, None)
+    assert resolve_store(None)[1] == Path(DEFAULT_DB)
+    monkeypatch.setenv("RODS_CONTROL_DB", pg)
+    assert resolve_store(None) == (pg, None)
 
 
-def test_control_db_process_exits_when_its_parent_dies(tmp_path):
-    """No process is left behind by a trainer killed outright: the child reads EOF and ends."""
-    code = (
-        "import os, sys; from storage.control import ControlDBProcess;"
-        f"db = ControlDBProcess({str(tmp_path / 'c.duckdb')!r}); db.get_run('x');"
-        "print(db._proc.pid, flush=True); os._exit(0)"
-    )
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    child = int(out.stdout.split()[0])
-    wait_until(lambda: not _running(child), timeout=30, what="the control-database child to exit")
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    status = Path(f"/proc/{pid}/stat")
-    return not (status.exists() and status.read_text().split(")")[-1].split()[0] == "Z")
-
-
-def _use_in_daemon(path: str, out) -> None:
-    from storage.control import ControlDBProcess
-
-    db = ControlDBProcess(path)
-    db.create_run("d1", "runs/d1")
-    out.put((db.get_run("d1").id, db._local is not None))
-    db.close()
-
-
-def test_control_db_process_serves_in_process_inside_a_daemonic_process(tmp_path):
-    """A daemonic process may not start children: there the database is served in-process, not refused."""
-    import multiprocessing
-
-    ctx = multiprocessing.get_context("spawn")
-    out = ctx.Queue()
-    proc = ctx.Process(target=_use_in_daemon, args=(str(tmp_path / "c.duckdb"), out), daemon=True)
-    proc.start()
-    assert out.get(timeout=120) == ("d1", True)
-    proc.join(timeout=30)
-    assert proc.exitcode == 0
+def test_a_store_that_cannot_open_says_which_and_why(tmp_path):
+    with pytest.raises(StoreError, match=r"postgresql\+psycopg://lab:\*\*\*@127.0.0.1:1/rods: cannot open it"):
+        ControlDB("postgresql+psycopg://lab:secret@127.0.0.1:1/rods")
+    not_sqlite = tmp_path / "notes.sqlite"
+    not_sqlite.write_text("not a database " * 100)
+    with pytest.raises(StoreError, match="notes.sqlite: cannot open it"):
+        ControlDB(not_sqlite)
+    with pytest.raises(StoreError, match="SQLite file"):
+        ControlDB("sqlite://")

@@ -79,7 +79,7 @@ def test_export_then_import_is_lossless(run_dir, tmp_path):
     assert set(by_id[snap.tasks("retired")[0].id]["stats"].values()) == {None}  # no statistics: all null
     assert read_tasks(out) == snap.tasks("all")  # pool and stats are ignored on re-read
 
-    db = ControlDB(tmp_path / "control.duckdb")
+    db = ControlDB(tmp_path / "control.sqlite")
     # the pools hold test-split seeds (and copies of them): this round trip checks losslessness, not the guard
     report = import_seeds(db, out.read_bytes(), str(out), "test", tags=["round-trip"], allow_test=True)
     assert (report.added, report.updated) == (50, 0)
@@ -131,7 +131,7 @@ def test_import_refuses_test_split_tasks_before_writing_anything(train_seeds, al
     test_task = next(t for t in all_seeds if t.id not in {s.id for s in train_seeds})
     path = tmp_path / "seeds.jsonl"
     path.write_text("\n".join(json.dumps(t.to_record()) for t in [*train_seeds[:5], test_task]) + "\n")
-    db = ControlDB(tmp_path / "control.duckdb")
+    db = ControlDB(tmp_path / "control.sqlite")
     with pytest.raises(TestSplitRefused, match=f"(?s)my door .*1 task.*refused.*{test_task.id}"):
         import_seeds(db, path.read_bytes(), str(path), "my door")
     assert db.list_seeds() == []

@@ -14,17 +14,20 @@ from rods_core.cli._common import clean_errors, emit_json, fail
 
 runs_app = typer.Typer(no_args_is_help=True, help="Training runs in the control database: list, show, stop.")
 
-DB_HELP = "control database file (default: $RODS_CONTROL_DB or workspace/control.duckdb)"
+DB_HELP = "control store: a SQLite file or a URL (default: $RODS_CONTROL_DB or workspace/control.sqlite)"
 POOL_CHOICES = ("seeds", "staged", "active", "retired", "all")
 
 
-def _db(db: Path | None):
-    from storage.control import ControlDB
+def _db(db: str | None):
+    from storage.control import ControlDB, StoreError
 
-    return ControlDB(db)
+    try:
+        return ControlDB(db)
+    except StoreError as e:
+        fail(str(e))
 
 
-def _run_dir(run_id: str, db: Path | None, runs_dir: Path) -> Path:
+def _run_dir(run_id: str, db: str | None, runs_dir: Path) -> Path:
     """runs_dir/<run_id>, else the folder registered for the run in the control database; an id that
     would lead outside the runs folder is refused (ids of older runs may break today's rule, so reading
     confines the path rather than applying rods_core.ids)."""
@@ -44,7 +47,7 @@ def export(
     pool: str = typer.Option("all", help="seeds | staged | active | retired | all"),
     out: Path = typer.Option(..., "--out", help="JSONL file to write"),
     runs_dir: Path = typer.Option(Path("runs"), help="folder holding run folders"),
-    db: Path | None = typer.Option(None, help=DB_HELP),
+    db: str | None = typer.Option(None, help=DB_HELP),
 ) -> None:
     """Export a run's pool as JSONL (task fields + provenance + pool + statistics).
 
@@ -66,7 +69,7 @@ def seeds_import(
     file: Path = typer.Argument(..., help="JSONL task file"),
     tag: list[str] = typer.Option([], help="tag(s) for the imported seeds (kept tags stay)"),
     allow_test: bool = typer.Option(False, help="allow held-out test-split tasks (leaks the test set)"),
-    db: Path | None = typer.Option(None, help=DB_HELP),
+    db: str | None = typer.Option(None, help=DB_HELP),
 ) -> None:
     """Validate a whole JSONL file (schema, then replay by execution), then add its tasks to the seed
     catalog (nothing on any error).
@@ -85,7 +88,7 @@ def seeds_import(
 @runs_app.command("list")
 def runs_list(
     json_out: bool = typer.Option(False, "--json", help="print JSON"),
-    db: Path | None = typer.Option(None, help=DB_HELP),
+    db: str | None = typer.Option(None, help=DB_HELP),
 ) -> None:
     """List runs with their live status (checked against the process and its heartbeat).
 
@@ -118,7 +121,7 @@ def runs_list(
 
 
 @runs_app.command("show")
-def runs_show(run_id: str, db: Path | None = typer.Option(None, help=DB_HELP)) -> None:
+def runs_show(run_id: str, db: str | None = typer.Option(None, help=DB_HELP)) -> None:
     """Show one run: its record, live status, latest step and event counts (JSON).
 
     Example: rods runs show demo
@@ -146,7 +149,7 @@ def runs_show(run_id: str, db: Path | None = typer.Option(None, help=DB_HELP)) -
 
 
 @runs_app.command("stop")
-def runs_stop(run_id: str, db: Path | None = typer.Option(None, help=DB_HELP)) -> None:
+def runs_stop(run_id: str, db: str | None = typer.Option(None, help=DB_HELP)) -> None:
     """Stop a run: SIGTERM to its process group; the run is marked stopped.
 
     Example: rods runs stop demo

@@ -3,16 +3,75 @@
 `ensure_model(cfg)` returns the config's model folder, building it first when it is missing and the
 config allows (`model.build_if_missing`): init-tiny (tokenizer + weights), verified variants of the demo
 seeds for diversity, then the SFT warm start (policy/sft.py), reporting each phase to `progress`.
+One build per folder: runs that need the same missing folder take `build_lock` in turn, so the first
+builds it (with every process it has) and the others wait, then train on what it built.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
-from collections.abc import Callable
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from rods_core.config import RunConfig
 from rods_core.policy.tiny import ModelFolderError
+
+LOCK_SUFFIX = ".build.lock"  # beside the folder: `models/tiny-demo.build.lock`
+
+
+def lock_path(model: Path) -> Path:
+    return model.with_name(model.name + LOCK_SUFFIX)
+
+
+def lock_holder(lock: Path, wait_s: float = 2.0) -> str:
+    """Who holds the build lock, as it wrote itself there (it writes just after taking the lock)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            text = lock.read_text(encoding="utf-8").strip()
+        except FileNotFoundError:
+            text = ""
+        if text or time.monotonic() > deadline:
+            return text or "another process"
+        time.sleep(0.05)
+
+
+@contextmanager
+def build_lock(model: Path, holder: str, on_wait: Callable[[str], None]) -> Iterator[None]:
+    """An exclusive lock (fcntl) on the folder's lock file, naming `holder` while held. Taken by another
+    process: `on_wait(its holder)`, then wait for it. The kernel drops the lock if the holder dies."""
+    lock = lock_path(model)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a+", encoding="utf-8") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            on_wait(lock_holder(lock))
+            fcntl.flock(f, fcntl.LOCK_EX)
+        f.truncate(0)
+        f.write(holder)
+        f.flush()
+        try:
+            yield
+        finally:
+            f.truncate(0)  # a waiter never reads a holder that has let go
+
+
+def wait_for_turn(model: Path, holder: str, poll_s: float = 1.0) -> None:
+    """Ranks other than 0 of a run: wait, without a collective (gloo's would time out during another run's
+    build), until their rank 0 holds the build lock or the model exists."""
+    lock = lock_path(model)
+    while not (model / "config.json").exists():
+        try:
+            if lock.read_text(encoding="utf-8").strip() == holder:
+                return
+        except FileNotFoundError:
+            pass
+        time.sleep(poll_s)
 
 
 def ensure_model(
@@ -21,29 +80,53 @@ def ensure_model(
     """The policy folder; builds the tiny model and warm-starts it when allowed and missing.
 
     With several processes every rank takes part in the SFT (data-parallel); rank 0 alone builds the
-    untrained model first and writes the result. The build's phases go to `run_dir`/build.json."""
+    untrained model first and writes the result. The build's phases go to `run_dir`/build.json, and a run
+    waiting for another's build of the same folder says so there."""
     path = Path(cfg.model.path)
-    if (path / "config.json").exists():
-        return path
     if not cfg.model.build_if_missing:
+        if (path / "config.json").exists():
+            return path
         raise ModelFolderError(
             f"model.path {path} holds no model; point it at a local model folder, run `rods model init-tiny` "
             "and `rods sft`, or set model.build_if_missing: true"
         )
+    main = ranks is None or ranks.main
+    # every rank of one launch names the same holder: the run id, else the launcher's pid
+    holder = (
+        f"run {run_dir.name}"
+        if run_dir is not None
+        else f"rods model demo (pid {os.getppid() if ranks else os.getpid()})"
+    )
     progress = None
-    if run_dir is not None and (ranks is None or ranks.main):
+    if run_dir is not None and main:
         from storage.build_progress import write_build_progress
 
         def progress(phase: str, **fields) -> None:
             write_build_progress(run_dir, phase, **fields)
 
-    try:
-        build_demo_model(cfg, log, ranks=ranks, progress=progress)
-    except BaseException as e:
+    if not main:
+        wait_for_turn(path, holder)
+        if ranks.share(None):  # rank 0's verdict, once it holds the lock
+            build_demo_model(cfg, log, ranks=ranks)
+        return path
+
+    def waiting(other: str) -> None:
+        log(f"{path} is being built by {other}: waiting for that build")
         if progress is not None:
-            progress("failed", detail=f"{type(e).__name__}: {e}"[:2000])
-        raise
-    if progress is not None:
+            progress("waiting", waiting_for=other)
+
+    with build_lock(path, holder, waiting):
+        build = not (path / "config.json").exists()
+        if ranks is not None:
+            ranks.share(build)
+        if build:
+            try:
+                build_demo_model(cfg, log, ranks=ranks, progress=progress)
+            except BaseException as e:
+                if progress is not None:
+                    progress("failed", detail=f"{type(e).__name__}: {e}"[:2000])
+                raise
+    if progress is not None and (build or (run_dir / "build.json").exists()):
         progress("done")
     return path
 

@@ -1,0 +1,68 @@
+"""One build per model folder: the pair the app launches on a missing model folder builds it once; the
+second run waits for the first one's build (its build.json says whose) and both train on it."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from polling import wait_until
+
+from rods_core import launch
+from rods_core.config import RunConfig
+from rods_core.policy.build import build_lock, lock_holder, lock_path
+from storage.build_progress import read_build_progress
+from tests.conftest import smoke_config
+
+# A build of seconds: a small tokenizer and model, two SFT epochs, no variants.
+FAST_BUILD = {
+    "model.build_if_missing": True,
+    "model.tiny": {"hidden": 32, "layers": 1, "heads": 2, "kv_heads": 1, "ffn": 64, "vocab": 1000},
+    "model.sft": {"max_epochs": 2, "loss_target": 1e-6, "warmup_steps": 0},
+    "model.sft_variants_per_seed": 0,
+    "grpo.max_steps": 2,
+}
+
+
+def test_a_second_holder_waits_and_is_told_who_builds(tmp_path):
+    model = tmp_path / "models" / "m"
+    told, order = [], []
+
+    def second() -> None:
+        with build_lock(model, "run b", told.append):
+            order.append("b")
+
+    with build_lock(model, "run a", told.append):
+        assert lock_holder(lock_path(model)) == "run a"
+        waiter = threading.Thread(target=second)
+        waiter.start()
+        wait_until(lambda: told, what="the second holder to find the lock taken")
+        time.sleep(0.2)
+        order.append("a")  # the second is still waiting
+    waiter.join(timeout=30)
+    assert told == ["run a"] and order == ["a", "b"]
+    assert lock_path(model).read_text() == ""  # released: names nobody
+
+
+def test_a_pair_launched_on_a_missing_model_builds_it_once_and_both_train(tmp_path):
+    paths = launch.AppPaths(tmp_path / "ws", tmp_path / "runs")
+    data = smoke_config(tmp_path, paths.workspace / "models" / "tiny-fast", **FAST_BUILD)
+    cfg = launch.build_config(data, {}, paths)
+    assert cfg.model.build_if_missing and cfg.compute.processes == 1
+    runs = launch.launch_pair(RunConfig.model_validate(cfg.model_dump()), paths)
+    db = paths.db()
+    wait_until(
+        lambda: all(launch.effective_status(db, db.get_run(r.run_id)) not in ("queued", "running") for r in runs),
+        timeout=600,
+        what="both runs to end",
+    )
+    logs = {r.run_id: r.log_path.read_text() for r in runs}
+    assert [db.get_run(r.run_id).status for r in runs] == ["finished", "finished"], logs
+    builders = [rid for rid, text in logs.items() if "building the tiny model" in text]
+    assert len(builders) == 1, logs
+    (other,) = set(logs) - set(builders)
+    # the other run either waited for that build (and said whose) or found it done
+    if "waiting for that build" in logs[other]:
+        assert f"being built by run {builders[0]}" in logs[other]
+    assert {read_build_progress(r.run_dir).phase for r in runs} == {"done"}
+    assert (paths.workspace / "models" / "tiny-fast" / "config.json").exists()
