@@ -1,0 +1,127 @@
+"""Every benchmark passes the conformance suite; the BFCL adapter plays episodes exactly as the rollout does."""
+
+from __future__ import annotations
+
+import pytest
+from benchmark_conformance import (
+    check_do_nothing,
+    check_ground_truth,
+    check_hostile_calls,
+    check_isolation,
+    check_leak_of_copy,
+    check_splits,
+    check_task_round_trip,
+)
+from policy_helpers import demo_texts, load_tokenizer, replay
+
+from rods_core.benchmarks.bfcl_multi_turn import BfclMultiTurn
+from rods_core.benchmarks.protocols import Benchmark, Environment
+from rods_core.envs.checker import score_calls
+
+BENCHMARKS = {"bfcl_multi_turn": BfclMultiTurn}
+
+
+@pytest.fixture(scope="module", params=sorted(BENCHMARKS))
+def bench(request) -> Benchmark:
+    return BENCHMARKS[request.param]()
+
+
+def _sample(tasks: list, n: int) -> list:
+    """Every k-th task: a spread over categories/scenarios, not the first few of one."""
+    return tasks[:: max(1, len(tasks) // n)][:n]
+
+
+def test_implements_the_protocols(bench, tmp_path):
+    assert isinstance(bench, Benchmark)
+    assert isinstance(bench.environment(bench.seeds("train")[0], tmp_path), Environment)
+
+
+def test_splits_are_disjoint_and_guarded(bench):
+    check_splits(bench)
+
+
+def test_leak_guard_catches_a_copied_test_task(bench):
+    check_leak_of_copy(bench)
+
+
+def test_tasks_round_trip_and_render(bench):
+    check_task_round_trip(bench)
+
+
+def test_every_seed_ground_truth_scores_full_marks(bench, tmp_path):
+    check_ground_truth(bench, bench.seeds("all"), tmp_path)
+
+
+def test_do_nothing_scores_below_full_marks(bench, tmp_path):
+    check_do_nothing(bench, bench.seeds("all"), tmp_path)
+
+
+def test_hostile_calls_execute_nothing(bench, tmp_path):
+    for task in _sample(bench.seeds("all"), 4):
+        check_hostile_calls(bench, task, tmp_path)
+
+
+def test_environments_of_one_task_share_no_state(bench, tmp_path):
+    for task in _sample(bench.seeds("all"), 12):
+        check_isolation(bench, task, tmp_path)
+
+
+# ----- BFCL multi-turn: the adapter is the existing episode, not a new one ---------------------------
+def _perturbations(task) -> list[list[list[str]]]:
+    """Answers that fail in different places: a turn's last call dropped, a turn emptied, calls swapped."""
+    gt = task.ground_truth
+    out = []
+    for t, calls in enumerate(gt):
+        if calls:
+            out.append([c[:-1] if i == t else c for i, c in enumerate(gt)])
+            out.append([[] if i == t else c for i, c in enumerate(gt)])
+        if len(calls) > 1:
+            out.append([c[::-1] if i == t else c for i, c in enumerate(gt)])
+    return out
+
+
+def test_bfcl_adapter_scores_as_the_checker_does(tmp_path):
+    """On every seed, the ground truth and perturbed answers score the same through the adapter as through
+    envs.checker.score_calls (the scorer behind `rods env score` and the published replay figures)."""
+    bench = BfclMultiTurn()
+    agree = total = 0
+    for task in _sample(bench.seeds("all"), 200):
+        for answer in [task.ground_truth, *_perturbations(task)]:
+            msgs = []
+            for calls in answer:
+                msgs += [{"role": "assistant", "content": "", "tool_calls": calls}] if calls else []
+                msgs.append({"role": "assistant", "content": "Done."})
+            env = bench.environment(task, tmp_path)
+            env.reset()
+            for m in msgs:
+                env.step(m)
+            env.finish()
+            ref = score_calls(task, answer)
+            total += 1
+            agree += (env.score().progress, env.score().accuracy) == (ref.progress, bool(ref.accuracy))
+    print(f"bfcl adapter vs score_calls: {agree}/{total} agree")
+    assert agree == total, f"{agree}/{total} agree"
+
+
+def test_bfcl_adapter_replays_the_rollout_transcript(tiny_model_dir, train_seeds, tmp_path):
+    """The same assistant texts give the adapter the same conversation and score as rollout.run_episodes."""
+    from rods_core.rollout import EpisodeConfig, run_episodes
+
+    tok = load_tokenizer(tiny_model_dir)
+    bench = BfclMultiTurn()
+    for task in _sample(train_seeds, 8):
+        texts, _msgs, _tools = demo_texts(tok, task)
+        broken = ["<tool_call>\n{broken\n</tool_call>", *texts[1:]]
+        for script in (texts, broken, ["I do not know."] * len(texts)):
+            ep = run_episodes([task], replay(tok, list(script)), EpisodeConfig(max_context_tokens=10**6))[0]
+            env = bench.environment(task, tmp_path)
+            convo, it = list(env.reset()), iter(script)
+            assert env.tools() == _tools
+            done = False
+            while not done:
+                msg = {"role": "assistant", "content": next(it)}
+                step = env.step(msg)
+                convo += [msg, *step.messages]
+                done = step.done
+            assert convo == ep.transcript
+            assert (env.score().progress, float(env.score().accuracy)) == (ep.reward, ep.accuracy)
