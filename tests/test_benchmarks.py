@@ -14,11 +14,16 @@ from benchmark_conformance import (
 )
 from policy_helpers import demo_texts, load_tokenizer, replay
 
+from rods_core.benchmarks.bfcl_memory import BfclMemory
 from rods_core.benchmarks.bfcl_multi_turn import BfclMultiTurn
 from rods_core.benchmarks.protocols import Benchmark, Environment
 from rods_core.envs.checker import score_calls
 
-BENCHMARKS = {"bfcl_multi_turn": BfclMultiTurn}
+BENCHMARKS = {
+    "bfcl_multi_turn": BfclMultiTurn,
+    "bfcl_memory_kv": lambda: BfclMemory("kv"),
+    "bfcl_memory_rec_sum": lambda: BfclMemory("rec_sum"),
+}
 
 
 @pytest.fixture(scope="module", params=sorted(BENCHMARKS))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rods_core.benchmarks.messages import read_message
 from rods_core.benchmarks.protocols import (
     EpisodeScore,
     Message,
@@ -22,7 +23,6 @@ from rods_core.benchmarks.protocols import (
 )
 from rods_core.envs.bfcl import ERROR_PREFIX, BfclEnvironment
 from rods_core.envs.checker import TurnChecker
-from rods_core.envs.parsing import CallParseError, parse_calls
 from rods_core.policy.prompting import (
     DONE_ANSWER,
     NOTHING_TO_DO_ANSWER,
@@ -30,31 +30,11 @@ from rods_core.policy.prompting import (
     PromptConfig,
     episode_tools,
     initial_messages,
-    parse_assistant,
     tool_message,
     turn_messages,
 )
 from rods_core.seeds import leak_guard, load_seeds
 from rods_core.tasks import Task
-
-
-def read_message(message: Message) -> ParsedMessage:
-    """An assistant message's calls: its structured `tool_calls` if any, else its text as the rollout reads it."""
-    text = message.get("content") or ""
-    structured = message.get("tool_calls") or []
-    if not structured:
-        return parse_assistant(text)
-    calls = []
-    for tc in structured:
-        try:
-            calls.extend(parse_calls(tc))
-        except CallParseError as e:
-            return ParsedMessage(text=text, is_tool_call=True, error=str(e))
-        except Exception as e:  # noqa: BLE001 - hostile input must never escape the environment
-            return ParsedMessage(text=text, is_tool_call=True, error=type(e).__name__)
-    if not calls:
-        return ParsedMessage(text=text, is_tool_call=True, error="empty tool call list")
-    return ParsedMessage(text=text, calls=calls, is_tool_call=True)
 
 
 def reference_messages(task: Task) -> list[Message]:
