@@ -11,15 +11,10 @@ from pathlib import Path
 import pytest
 from bfcl_eval.eval_checker.agentic_eval.agentic_checker import agentic_checker
 
-from rods_core.benchmarks.bfcl_memory import (
-    AGENTIC_FORMAT,
-    TEST_SCENARIOS,
-    BfclMemory,
-    MemoryTask,
-    load_memory_seeds,
-    memory_leak_guard,
-)
+from rods_core.benchmarks.bfcl_memory import BfclMemory
 from rods_core.benchmarks.memory_answers import answer_matches
+from rods_core.benchmarks.memory_env import AGENTIC_FORMAT
+from rods_core.benchmarks.memory_tasks import TEST_SCENARIOS, MemoryTask, load_memory_seeds, memory_leak_guard
 from rods_core.benchmarks.protocols import play
 
 BACKENDS = ("kv", "rec_sum")
