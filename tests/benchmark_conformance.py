@@ -142,3 +142,19 @@ def check_isolation(bench: Benchmark, task, workdir: Path) -> None:
         s = env.score()
         assert s.progress == 1.0 and s.accuracy, f"{bench.name}: {task.id} lost full marks beside a twin: {s}"
     assert _do_nothing_score(bench, task, workdir) == alone, f"{bench.name}: {task.id} kept state across episodes"
+
+
+def check_synthesizer(bench: Benchmark, workdir: Path, parents: int = 12) -> int:
+    """Variants of train seeds are new tasks (new ids, provenance synth), may train, and replay to full
+    marks through a fresh Environment; returns how many variants were checked."""
+    if bench.synthesizer is None:
+        return 0
+    checked = 0
+    for task in bench.seeds("train")[:parents]:
+        for v in bench.synthesizer.variants(task, 2, seed=1):
+            assert v.id != task.id and v.provenance.source == "synth" and v.provenance.parent_id == task.id
+            assert bench.leak_reason(v) is None, f"{bench.name}: variant {v.id} trips the leak guard"
+            verdict = bench.verify(v, workdir)
+            assert verdict.ok, f"{bench.name}: variant {v.id} does not replay: {verdict.reason}"
+            checked += 1
+    return checked

@@ -10,6 +10,7 @@ from benchmark_conformance import (
     check_isolation,
     check_leak_of_copy,
     check_splits,
+    check_synthesizer,
     check_task_round_trip,
 )
 from policy_helpers import demo_texts, load_tokenizer, replay
@@ -64,6 +65,11 @@ def test_do_nothing_scores_below_full_marks(bench, tmp_path):
 def test_hostile_calls_execute_nothing(bench, tmp_path):
     for task in _sample(bench.seeds("all"), 4):
         check_hostile_calls(bench, task, tmp_path)
+
+
+def test_synthesized_variants_replay(bench, tmp_path):
+    checked = check_synthesizer(bench, tmp_path)
+    assert checked > 0 or bench.synthesizer is None
 
 
 def test_environments_of_one_task_share_no_state(bench, tmp_path):

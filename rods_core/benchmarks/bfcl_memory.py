@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rods_core.benchmarks.memory_env import Backend, MemoryEnvironment, backend_class, reference_policy
+from rods_core.benchmarks.memory_synth import MemoryTemplateSynthesizer
 from rods_core.benchmarks.memory_tasks import MemoryTask, load_memory_seeds, memory_leak_guard
 from rods_core.benchmarks.protocols import Policy, Split, Verdict, verify_with
 
@@ -15,12 +16,14 @@ class BfclMemory:
     """BFCL v4 memory with the kv or rec_sum backend: 155 questions, split by scenario (80 train / 75 test)."""
 
     task_type = MemoryTask
-    synthesizer = None
 
-    def __init__(self, backend: Backend = "kv", *, max_steps_per_turn: int = 4):
+    def __init__(self, backend: Backend = "kv", *, max_steps_per_turn: int = 4, synth_workdir: Path | None = None):
+        """`synth_workdir`: where the synthesizer's verification episodes write snapshots (a temporary
+        folder, removed after each call, when None)."""
         backend_class(backend)  # fail now, not at the first episode
         self.backend, self.max_steps_per_turn = backend, max_steps_per_turn
         self.name = f"bfcl_memory_{backend}"
+        self.synthesizer = MemoryTemplateSynthesizer(backend, self.leak_reason, synth_workdir)
 
     def seeds(self, split: Split) -> list[MemoryTask]:
         return load_memory_seeds(split)
