@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 from benchmark_conformance import (
     check_do_nothing,
@@ -14,13 +17,91 @@ from benchmark_conformance import (
     check_task_round_trip,
 )
 from policy_helpers import demo_texts, load_tokenizer, replay
+from pydantic import BaseModel
 
 from rods_core.benchmarks.bfcl_memory import BfclMemory
 from rods_core.benchmarks.bfcl_multi_turn import BfclMultiTurn
-from rods_core.benchmarks.protocols import Benchmark, Environment
+from rods_core.benchmarks.messages import read_message
+from rods_core.benchmarks.protocols import (
+    Benchmark,
+    Environment,
+    EpisodeScore,
+    Step,
+    scripted_policy,
+    verify_with,
+)
 from rods_core.envs.checker import score_calls
+from rods_core.tasks import Provenance
+
+
+class CounterTask(BaseModel):
+    """A third, minimal benchmark: bring a counter from 0 to `target` with `add(n)`, then say the total."""
+
+    id: str
+    target: int
+    provenance: Provenance = Provenance()
+
+
+class CounterEnv:
+    def __init__(self, task: CounterTask):
+        self.task, self.total, self.reply = task, 0, None
+
+    def tools(self):
+        return [{"type": "function", "function": {"name": "add", "parameters": {"properties": {"n": {}}}}}]
+
+    def reset(self):
+        return [{"role": "user", "content": f"Reach {self.task.target}, then tell me the total."}]
+
+    def step(self, message):
+        calls = read_message(message)
+        if not calls.is_tool_call:
+            self.reply = calls.text
+            return Step([], True)
+        ok = not calls.error and all(
+            c.name == "add" and set(c.kwargs) == {"n"} and type(c.kwargs["n"]) is int and abs(c.kwargs["n"]) < 100
+            for c in calls.calls
+        )
+        self.total += sum(c.kwargs["n"] for c in calls.calls) if ok else 0
+        return Step([{"role": "tool", "content": str(self.total) if ok else "Error: add(n) only"}], False)
+
+    def finish(self):
+        pass
+
+    def score(self):
+        ok = self.total == self.task.target and self.reply == str(self.task.target)
+        return EpisodeScore(float(self.total == self.task.target) / 2 + float(ok) / 2, ok)
+
+
+class Counter:
+    name, task_type, synthesizer = "counter", CounterTask, None
+
+    def seeds(self, split):
+        every = [CounterTask(id=f"count_{i}", target=i) for i in range(1, 9)]
+        return [t for t in every if split == "all" or (t.target % 4 == 0) == (split == "test")]
+
+    def leak_reason(self, task):
+        return "a held-out target" if task.target % 4 == 0 else None
+
+    def environment(self, task, workdir):
+        return CounterEnv(task)
+
+    def reference_policy(self, task):
+        return scripted_policy(
+            [
+                {"role": "assistant", "content": "", "tool_calls": [f"add(n={task.target})"]},
+                {"role": "assistant", "content": str(task.target)},
+            ]
+        )
+
+    def verify(self, task, workdir):
+        return verify_with(self, task, workdir)
+
+    def render(self, task):
+        return f"**{task.id}**: reach {task.target}"
+
 
 BENCHMARKS = {
+    "counter": Counter,
     "bfcl_multi_turn": BfclMultiTurn,
     "bfcl_memory_kv": lambda: BfclMemory("kv"),
     "bfcl_memory_rec_sum": lambda: BfclMemory("rec_sum"),
@@ -136,3 +217,18 @@ def test_bfcl_adapter_replays_the_rollout_transcript(tiny_model_dir, train_seeds
                 done = step.done
             assert convo == ep.transcript
             assert (env.score().progress, float(env.score().accuracy)) == (ep.reward, ep.accuracy)
+
+
+def test_benchmarks_package_imports_no_app_storage_or_training():
+    """The interface and its benchmarks stay a leaf of the library: no app, store, bench or trainer imports
+    (counting imports inside functions), so any layer may use them."""
+    banned = ("storage", "streamlit", "plotly", "bench", "torch", "trl", "transformers", "pages")
+    banned_core = ("rods_core.trainer", "rods_core.rollout", "rods_core.loop", "rods_core.cli", "rods_core.buffer")
+    root = Path(__file__).parents[1] / "rods_core" / "benchmarks"
+    for path in root.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            names += [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            for name in names:
+                assert name.split(".")[0] not in banned, f"{path.name} imports {name}"
+                assert not name.startswith(banned_core), f"{path.name} imports {name}"
