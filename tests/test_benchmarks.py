@@ -105,6 +105,7 @@ BENCHMARKS = {
     "bfcl_multi_turn": BfclMultiTurn,
     "bfcl_memory_kv": lambda: BfclMemory("kv"),
     "bfcl_memory_rec_sum": lambda: BfclMemory("rec_sum"),
+    "bfcl_memory_kv_fact": lambda: BfclMemory("kv", prereq="fact"),
 }
 
 

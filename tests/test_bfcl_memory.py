@@ -14,7 +14,13 @@ from bfcl_eval.eval_checker.agentic_eval.agentic_checker import agentic_checker
 from rods_core.benchmarks.bfcl_memory import BfclMemory
 from rods_core.benchmarks.memory_answers import answer_matches
 from rods_core.benchmarks.memory_env import AGENTIC_FORMAT
-from rods_core.benchmarks.memory_tasks import TEST_SCENARIOS, MemoryTask, load_memory_seeds, memory_leak_guard
+from rods_core.benchmarks.memory_tasks import (
+    TEST_SCENARIOS,
+    MemoryTask,
+    fact_session,
+    load_memory_seeds,
+    memory_leak_guard,
+)
 from rods_core.benchmarks.protocols import play
 
 BACKENDS = ("kv", "rec_sum")
@@ -161,3 +167,13 @@ def test_task_fields_that_reach_paths_are_refused():
     for field, value in (("scenario", "../../etc"), ("id", "../x"), ("id", "a/b")):
         with pytest.raises(ValueError):
             MemoryTask.model_validate({**base, field: value})
+
+
+def test_fact_mode_plays_only_the_conversation_that_states_the_answer(tmp_path):
+    bench = BfclMemory("kv", prereq="fact")
+    task = next(t for t in bench.seeds("train") if fact_session(t) not in (None, 0))
+    env = bench.environment(task, tmp_path)
+    assert env.sessions == [task.sessions[fact_session(task)]]
+    assert answer_matches(" ".join(env.sessions[0]), task.answers)
+    with pytest.raises(ValueError, match="prereq must be"):
+        BfclMemory("kv", prereq="some")

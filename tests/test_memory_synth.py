@@ -37,7 +37,7 @@ def test_number_words_spell_as_bfcl_answers_do():
 def test_variants_change_the_fact_consistently_and_replay(backend, tmp_path):
     bench = BfclMemory(backend, synth_workdir=tmp_path)
     made = 0
-    for parent in bench.seeds("train")[:15]:
+    for parent in bench.seeds("train")[:8]:
         variants = bench.synthesizer.variants(parent, 2, seed=3)
         assert [v.id for v in variants] == [v.id for v in bench.synthesizer.variants(parent, 2, seed=3)]
         for v in variants:
@@ -48,7 +48,7 @@ def test_variants_change_the_fact_consistently_and_replay(backend, tmp_path):
             convo = " ".join(u for s in v.sessions for u in s)
             assert answer_matches(convo, v.answers) and not answer_matches(convo, parent.answers)
             assert bench.verify(v, tmp_path).ok
-    assert made >= 10
+    assert made >= 6
 
 
 def test_an_inconsistent_variant_is_rejected(tmp_path):

@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rods_core.benchmarks.memory_env import Backend, MemoryEnvironment, backend_class, reference_policy
+from rods_core.benchmarks.memory_env import (
+    Backend,
+    MemoryEnvironment,
+    Prereq,
+    backend_class,
+    played_sessions,
+    reference_policy,
+)
 from rods_core.benchmarks.memory_synth import MemoryTemplateSynthesizer
 from rods_core.benchmarks.memory_tasks import MemoryTask, load_memory_seeds, memory_leak_guard
 from rods_core.benchmarks.protocols import Policy, Split, Verdict, verify_with
@@ -17,11 +24,20 @@ class BfclMemory:
 
     task_type = MemoryTask
 
-    def __init__(self, backend: Backend = "kv", *, max_steps_per_turn: int = 4, synth_workdir: Path | None = None):
-        """`synth_workdir`: where the synthesizer's verification episodes write snapshots (a temporary
-        folder, removed after each call, when None)."""
+    def __init__(
+        self,
+        backend: Backend = "kv",
+        *,
+        max_steps_per_turn: int = 4,
+        prereq: Prereq = "all",
+        synth_workdir: Path | None = None,
+    ):
+        """`prereq`: the prerequisite conversations an episode plays ("all" as BFCL, or "fact": only the one
+        that states the answer); `synth_workdir`: where the synthesizer's verification episodes write
+        snapshots (a temporary folder, removed after each call, when None)."""
         backend_class(backend)  # fail now, not at the first episode
-        self.backend, self.max_steps_per_turn = backend, max_steps_per_turn
+        played_sessions(self.seeds("train")[0], prereq)  # refuse a bad value now
+        self.backend, self.max_steps_per_turn, self.prereq = backend, max_steps_per_turn, prereq
         self.name = f"bfcl_memory_{backend}"
         self.synthesizer = MemoryTemplateSynthesizer(backend, self.leak_reason, synth_workdir)
 
@@ -32,7 +48,9 @@ class BfclMemory:
         return memory_leak_guard().reason(task)
 
     def environment(self, task: MemoryTask, workdir: Path) -> MemoryEnvironment:
-        return MemoryEnvironment(task, self.backend, workdir, max_steps_per_turn=self.max_steps_per_turn)
+        return MemoryEnvironment(
+            task, self.backend, workdir, max_steps_per_turn=self.max_steps_per_turn, prereq=self.prereq
+        )
 
     def reference_policy(self, task: MemoryTask) -> Policy:
         return reference_policy(task, self.backend)

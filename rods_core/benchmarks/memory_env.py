@@ -29,13 +29,14 @@ from bfcl_eval.utils import ADDITIONAL_SYSTEM_PROMPT_FOR_AGENTIC_RESPONSE_FORMAT
 
 from rods_core.benchmarks.dispatch import ToolDoc, execute, load_docs, tool_schema
 from rods_core.benchmarks.memory_answers import answer_matches
-from rods_core.benchmarks.memory_tasks import MemoryTask
+from rods_core.benchmarks.memory_tasks import MemoryTask, fact_session
 from rods_core.benchmarks.messages import read_message
 from rods_core.benchmarks.protocols import EpisodeScore, Message, Policy, Step
 from rods_core.envs.bfcl import ERROR_PREFIX
 from rods_core.policy.prompting import ParsedMessage, PromptConfig, tool_message
 
 Backend = Literal["kv", "rec_sum"]
+Prereq = Literal["all", "fact"]
 _BACKENDS = {"kv": ("memory_kv", "MemoryAPI_kv"), "rec_sum": ("memory_rec_sum", "MemoryAPI_rec_sum")}
 _SOURCE = "bfcl_eval.eval_checker.multi_turn_eval.func_source_code"
 REFERENCE_KEY = "answer_fact"  # the key the reference policy stores the answer under (kv)
@@ -62,11 +63,23 @@ def system_prompt(backend: Backend, scenario: str, memory_content: str, question
     return f"{text}\n\n{AGENTIC_FORMAT}" if question else text
 
 
+def played_sessions(task: MemoryTask, prereq: Prereq) -> list[list[str]]:
+    """The prerequisite conversations an episode plays: all (BFCL), or only the one that states the answer
+    (a shorter episode for small models; all of them when no conversation states it verbatim)."""
+    if prereq not in ("all", "fact"):
+        raise ValueError(f"prereq must be 'all' or 'fact', got {prereq!r}")
+    at = fact_session(task) if prereq == "fact" else None
+    return task.sessions if at is None else [task.sessions[at]]
+
+
 class MemoryEnvironment:
     """One memory episode: the prerequisite sessions, then the question, on this episode's own backend."""
 
-    def __init__(self, task: MemoryTask, backend: Backend, workdir: Path, *, max_steps_per_turn: int = 4):
+    def __init__(
+        self, task: MemoryTask, backend: Backend, workdir: Path, *, max_steps_per_turn: int = 4, prereq: Prereq = "all"
+    ):
         self.task, self.backend, self.max_steps = task, backend, max_steps_per_turn
+        self.sessions = played_sessions(task, prereq)
         self.prompt = PromptConfig(result_chars=None)  # BFCL shows tool results whole
         self.docs = backend_docs(backend)
         self.memory = backend_class(backend)()
@@ -121,10 +134,10 @@ class MemoryEnvironment:
 
     # ----- sessions and turns ------------------------------------------------------------------
     def _in_question(self) -> bool:
-        return self.session == len(self.task.sessions)
+        return self.session == len(self.sessions)
 
     def _user_text(self) -> str:
-        return self.task.question if self._in_question() else self.task.sessions[self.session][self.turn]
+        return self.task.question if self._in_question() else self.sessions[self.session][self.turn]
 
     def _open_session(self) -> list[Message]:
         content = self.memory._dump_core_memory_to_context()
@@ -136,7 +149,7 @@ class MemoryEnvironment:
         if self._in_question():
             self.done = True
             return Step(msgs, True)
-        if self.turn < len(self.task.sessions[self.session]):
+        if self.turn < len(self.sessions[self.session]):
             return Step([*msgs, {"role": "user", "content": self._user_text()}], False)
         self._flush()
         self.session, self.turn = self.session + 1, 0

@@ -18,9 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rods_core.benchmarks.memory_answers import answer_matches
 from rods_core.benchmarks.memory_env import Backend, MemoryEnvironment, reference_policy
-from rods_core.benchmarks.memory_tasks import MemoryTask
+from rods_core.benchmarks.memory_tasks import MemoryTask, grounded_fact
 from rods_core.benchmarks.protocols import Verdict, play
 from rods_core.tasks import Provenance
 
@@ -29,7 +28,6 @@ _ONES += "seventeen eighteen nineteen"
 ONES = _ONES.split()
 TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
 _SYLLABLES = "ka lo mi ra ve to su ne da ri po fe li an or el is um".split()
-_SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 
 def number_words(n: int) -> str:
@@ -135,16 +133,6 @@ def apply(task: MemoryTask, sub: Substitution, variant_id: str) -> MemoryTask:
         },
         deep=True,
     )
-
-
-def grounded_fact(task: MemoryTask) -> tuple[int, str] | None:
-    """(prerequisite user-turn index, the sentence) where the conversation first states an accepted answer."""
-    turns = [u for s in task.sessions for u in s]
-    for i, text in enumerate(turns):
-        for sentence in _SENTENCE.split(text):
-            if answer_matches(sentence, task.answers):
-                return i, sentence[:1900]  # kv's archival entries hold 2,000 characters
-    return None
 
 
 def check_variant(

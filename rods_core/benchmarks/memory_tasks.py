@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from functools import cache
 from importlib import resources
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from rods_core.benchmarks.memory_answers import answer_matches
 from rods_core.benchmarks.protocols import Split
 from rods_core.ids import check_task_id
 from rods_core.tasks import Provenance
@@ -18,6 +20,7 @@ from rods_core.tasks import Provenance
 SCENARIOS: tuple[str, ...] = ("customer", "finance", "healthcare", "notetaker", "student")
 # Split by scenario, not by question: the questions of a scenario share its prerequisite conversations, so a
 # test question's facts would reach training through any train question of the same scenario.
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
 TEST_SCENARIOS = frozenset({"healthcare", "student"})  # 75 test questions; customer, finance, notetaker: 80 train
 
 
@@ -119,3 +122,22 @@ class MemoryLeakGuard:
 @cache
 def memory_leak_guard() -> MemoryLeakGuard:
     return MemoryLeakGuard()
+
+
+def grounded_fact(task: MemoryTask) -> tuple[int, str] | None:
+    """(prerequisite user-turn index, the sentence) where the conversation first states an accepted answer."""
+    turns = [u for s in task.sessions for u in s]
+    for i, text in enumerate(turns):
+        for sentence in _SENTENCE.split(text):
+            if answer_matches(sentence, task.answers):
+                return i, sentence[:1900]  # kv's archival entries hold 2,000 characters
+    return None
+
+
+def fact_session(task: MemoryTask) -> int | None:
+    """The prerequisite conversation that first states an accepted answer (None if none says it verbatim)."""
+    found = grounded_fact(task)
+    if found is None:
+        return None
+    sizes = [len(s) for s in task.sessions]
+    return next(i for i in range(len(sizes)) if sum(sizes[: i + 1]) > found[0])
