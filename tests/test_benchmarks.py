@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import json
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from benchmark_conformance import (
     check_splits,
     check_synthesizer,
     check_task_round_trip,
+    do_nothing,
 )
 from policy_helpers import demo_texts, load_tokenizer, replay
 from pydantic import BaseModel
@@ -27,6 +29,7 @@ from rods_core.benchmarks.protocols import (
     Environment,
     EpisodeScore,
     Step,
+    evaluate,
     scripted_policy,
     verify_with,
 )
@@ -99,6 +102,9 @@ class Counter:
     def render(self, task):
         return f"**{task.id}**: reach {task.target}"
 
+    def group_of(self, task):
+        return "even" if task.target % 2 == 0 else "odd"
+
 
 BENCHMARKS = {
     "counter": Counter,
@@ -152,6 +158,17 @@ def test_hostile_calls_execute_nothing(bench, tmp_path):
 def test_synthesized_variants_replay(bench, tmp_path):
     checked = check_synthesizer(bench, tmp_path)
     assert checked > 0 or bench.synthesizer is None
+
+
+def test_evaluation_reports_overall_and_per_group(bench, tmp_path):
+    tasks = _sample(bench.seeds("test"), 10)
+    ref = evaluate(bench, bench.reference_policy, tasks, tmp_path)
+    nothing = evaluate(bench, lambda _task: do_nothing, tasks, tmp_path)
+    assert ref["overall"] == {"n": len(tasks), "accuracy": 1.0, "progress": 1.0}
+    assert nothing["overall"]["accuracy"] == 0.0 and nothing["overall"]["progress"] < 1.0
+    assert set(ref["by_group"]) == {bench.group_of(t) for t in tasks}
+    assert sum(g["n"] for g in ref["by_group"].values()) == len(tasks)
+    json.dumps(ref)
 
 
 def test_environments_of_one_task_share_no_state(bench, tmp_path):

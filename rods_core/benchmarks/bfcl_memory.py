@@ -70,3 +70,6 @@ class BfclMemory:
         if task.source:
             lines.append(f"**Where the conversation says it:** {task.source}")
         return "\n".join(lines)
+
+    def group_of(self, task: MemoryTask) -> str:
+        return task.scenario

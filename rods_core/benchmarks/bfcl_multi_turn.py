@@ -146,3 +146,6 @@ class BfclMultiTurn:
                 lines.append(f"   *functions arrive:* `{', '.join(arriving)}`")
             lines.append("   " + (" ".join(f"`{c}`" for c in calls) if calls else "*(no call expected)*"))
         return "\n".join(lines)
+
+    def group_of(self, task: Task) -> str:
+        return task.category

@@ -113,6 +113,10 @@ class Benchmark(Protocol):
         """The task as Markdown for the app (Boundary, Review, Buffer pages)."""
         ...
 
+    def group_of(self, task: Any) -> str:
+        """The group evaluation reports by (BFCL's category, memory's scenario)."""
+        ...
+
 
 def play(env: Environment, policy: Policy, *, max_messages: int = 200) -> EpisodeScore:
     """Run one episode to the end with a policy (no tokens: for verification, evaluation and tests).
@@ -141,6 +145,28 @@ def verify_with(bench: Benchmark, task: Any, workdir: Path) -> Verdict:
         failed = [d for d in score.detail if not d.get("passed", True)]
         return Verdict(False, score, f"ground-truth path scored {score.progress:.2f}: {failed[:2]}")
     return Verdict(True, score)
+
+
+def evaluate(
+    bench: Benchmark, make_policy: Callable[[Any], Policy], tasks: Sequence[Any], workdir: Path
+) -> dict[str, Any]:
+    """Play each task once with `make_policy(task)`; accuracy and progress overall and per group, as one
+    JSON-ready dict (the paper's out-of-distribution table: any policy on any benchmark)."""
+    rows = []
+    for task in tasks:
+        s = play(bench.environment(task, workdir), make_policy(task))
+        rows.append((bench.group_of(task), s.progress, float(s.accuracy)))
+
+    def summary(sel: list[tuple[str, float, float]]) -> dict[str, float]:
+        n = len(sel)
+        return {"n": n, "accuracy": sum(r[2] for r in sel) / n, "progress": sum(r[1] for r in sel) / n} if n else {}
+
+    groups = sorted({g for g, _, _ in rows})
+    return {
+        "benchmark": bench.name,
+        "overall": summary(rows),
+        "by_group": {g: summary([r for r in rows if r[0] == g]) for g in groups},
+    }
 
 
 def scripted_policy(messages: Sequence[Message]) -> Policy:
