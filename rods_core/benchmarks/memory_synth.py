@@ -150,7 +150,7 @@ def check_variant(
         return Verdict(False, None, "no accepted answer is said in the conversation")
     at, sentence = grounded
     for policy in (reference_policy(variant, backend), reference_policy(variant, backend, fact=sentence, at=at)):
-        score = play(MemoryEnvironment(variant, backend, workdir), policy, max_messages=1000)
+        score = play(MemoryEnvironment(variant, backend, workdir), policy)
         if not score.accuracy:
             return Verdict(False, score, f"an execution path failed: {score.detail}")
     return Verdict(True, score)

@@ -118,7 +118,7 @@ class Benchmark(Protocol):
         ...
 
 
-def play(env: Environment, policy: Policy, *, max_messages: int = 200) -> EpisodeScore:
+def play(env: Environment, policy: Policy, *, max_messages: int = 10_000) -> EpisodeScore:
     """Run one episode to the end with a policy (no tokens: for verification, evaluation and tests).
 
     The policy sees the current session's conversation; after `max_messages` assistant messages the
