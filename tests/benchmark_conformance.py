@@ -43,9 +43,16 @@ def hostile_messages(sentinel: Path, tool_name: str, params: list[str]) -> list[
         '<tool_call>\n{"name": "' + tool_name + '", "arguments": {"__class__": 1}}\n</tool_call>',
         "<tool_call>\n{broken json\n</tool_call>",
     ]
-    return [{"role": "assistant", "content": "", "tool_calls": [c]} for c in calls] + [
-        {"role": "assistant", "content": t} for t in texts
+    odd = [
+        {"role": "assistant", "content": ["not", "text"]},
+        {"role": "assistant", "content": None, "tool_calls": touch},
+        {"role": "assistant", "content": "", "tool_calls": {"name": "open", "arguments": "{not json"}},
     ]
+    return (
+        [{"role": "assistant", "content": "", "tool_calls": [c]} for c in calls]
+        + odd
+        + [{"role": "assistant", "content": t} for t in texts]
+    )
 
 
 def _first_tool(env: Environment) -> tuple[str, list[str]]:

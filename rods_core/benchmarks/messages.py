@@ -10,8 +10,11 @@ from rods_core.policy.prompting import ParsedMessage, parse_assistant
 
 def read_message(message: Message) -> ParsedMessage:
     """An assistant message's calls: its structured `tool_calls` if any, else its text as the rollout reads it."""
-    text = message.get("content") or ""
+    content = message.get("content")
+    text = content if isinstance(content, str) else ""
     structured = message.get("tool_calls") or []
+    if isinstance(structured, (str, dict)):  # one call given bare rather than as a list
+        structured = [structured]
     if not structured:
         return parse_assistant(text)
     calls = []
