@@ -1,0 +1,151 @@
+"""BFCL v3 multi-turn behind the Benchmark/Environment protocols: a wrapper over envs.bfcl, envs.checker,
+seeds and policy.prompting that plays an episode exactly as rollout._Run does (same messages, same checks).
+
+Nothing here changes those modules: the environment owns a BfclEnvironment and a TurnChecker, reads
+assistant messages with prompting.parse_assistant, speaks with prompting's turn and tool messages, and
+scores with the strict per-turn checker (progress = share of checked turns passed, accuracy = all pass).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rods_core.benchmarks.messages import read_message
+from rods_core.benchmarks.protocols import (
+    EpisodeScore,
+    Message,
+    Policy,
+    Split,
+    Step,
+    Verdict,
+    scripted_policy,
+    verify_with,
+)
+from rods_core.envs.bfcl import ERROR_PREFIX, BfclEnvironment
+from rods_core.envs.checker import TurnChecker
+from rods_core.policy.prompting import (
+    DONE_ANSWER,
+    NOTHING_TO_DO_ANSWER,
+    ParsedMessage,
+    PromptConfig,
+    episode_tools,
+    initial_messages,
+    tool_message,
+    turn_messages,
+)
+from rods_core.seeds import leak_guard, load_seeds
+from rods_core.tasks import Task
+
+
+def reference_messages(task: Task) -> list[Message]:
+    """The ground truth as assistant messages: per turn its call strings (parsed afresh by the environment,
+    so no argument list is shared with the state it builds), then the closing answer."""
+    msgs: list[Message] = []
+    for calls in task.ground_truth:
+        if calls:
+            msgs.append({"role": "assistant", "content": "", "tool_calls": list(calls)})
+        msgs.append({"role": "assistant", "content": DONE_ANSWER if calls else NOTHING_TO_DO_ANSWER})
+    return msgs
+
+
+class BfclMultiTurnEnvironment:
+    """One BFCL multi-turn episode: user turns scripted from the task, calls run in fresh instances."""
+
+    def __init__(self, task: Task, *, prompt: PromptConfig, max_steps_per_turn: int = 4, hints: bool = False):
+        self.task, self.prompt, self.max_steps = task, prompt, max_steps_per_turn
+        self.env = BfclEnvironment(task, hints=hints)
+        self.checker = TurnChecker(task)
+        self.turn, self.steps, self.made_calls, self.done = 0, 0, False, False
+        self.parse_errors = 0
+
+    def tools(self) -> list[dict]:
+        return episode_tools(self.env)
+
+    def reset(self) -> list[Message]:
+        return initial_messages(self.task, self.prompt)
+
+    def step(self, message: Message) -> Step:
+        if self.done:
+            return Step([], True)
+        parsed = read_message(message)
+        msgs: list[Message] = []
+        if parsed.is_tool_call:
+            self.steps += 1
+            msgs += self._run_calls(parsed)
+            turn_over = self.steps >= self.max_steps
+        else:
+            turn_over = True
+        if turn_over:
+            self._end_turn()
+            if not self.done:
+                msgs += turn_messages(self.task, self.turn, self.prompt)
+        return Step(msgs, self.done)
+
+    def _run_calls(self, parsed: ParsedMessage) -> list[Message]:
+        if parsed.error:
+            self.parse_errors += 1
+            results = [ERROR_PREFIX + f"could not parse tool call: {parsed.error}"]
+        else:
+            results = [self.env.execute_call(c).result for c in parsed.calls]
+            self.made_calls = True
+            self.checker.record(results)
+        return [tool_message(r, self.prompt) for r in results]
+
+    def _end_turn(self) -> None:
+        self.checker.check_turn(self.turn, self.env, self.made_calls)
+        self.turn, self.steps, self.made_calls = self.turn + 1, 0, False
+        if self.turn >= self.task.n_turns:
+            self.done = True
+        else:
+            self.env.start_turn(self.turn)
+
+    def finish(self) -> None:
+        while not self.done:
+            self._end_turn()
+
+    def score(self) -> EpisodeScore:
+        s = self.checker.score
+        detail = [{"turn": v.turn, "checked": v.checked, "passed": v.passed, "reason": v.reason} for v in s.turns]
+        return EpisodeScore(s.progress, bool(s.accuracy), detail)
+
+
+class BfclMultiTurn:
+    """The BFCL v3 multi-turn benchmark: 800 seeds (400 train / 400 test by scenario), the strict checker."""
+
+    name = "bfcl_multi_turn"
+    task_type = Task
+    synthesizer = None  # the five-stage pipeline (rods_core.synth) moves behind Synthesizer later
+
+    def __init__(self, prompt: PromptConfig | None = None, *, max_steps_per_turn: int = 4, hints: bool = False):
+        self.prompt = prompt or PromptConfig()
+        self.max_steps_per_turn, self.hints = max_steps_per_turn, hints
+
+    def seeds(self, split: Split) -> list[Task]:
+        return load_seeds(split)
+
+    def leak_reason(self, task: Task) -> str | None:
+        return leak_guard().reason(task)
+
+    def environment(self, task: Task, workdir: Path) -> BfclMultiTurnEnvironment:
+        return BfclMultiTurnEnvironment(
+            task, prompt=self.prompt, max_steps_per_turn=self.max_steps_per_turn, hints=self.hints
+        )
+
+    def reference_policy(self, task: Task) -> Policy:
+        return scripted_policy(reference_messages(task))
+
+    def verify(self, task: Task, workdir: Path) -> Verdict:
+        return verify_with(self, task, workdir)
+
+    def render(self, task: Task) -> str:
+        lines = [f"**{task.id}** · {task.category} · {', '.join(task.involved_classes)}", ""]
+        for t, (text, calls) in enumerate(zip(task.user_texts, task.ground_truth, strict=True)):
+            lines.append(f"{t + 1}. **User:** {text or '*(no message)*'}")
+            arriving = task.missed_function.get(t, [])
+            if arriving:
+                lines.append(f"   *functions arrive:* `{', '.join(arriving)}`")
+            lines.append("   " + (" ".join(f"`{c}`" for c in calls) if calls else "*(no call expected)*"))
+        return "\n".join(lines)
+
+    def group_of(self, task: Task) -> str:
+        return task.category

@@ -1,0 +1,109 @@
+"""Executing parsed calls on an environment's own instances: only documented methods, bound to their
+signature, arguments type-checked against the doc, results formatted as BFCL formats them. Never evals.
+
+The same rules as envs.bfcl's executor (kept apart so that module is unchanged until the deep move; then
+envs.bfcl can use this one): a call is a name looked up in a fixed table, never an attribute path.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from rods_core.envs.bfcl import ERROR_PREFIX, format_result
+from rods_core.envs.parsing import Call
+
+MAX_INT_ARG = 10**15  # no argument of a documented tool needs more; bigger ones only serve to hang a call
+
+_PY_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "float": (int, float),
+    "number": (int, float),
+    "boolean": (bool,),
+    "array": (list, tuple),
+    "dict": (dict,),
+    "object": (dict,),
+}
+_JSON_SCHEMA_TYPES = {"dict": "object", "float": "number", "tuple": "array", "any": "string"}
+
+
+@dataclass(frozen=True)
+class ToolDoc:
+    """One documented tool: its name and BFCL's JSON doc (parameters in BFCL's type names)."""
+
+    name: str
+    doc: dict
+
+    @property
+    def params(self) -> dict[str, dict]:
+        return self.doc.get("parameters", {}).get("properties", {})
+
+
+def load_docs(doc_file: str) -> dict[str, ToolDoc]:
+    """BFCL's docs of one API class (`data/multi_turn_func_doc/<doc_file>`, JSON lines) by name."""
+    path = resources.files("bfcl_eval").joinpath("data", "multi_turn_func_doc", doc_file)
+    docs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return {d["name"]: ToolDoc(d["name"], d) for d in docs}
+
+
+def _json_schema(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_json_schema(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _json_schema(v) for k, v in node.items()}
+    if isinstance(out.get("type"), str):
+        out["type"] = _JSON_SCHEMA_TYPES.get(out["type"], out["type"])
+    return out
+
+
+def tool_schema(doc: ToolDoc) -> dict:
+    """An OpenAI-style tool schema, the form `apply_chat_template(tools=...)` expects."""
+    params = doc.doc.get("parameters", {"type": "object", "properties": {}})
+    return {
+        "type": "function",
+        "function": {
+            "name": doc.name,
+            "description": doc.doc.get("description", ""),
+            "parameters": _json_schema(params),
+        },
+    }
+
+
+def _argument_problem(doc: ToolDoc, bound: inspect.BoundArguments) -> str | None:
+    for pname, value in bound.arguments.items():
+        spec = doc.params.get(pname, {})
+        expected = _PY_TYPES.get(spec.get("type", ""))
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT_ARG:
+            return f"argument {pname!r} is too large (at most {MAX_INT_ARG:.0e} in magnitude)"
+        if expected is None or value is None:
+            continue
+        if isinstance(value, bool) and bool not in expected:
+            return f"argument {pname!r} must be {spec['type']}, got bool"
+        if not isinstance(value, expected):
+            return f"argument {pname!r} must be {spec['type']}, got {type(value).__name__}"
+    return None
+
+
+def execute(instance: Any, docs: dict[str, ToolDoc], call: Call) -> tuple[str, bool]:
+    """Run one parsed call on `instance` if `docs` names it; (result text, ok). Every failure is text."""
+    doc = docs.get(call.name)
+    if doc is None:
+        return f"{ERROR_PREFIX}function {call.name!r} is not available.", False
+    method: Callable = getattr(instance, doc.name)
+    try:
+        bound = inspect.signature(method).bind(*call.args, **call.kwargs)
+    except TypeError as e:
+        return f"{ERROR_PREFIX}{call.name}(): {e}.", False
+    problem = _argument_problem(doc, bound)
+    if problem:
+        return f"{ERROR_PREFIX}{call.name}(): {problem}", False
+    try:
+        return format_result(method(*bound.args, **bound.kwargs)), True
+    except Exception as e:  # noqa: BLE001 - the API classes raise freely; BFCL reports it as text
+        return ERROR_PREFIX + str(e), False

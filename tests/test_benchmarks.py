@@ -1,0 +1,252 @@
+"""Every benchmark passes the conformance suite; the BFCL adapter plays episodes exactly as the rollout does."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+from benchmark_conformance import (
+    check_do_nothing,
+    check_ground_truth,
+    check_hostile_calls,
+    check_isolation,
+    check_leak_of_copy,
+    check_splits,
+    check_synthesizer,
+    check_task_round_trip,
+    do_nothing,
+)
+from policy_helpers import demo_texts, load_tokenizer, replay
+from pydantic import BaseModel
+
+from rods_core.benchmarks.bfcl_memory import BfclMemory
+from rods_core.benchmarks.bfcl_multi_turn import BfclMultiTurn
+from rods_core.benchmarks.messages import read_message
+from rods_core.benchmarks.protocols import (
+    Benchmark,
+    Environment,
+    EpisodeScore,
+    Step,
+    evaluate,
+    scripted_policy,
+    verify_with,
+)
+from rods_core.envs.checker import score_calls
+from rods_core.tasks import Provenance
+
+
+class CounterTask(BaseModel):
+    """A third, minimal benchmark: bring a counter from 0 to `target` with `add(n)`, then say the total."""
+
+    id: str
+    target: int
+    provenance: Provenance = Provenance()
+
+
+class CounterEnv:
+    def __init__(self, task: CounterTask):
+        self.task, self.total, self.reply = task, 0, None
+
+    def tools(self):
+        return [{"type": "function", "function": {"name": "add", "parameters": {"properties": {"n": {}}}}}]
+
+    def reset(self):
+        return [{"role": "user", "content": f"Reach {self.task.target}, then tell me the total."}]
+
+    def step(self, message):
+        calls = read_message(message)
+        if not calls.is_tool_call:
+            self.reply = calls.text
+            return Step([], True)
+        ok = not calls.error and all(
+            c.name == "add" and set(c.kwargs) == {"n"} and type(c.kwargs["n"]) is int and abs(c.kwargs["n"]) < 100
+            for c in calls.calls
+        )
+        self.total += sum(c.kwargs["n"] for c in calls.calls) if ok else 0
+        return Step([{"role": "tool", "content": str(self.total) if ok else "Error: add(n) only"}], False)
+
+    def finish(self):
+        pass
+
+    def score(self):
+        ok = self.total == self.task.target and self.reply == str(self.task.target)
+        return EpisodeScore(float(self.total == self.task.target) / 2 + float(ok) / 2, ok)
+
+
+class Counter:
+    name, task_type, synthesizer = "counter", CounterTask, None
+
+    def seeds(self, split):
+        every = [CounterTask(id=f"count_{i}", target=i) for i in range(1, 9)]
+        return [t for t in every if split == "all" or (t.target % 4 == 0) == (split == "test")]
+
+    def leak_reason(self, task):
+        return "a held-out target" if task.target % 4 == 0 else None
+
+    def environment(self, task, workdir):
+        return CounterEnv(task)
+
+    def reference_policy(self, task):
+        return scripted_policy(
+            [
+                {"role": "assistant", "content": "", "tool_calls": [f"add(n={task.target})"]},
+                {"role": "assistant", "content": str(task.target)},
+            ]
+        )
+
+    def verify(self, task, workdir):
+        return verify_with(self, task, workdir)
+
+    def render(self, task):
+        return f"**{task.id}**: reach {task.target}"
+
+    def group_of(self, task):
+        return "even" if task.target % 2 == 0 else "odd"
+
+
+BENCHMARKS = {
+    "counter": Counter,
+    "bfcl_multi_turn": BfclMultiTurn,
+    "bfcl_memory_kv": lambda: BfclMemory("kv"),
+    "bfcl_memory_rec_sum": lambda: BfclMemory("rec_sum"),
+    "bfcl_memory_kv_fact": lambda: BfclMemory("kv", prereq="fact"),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(BENCHMARKS))
+def bench(request) -> Benchmark:
+    return BENCHMARKS[request.param]()
+
+
+def _sample(tasks: list, n: int) -> list:
+    """Every k-th task: a spread over categories/scenarios, not the first few of one."""
+    return tasks[:: max(1, len(tasks) // n)][:n]
+
+
+def test_implements_the_protocols(bench, tmp_path):
+    assert isinstance(bench, Benchmark)
+    assert isinstance(bench.environment(bench.seeds("train")[0], tmp_path), Environment)
+
+
+def test_splits_are_disjoint_and_guarded(bench):
+    check_splits(bench)
+
+
+def test_leak_guard_catches_a_copied_test_task(bench):
+    check_leak_of_copy(bench)
+
+
+def test_tasks_round_trip_and_render(bench):
+    check_task_round_trip(bench)
+
+
+def test_every_seed_ground_truth_scores_full_marks(bench, tmp_path):
+    check_ground_truth(bench, bench.seeds("all"), tmp_path)
+
+
+def test_do_nothing_scores_below_full_marks(bench, tmp_path):
+    check_do_nothing(bench, bench.seeds("all"), tmp_path)
+
+
+def test_hostile_calls_execute_nothing(bench, tmp_path):
+    for task in _sample(bench.seeds("all"), 4):
+        check_hostile_calls(bench, task, tmp_path)
+
+
+def test_synthesized_variants_replay(bench, tmp_path):
+    checked = check_synthesizer(bench, tmp_path)
+    assert checked > 0 or bench.synthesizer is None
+
+
+def test_evaluation_reports_overall_and_per_group(bench, tmp_path):
+    tasks = _sample(bench.seeds("test"), 10)
+    ref = evaluate(bench, bench.reference_policy, tasks, tmp_path)
+    nothing = evaluate(bench, lambda _task: do_nothing, tasks, tmp_path)
+    assert ref["overall"] == {"n": len(tasks), "accuracy": 1.0, "progress": 1.0}
+    assert nothing["overall"]["accuracy"] == 0.0 and nothing["overall"]["progress"] < 1.0
+    assert set(ref["by_group"]) == {bench.group_of(t) for t in tasks}
+    assert sum(g["n"] for g in ref["by_group"].values()) == len(tasks)
+    json.dumps(ref)
+
+
+def test_environments_of_one_task_share_no_state(bench, tmp_path):
+    for task in _sample(bench.seeds("all"), 12):
+        check_isolation(bench, task, tmp_path)
+
+
+# ----- BFCL multi-turn: the adapter is the existing episode, not a new one ---------------------------
+def _perturbations(task) -> list[list[list[str]]]:
+    """Answers that fail in different places: a turn's last call dropped, a turn emptied, calls swapped."""
+    gt = task.ground_truth
+    out = []
+    for t, calls in enumerate(gt):
+        if calls:
+            out.append([c[:-1] if i == t else c for i, c in enumerate(gt)])
+            out.append([[] if i == t else c for i, c in enumerate(gt)])
+        if len(calls) > 1:
+            out.append([c[::-1] if i == t else c for i, c in enumerate(gt)])
+    return out
+
+
+def test_bfcl_adapter_scores_as_the_checker_does(tmp_path):
+    """On every seed, the ground truth and perturbed answers score the same through the adapter as through
+    envs.checker.score_calls (the scorer behind `rods env score` and the published replay figures)."""
+    bench = BfclMultiTurn()
+    agree = total = 0
+    for task in _sample(bench.seeds("all"), 200):
+        for answer in [task.ground_truth, *_perturbations(task)]:
+            msgs = []
+            for calls in answer:
+                msgs += [{"role": "assistant", "content": "", "tool_calls": calls}] if calls else []
+                msgs.append({"role": "assistant", "content": "Done."})
+            env = bench.environment(task, tmp_path)
+            env.reset()
+            for m in msgs:
+                env.step(m)
+            env.finish()
+            ref = score_calls(task, answer)
+            total += 1
+            agree += (env.score().progress, env.score().accuracy) == (ref.progress, bool(ref.accuracy))
+    print(f"bfcl adapter vs score_calls: {agree}/{total} agree")
+    assert agree == total, f"{agree}/{total} agree"
+
+
+def test_bfcl_adapter_replays_the_rollout_transcript(tiny_model_dir, train_seeds, tmp_path):
+    """The same assistant texts give the adapter the same conversation and score as rollout.run_episodes."""
+    from rods_core.rollout import EpisodeConfig, run_episodes
+
+    tok = load_tokenizer(tiny_model_dir)
+    bench = BfclMultiTurn()
+    for task in _sample(train_seeds, 8):
+        texts, _msgs, _tools = demo_texts(tok, task)
+        broken = ["<tool_call>\n{broken\n</tool_call>", *texts[1:]]
+        for script in (texts, broken, ["I do not know."] * len(texts)):
+            ep = run_episodes([task], replay(tok, list(script)), EpisodeConfig(max_context_tokens=10**6))[0]
+            env = bench.environment(task, tmp_path)
+            convo, it = list(env.reset()), iter(script)
+            assert env.tools() == _tools
+            done = False
+            while not done:
+                msg = {"role": "assistant", "content": next(it)}
+                step = env.step(msg)
+                convo += [msg, *step.messages]
+                done = step.done
+            assert convo == ep.transcript
+            assert (env.score().progress, float(env.score().accuracy)) == (ep.reward, ep.accuracy)
+
+
+def test_benchmarks_package_imports_no_app_storage_or_training():
+    """The interface and its benchmarks stay a leaf of the library: no app, store, bench or trainer imports
+    (counting imports inside functions), so any layer may use them."""
+    banned = ("storage", "streamlit", "plotly", "bench", "torch", "trl", "transformers", "pages")
+    banned_core = ("rods_core.trainer", "rods_core.rollout", "rods_core.loop", "rods_core.cli", "rods_core.buffer")
+    root = Path(__file__).parents[1] / "rods_core" / "benchmarks"
+    for path in root.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            names += [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            for name in names:
+                assert name.split(".")[0] not in banned, f"{path.name} imports {name}"
+                assert not name.startswith(banned_core), f"{path.name} imports {name}"
