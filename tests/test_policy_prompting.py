@@ -14,6 +14,7 @@ from rods_core.envs.parsing import parse_calls
 from rods_core.policy.prompting import (
     ADDED_FUNCTIONS_NOTE,
     PromptConfig,
+    call_to_tool_call,
     compact_docs,
     demonstration,
     episode_tools,
@@ -24,6 +25,7 @@ from rods_core.policy.prompting import (
     turn_messages,
 )
 from rods_core.policy.rendering import renderer_for
+from rods_core.seeds import load_seeds
 
 
 @pytest.fixture(scope="module")
@@ -190,3 +192,12 @@ LS = '<tool_call>\n{"name": "ls", "arguments": {}}\n</tool_call>'
 def test_parse_assistant(text, valid, is_call, n):
     p = parse_assistant(text)
     assert (p.valid, p.is_tool_call, len(p.calls)) == (valid, is_call, n), p.error
+
+
+def test_a_demonstration_shows_each_call_as_the_ground_truth_wrote_it():
+    # TwitterAPI.mention appends to its list argument when executed: the message must not share that list.
+    task = next(t for s in ("train", "test") for t in load_seeds(s) if t.id == "multi_turn_base_90")
+    shown = [c for m in demonstration(task) if m.get("tool_calls") for c in m["tool_calls"]]
+    truth = [call_to_tool_call(c) for turn in task.ground_truth for s in turn for c in parse_calls(s)]
+    assert any(c["function"]["name"] == "mention" for c in truth)
+    assert shown == truth

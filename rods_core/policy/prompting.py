@@ -18,6 +18,7 @@ note keeps the rendered conversation a growing prefix.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from typing import Any, Literal
@@ -190,7 +191,9 @@ def call_to_tool_call(call: Call) -> dict:
         if doc is None:
             raise ValueError(f"{call.name}: positional arguments of an unknown function cannot be named")
         kwargs = dict(_signature(doc.cls, call.name).bind(*call.args, **call.kwargs).arguments)
-    return {"type": "function", "function": {"name": call.name, "arguments": kwargs}}
+    # A copy: the same call is then executed, and some API methods mutate their list arguments in place
+    # (TwitterAPI.mention appends to mentioned_usernames), which would rewrite the message after the fact.
+    return {"type": "function", "function": {"name": call.name, "arguments": copy.deepcopy(kwargs)}}
 
 
 class ParsedMessage(BaseModel):
