@@ -10,8 +10,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
+import time
 import tomllib
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -126,9 +129,15 @@ def test_vllm_episodes_keep_the_multi_turn_layout(colocated_run):
     """Every model message ends with the stop token or is cut at max_new_tokens (its closing stop token is then an
     environment token); environment tokens are masked out; every token has a log-prob, model tokens vLLM's."""
     ep = colocated_run["episodes"]
-    stop, cap = ep["stop_id"], ep["max_new_tokens"]
-    assert max(ep["n_messages"]) >= 2 and any(0 in m for m in ep["env_mask"])
-    for ids, mask, lps in zip(ep["completion_ids"], ep["env_mask"], ep["logprobs"], strict=True):
+    assert max(ep["n_messages"]) >= 2
+    assert_multi_turn_layout(ep["completion_ids"], ep["env_mask"], ep["logprobs"], ep["stop_id"], ep["max_new_tokens"])
+
+
+def assert_multi_turn_layout(completion_ids, env_mask, logprobs, stop: int, cap: int) -> None:
+    """Each model message (a run of unmasked tokens) ends with the stop token or has `cap` tokens; environment
+    tokens are present and masked; every token has a log-prob, and model tokens a real one (<= 0)."""
+    assert any(0 in m for m in env_mask)
+    for ids, mask, lps in zip(completion_ids, env_mask, logprobs, strict=True):
         assert len(ids) == len(mask) == len(lps)
         runs, cur = [], []
         for t, m in zip(ids, mask, strict=True):
@@ -140,3 +149,106 @@ def test_vllm_episodes_keep_the_multi_turn_layout(colocated_run):
         runs += [cur] if cur else []
         assert runs and all(r[-1] == stop or len(r) == cap for r in runs)
         assert all(lp <= 0 for lp, m in zip(lps, mask, strict=True) if m)
+
+
+@pytest.fixture(scope="module")
+def vllm_server(tmp_path_factory):
+    """vLLM's OpenAI server on 127.0.0.1 in its own process (dev mode: TRL's client uses its extra routes), serving
+    an untrained tiny model; yields (base URL, model folder). ~1-2 min to come up on CPU."""
+    import requests
+
+    from rods_core.policy.tiny import TinyModelConfig, init_tiny
+
+    work = tmp_path_factory.mktemp("vllm-server")
+    init_tiny(TinyModelConfig(hidden=64, layers=2, heads=2, kv_heads=1, ffn=128, vocab=1000), work / "model")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = os.environ | {"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
+    env["VLLM_SERVER_DEV_MODE"] = "1"
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(work / "model")]
+    cmd += ["--dtype", "float32", "--enforce-eager", "--host", "127.0.0.1", "--port", str(port)]
+    cmd += ["--max-model-len", "1024", "--logprobs-mode", "processed_logprobs"]
+    url = f"http://127.0.0.1:{port}"
+    with (work / "server.log").open("wb") as log:
+        server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 600
+        while True:
+            assert server.poll() is None, (work / "server.log").read_text()[-4000:]
+            assert time.monotonic() < deadline, "the vLLM server did not come up in 10 min"
+            try:
+                if requests.get(f"{url}/health", timeout=2).ok:
+                    break
+            except requests.ConnectionError:
+                pass
+            time.sleep(2)
+        yield url, work / "model"
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=60)
+
+
+@pytest.mark.vllm
+@needs_vllm
+def test_two_training_processes_play_multi_turn_episodes_through_one_vllm_server(vllm_server, tmp_path):
+    """Server mode's generation side: 2 accelerate (gloo) processes, the main one with TRL's client and the other
+    with the client VLLMGenerator.from_trainer opens for it, each play their own episodes through the server."""
+    url, model = vllm_server
+    out = tmp_path / "out.json"
+    env = os.environ | {"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    cmd = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--config_file",
+        str(ROOT / "configs/accelerate/cpu.yaml"),
+    ]
+    cmd += [str(ROOT / "tests" / "vllm_server_driver.py"), url, str(model), str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    run = json.loads(out.read_text())
+    ranks = sorted(run["ranks"], key=lambda r: r["rank"])
+    assert [r["own_client"] for r in ranks] == [False, True]  # rank 0 reuses TRL's client, rank 1 opened its own
+    assert all(r["calls"] >= 2 and r["tokens"] > 0 for r in ranks)
+    for r in ranks:
+        assert_multi_turn_layout(
+            r["completion_ids"], r["env_mask"], r["logprobs"], run["stop_id"], run["max_new_tokens"]
+        )
+
+
+@pytest.mark.vllm
+@needs_vllm
+def test_the_servers_own_weight_reload_misses_a_tied_lm_head_on_cpu(vllm_server, tmp_path):
+    """Why server mode cannot sync weights on CPU yet (docs/VLLM.md): TRL's sync is NCCL-only, and vLLM's disk
+    reload (`/collective_rpc` reload_weights, the one transport left) updates the layers but not the CPU
+    backend's packed copy of a tied LM head, so the served log-probs match neither the old weights nor the new.
+    When this fails, vLLM re-processes the tied head and the reload can become the CPU sync."""
+    import requests
+    import torch
+    from trl.generation.vllm_client import VLLMClient
+
+    from rods_core.policy.tiny import load_policy
+    from tests.vllm_driver import FIXED_LEN, PROMPT_LEN, model_logprobs
+
+    url, model_dir = vllm_server
+    client = VLLMClient(base_url=url, connection_timeout=10)
+    fixed = torch.randint(3, 1000, (FIXED_LEN,), generator=torch.Generator().manual_seed(0)).tolist()
+
+    def served() -> list[float]:
+        return [x[0] for x in client.get_sequence_logprobs([fixed], [PROMPT_LEN], top_logprobs=1)["actual_logprobs"][0]]
+
+    def gap(a, b) -> float:
+        return max(abs(x - y) for x, y in zip(a, b, strict=True))
+
+    model, tok, _ = load_policy(model_dir)
+    assert gap(served(), model_logprobs(model, fixed)) < LOGPROB_TOL  # the served weights are the folder's
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(1)) * 0.05)
+    model.save_pretrained(tmp_path / "updated")
+    tok.save_pretrained(tmp_path / "updated")
+    body = {"method": "reload_weights", "kwargs": {"weights_path": str(tmp_path / "updated")}}
+    requests.post(f"{url}/collective_rpc", json=body, timeout=300).raise_for_status()
+    client.reset_prefix_cache()
+    assert gap(served(), model_logprobs(model, fixed)) > 10 * LOGPROB_TOL
