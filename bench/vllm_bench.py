@@ -96,14 +96,15 @@ def grpo_steps(model_dir: Path, work: Path, backend: str, tasks: list, steps: in
 def rollout_throughput(trainer, tasks: list, samples: int) -> dict:
     """The same greedy episodes (each task `samples` times) with each backend, on the trainer's current weights."""
     from rods_core.policy.cached_generation import CachedHFGenerator
-    from rods_core.policy.generation import HFGenerator, VLLMGenerator
+    from rods_core.policy.generation import HFGenerator, SamplingConfig, VLLMGenerator
     from rods_core.policy.vllm_sync import sync_colocated_weights
     from rods_core.rollout import run_episodes
 
     sync_colocated_weights(trainer.vllm_generation)
     model, tok = trainer.accelerator.unwrap_model(trainer.model), trainer.processing_class
     model.eval()
-    cfg = trainer.episode_cfg.model_copy(update={"sampling": {"temperature": 0.0, "max_new_tokens": 48}})
+    greedy = SamplingConfig(temperature=0.0, max_new_tokens=trainer.episode_cfg.sampling.max_new_tokens)
+    cfg = trainer.episode_cfg.model_copy(update={"sampling": greedy})
     batch = [t for t in tasks for _ in range(samples)]
     out, played = {}, {}
     backends = {
@@ -145,6 +146,10 @@ def main(model: str | None, n_tasks: int, samples: int) -> dict:
     for backend in ("vllm", "kv_decoder", "generate"):
         tr, report["grpo"][backend] = grpo_steps(model_dir, work, backend, tasks)
         trainer = trainer or tr  # the vLLM trainer: its engine serves the throughput comparison
+        # vLLM's CPU worker binds its OpenMP threads itself (VLLM_CPU_OMP_THREADS_BIND) and then ignores
+        # torch.set_num_threads: the torch threads and cores this process ends with are part of the comparison
+        report["grpo"][backend]["torch_threads"] = torch.get_num_threads()
+        report["grpo"][backend]["cpu_affinity"] = sorted(os.sched_getaffinity(0))
     report["rollouts"] = rollout_throughput(trainer, tasks, samples)
     return report
 
