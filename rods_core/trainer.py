@@ -178,9 +178,10 @@ class RodsGRPOTrainer(GRPOTrainer):
 
     def _generate(self, prompts: list):
         # TRL syncs a colocated vLLM by calling its model's load_weights directly, which fails on vLLM's CPU
-        # backend (rods_core/policy/vllm_sync.py); this syncs first through vLLM's layerwise reload, and TRL, seeing
-        # the step already loaded, skips its own. Server mode keeps TRL's sync.
-        if self.use_vllm and self.vllm_mode == "colocate" and self.state.global_step != self._last_loaded_step:
+        # backend (rods_core/policy/vllm_sync.py); there this syncs first through vLLM's layerwise reload, and TRL,
+        # seeing the step already loaded, skips its own. GPUs and server mode keep TRL's sync.
+        colocated_cpu = self.use_vllm and self.vllm_mode == "colocate" and self.accelerator.device.type == "cpu"
+        if colocated_cpu and self.state.global_step != self._last_loaded_step:
             sync_colocated_weights(self.vllm_generation)
             self._last_loaded_step = self.state.global_step
         return super()._generate(prompts)

@@ -1,4 +1,4 @@
-"""Pushing the trainer's weights into a colocated vLLM engine, on CPU hosts as well as GPUs.
+"""Pushing the trainer's weights into a colocated vLLM engine on a CPU host.
 
 TRL 1.16's colocated sync calls the engine model's `load_weights` directly. vLLM's CPU backend repacks each
 linear layer's weight into its GEMM kernel after loading and leaves an empty parameter behind (no
