@@ -42,8 +42,8 @@ app: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow and not browser and not vllm"
 
-# TRL's vLLM integration on this CPU (tests/test_vllm.py: one colocated GRPO run and the GPU extra's dry-run
-# resolution, ~3 min); .ci/run runs it after `make test`.
+# TRL's vLLM integration on this CPU (tests/test_vllm.py: one colocated GRPO run, one vLLM server with two
+# training processes, the GPU extra's dry-run resolution; ~4.5 min on a loaded machine); .ci/run runs it.
 test-vllm: $(VLLM_STAMP)
 	HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -m vllm tests/test_vllm.py
 
