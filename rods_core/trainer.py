@@ -19,13 +19,17 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import torch
 from datasets import Dataset
+from transformers.trainer import OPTIMIZER_NAME, SCHEDULER_NAME
 from trl import GRPOConfig, GRPOTrainer
 
 from rods_core.config import RunConfig
+from rods_core.policy.backends import choose_generator
+from rods_core.policy.vllm_sync import sync_colocated_weights
 from rods_core.ranks import Ranks, balance
 from rods_core.rollout import EpisodeConfig, rollout_output, run_episodes
 from rods_core.sampling import derive_seed
@@ -78,6 +82,9 @@ def grpo_args(cfg: RunConfig, out_dir: str) -> GRPOConfig:
         temperature=cfg.episode.sampling.temperature or 1.0,
         use_vllm=g.use_vllm,
         vllm_mode=g.vllm_mode,
+        vllm_server_base_url=g.vllm_server_url,
+        # an episode ends before its context would pass max_context_tokens, so no request is longer
+        vllm_max_model_length=cfg.episode.max_context_tokens,
         bf16=g.bf16,
         gradient_checkpointing=g.gradient_checkpointing,
         use_cpu=g.use_cpu,
@@ -118,19 +125,6 @@ def score_completion_positions_only() -> None:
 
     compact.rods_compact = True
     trl_utils._use_triton = compact
-
-
-def make_generator(model, tokenizer, trainer=None):
-    """The rollout backend: vLLM through the trainer on GPU hosts, else the KV-cached decoder (plain
-    `generate` for model layouts it does not know)."""
-    from rods_core.policy import cached_generation
-    from rods_core.policy.generation import HFGenerator, VLLMGenerator
-
-    if trainer is not None and trainer.use_vllm:
-        return VLLMGenerator.from_trainer(trainer)
-    if cached_generation.supports(model):
-        return cached_generation.CachedHFGenerator(model, tokenizer)
-    return HFGenerator(model, tokenizer)
 
 
 class RodsGRPOTrainer(GRPOTrainer):
@@ -182,6 +176,27 @@ class RodsGRPOTrainer(GRPOTrainer):
 
         self.remove_callback(PrinterCallback)
 
+    def _generate(self, prompts: list):
+        # TRL syncs a colocated vLLM by calling its model's load_weights directly, which fails on vLLM's CPU
+        # backend (rods_core/policy/vllm_sync.py); there this syncs first through vLLM's layerwise reload, and TRL,
+        # seeing the step already loaded, skips its own. GPUs and server mode keep TRL's sync.
+        colocated_cpu = self.use_vllm and self.vllm_mode == "colocate" and self.accelerator.device.type == "cpu"
+        if colocated_cpu and self.state.global_step != self._last_loaded_step:
+            sync_colocated_weights(self.vllm_generation)
+            self._last_loaded_step = self.state.global_step
+        return super()._generate(prompts)
+
+    def _load_optimizer_and_scheduler(self, checkpoint):
+        # transformers 5.17 maps the optimizer state to `args.device` when several processes train, which on CPU is
+        # "cpu:0", a location torch.load cannot restore ("don't know how to restore data location"); later releases
+        # load onto "cpu" there, as this does. (grpo_args never turns on TRL's adaptive entropy, the one thing TRL's
+        # override adds to the load.)
+        if checkpoint is None or self.args.world_size == 1 or self.args.device.type != "cpu":
+            return super()._load_optimizer_and_scheduler(checkpoint)
+        load = partial(torch.load, map_location="cpu", weights_only=True)
+        self.optimizer.load_state_dict(load(os.path.join(checkpoint, OPTIMIZER_NAME)))
+        self.lr_scheduler.load_state_dict(load(os.path.join(checkpoint, SCHEDULER_NAME)))
+
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         # TRL pads every rollout of the generation batch to the batch's longest prompt and completion before
         # splitting it into passes; a pass computes only the columns its own rollouts use (multi-turn
@@ -222,7 +237,9 @@ class RodsGRPOTrainer(GRPOTrainer):
         tasks = [self._task_of(drawn[i]) for i in slots]
         model = self.accelerator.unwrap_model(self.model)
         if self._generator is None:
-            self._generator = make_generator(model, self.processing_class, self)
+            self._generator = choose_generator(
+                model, self.processing_class, vllm_trainer=self if self.use_vllm else None
+            )
         generator = self._generator
         if hasattr(generator, "reset"):
             generator.reset()  # the weights changed since the last step: no cache may outlive them
@@ -314,7 +331,7 @@ def shared_prompt_logps(model, input_ids, attention_mask, logits_to_keep: int, c
         kv = None
         if prefix.size(1):
             cache = DynamicCache()  # filled in place by the layers, read (never extended) by every row below
-            model(input_ids=prefix, attention_mask=torch.ones_like(prefix), cache=cache,
+            model(input_ids=prefix, attention_mask=torch.ones_like(prefix), past_key_values=cache,
                   labels=torch.full_like(prefix, -100), fused_lm_head=True)  # fmt: skip
             kv = [(layer.keys, layer.values) for layer in cache.layers]
         for r in rows:
@@ -327,7 +344,7 @@ def shared_prompt_logps(model, input_ids, attention_mask, logits_to_keep: int, c
             out = model(
                 input_ids=ids,
                 attention_mask=torch.cat([torch.ones_like(prefix), mask], dim=1),
-                cache=DynamicCache(ddp_cache_data=kv) if kv else None,
+                past_key_values=DynamicCache(ddp_cache_data=kv) if kv else None,
                 labels=labels,
                 fused_lm_head=True,
             )

@@ -36,9 +36,11 @@ def test_config_errors_name_the_field_and_the_fix(tmp_path):
     with pytest.raises(ConfigError, match=r"yaml.yaml:\d+: not valid YAML"):
         load_config(tmp_path / "yaml.yaml")
     vllm = tmp_path / "vllm.yaml"
-    vllm.write_text("grpo: {use_vllm: true}\n")
-    with pytest.raises(ConfigError, match="use_vllm needs a GPU"):
+    vllm.write_text("grpo: {use_vllm: true, vllm_mode: serve}\n")
+    with pytest.raises(ConfigError, match="grpo.vllm_mode"):
         load_config(vllm)
+    vllm.write_text("grpo: {use_vllm: true, use_cpu: true}\n")  # vLLM runs on CPU too (make vllm-cpu)
+    assert load_config(vllm).grpo.use_vllm
 
 
 def test_shipped_configs_validate():

