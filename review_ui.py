@@ -76,7 +76,8 @@ def reviewer_field() -> str:
 def send(run: SimpleNamespace, items: list, reviewer: str, comment: str = "", what: str = "") -> None:
     """Record one batch and say so (kept across the rerun in the session's message)."""
     try:
-        ds = curation.send_batch(lab_ui.db(), run.id, items, reviewer, comment)
+        seen = lab_ui.reader(run.out_dir).latest_step()
+        ds = curation.send_batch(lab_ui.db(), run.id, items, reviewer, comment, seen)
     except ValueError as e:  # no reviewer name, or a malformed edit
         st.session_state["review_msg"] = ("error", str(e))
         return

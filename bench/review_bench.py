@@ -58,6 +58,9 @@ def build_review_run(ws: Path, runs: Path, run_id: str, variants: int, review: s
         ],
     )
     log.append(
+        "step", [{"step": s, "wall_s": 30.0 * s, "buffer/staged": float(PER_STEP * s)} for s in range(1, steps + 1)]
+    )
+    log.append(
         "variant",
         [
             {

@@ -36,7 +36,7 @@ rows = review_ui.table(run.out_dir, run.id, review_ui.token())
 
 @st.fragment(run_every=lab_ui.LIVE_S)
 def live() -> None:
-    now, read = lab_ui.db().get_run(run.id).step, review_ui.snapshot(run.out_dir, review_ui.token()).step
+    now, read = lab_ui.reader(run.out_dir).latest_step(), review_ui.snapshot(run.out_dir, review_ui.token()).step
     a, b = st.columns([4, 1])
     a.caption(
         f"Table read at step {read}; the run is at step {now}." + (" Refresh for new variants." if now != read else "")

@@ -244,16 +244,19 @@ def batch_items(rows: pd.DataFrame, label: str) -> tuple[list[tuple[str, str, di
 
 
 def send_batch(
-    db: ControlDB, run_id: str, items: list[tuple[str, str, dict | None]], reviewer: str, comment: str = ""
+    db: ControlDB,
+    run_id: str,
+    items: list[tuple[str, str, dict | None]],
+    reviewer: str,
+    comment: str = "",
+    seen_step: int | None = None,
 ) -> list[Decision]:
     """One action of the reviewer: its decisions in one transaction under one batch id, stamped with the
-    step the run had reached (so the audit shows how many steps each took to apply)."""
+    run's last finished step (from its event log; the heartbeat's step lags by design), so the audit shows
+    how many steps each decision took to apply."""
     if not reviewer.strip():
         raise ValueError("a decision needs a reviewer name: fill in the Reviewer field")
-    run = db.get_run(run_id)
-    return db.add_decisions(
-        run_id, items, reviewer.strip(), comment.strip() or None, seen_step=run.step if run else None
-    )
+    return db.add_decisions(run_id, items, reviewer.strip(), comment.strip() or None, seen_step=seen_step)
 
 
 # ----- the audit trail ---------------------------------------------------------------------------------
