@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import csv
 import difflib
+import functools
 import io
 import json
 from collections import Counter
@@ -63,15 +64,16 @@ BULK_ACTIONS = {  # button label -> (action, payload)
 
 
 # ----- distance from the parent ------------------------------------------------------------------------
-def _call_parts(call: str) -> tuple[str, list[str]]:
+@functools.lru_cache(maxsize=65_536)  # variants repeat their parents' calls: parse each string once
+def _call_parts(call: str) -> tuple[str, tuple[str, ...]]:
     """(function name, argument values as source text); an unparsable call is its own name, no values."""
     try:
         node = ast.parse(call.strip(), mode="eval").body
     except SyntaxError:
-        return call, []
+        return call, ()
     if not isinstance(node, ast.Call):
-        return call, []
-    values = [ast.dump(a) for a in node.args] + [f"{k.arg}={ast.dump(k.value)}" for k in node.keywords]
+        return call, ()
+    values = (*(ast.dump(a) for a in node.args), *(f"{k.arg}={ast.dump(k.value)}" for k in node.keywords))
     return ast.dump(node.func), values
 
 
@@ -90,6 +92,8 @@ def distance(parent: Task | None, task: Task) -> Distance:
     user words or calls differ. Without a parent, everything counts as changed."""
     if parent is None:
         return Distance(sum(len(_call_parts(c)[1]) for t in task.ground_truth for c in t), task.n_calls, task.n_turns)
+    if parent.ground_truth == task.ground_truth and parent.user_texts == task.user_texts:
+        return Distance(0, 0, 0)
     values = calls = turns = 0
     for i in range(max(task.n_turns, parent.n_turns)):
         new = task.ground_truth[i] if i < task.n_turns else []
@@ -101,10 +105,12 @@ def distance(parent: Task | None, task: Task) -> Distance:
             if j >= len(new) or j >= len(old):
                 calls += 1
                 continue
+            if new[j] == old[j]:
+                continue
             (fn_new, args_new), (fn_old, args_old) = _call_parts(new[j]), _call_parts(old[j])
             if fn_new != fn_old:
                 calls += 1
-            elif new[j] != old[j]:
+            else:
                 values += max(1, sum((Counter(args_new) - Counter(args_old)).values()))
     return Distance(values, calls, turns)
 

@@ -23,8 +23,12 @@ CHROMIUM = "/usr/bin/chromium"
 
 
 def need_chromium() -> None:
+    """Skip without chromium, unless RODS_BROWSER_REQUIRED is set (CI): then fail."""
     if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} missing: apt-get install -y chromium")
+        why = f"{CHROMIUM} missing: apt-get install -y chromium"
+        if os.environ.get("RODS_BROWSER_REQUIRED"):
+            pytest.fail(why)
+        pytest.skip(why)
 
 
 def free_port() -> int:
