@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from sqlalchemy import Column, DateTime, Integer, Sequence, update
+from sqlalchemy import Column, DateTime, Integer, Sequence, event, inspect, text, update
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
 from sqlmodel import Field, Session, SQLModel, create_engine, select
@@ -612,3 +612,20 @@ def _check_decision(action: str, payload: dict | None) -> None:
         if not payload or "task" not in payload:
             raise ValueError("an edit decision needs payload {'task': <the edited task record>}")
         parse_record(payload["task"])  # a bad edit fails here, in the app, not in the trainer
+
+
+@event.listens_for(SQLModel.metadata, "after_create")
+def _add_missing_columns(metadata, connection, **_: Any) -> None:
+    """A control database made before a nullable column joined its table gets the column (its old rows read
+    None), so a workspace keeps working across versions; create_all only creates missing tables."""
+    found = inspect(connection)
+    for table in metadata.sorted_tables:
+        if not found.has_table(table.name):
+            continue
+        # a zero-row select, not the inspector's get_columns: duckdb_engine's reflects through pg_catalog
+        # tables DuckDB lacks
+        have = set(connection.execute(text(f"SELECT * FROM {table.name} LIMIT 0")).keys())
+        for col in table.columns:
+            if col.name not in have and col.nullable and not col.primary_key:
+                kind = col.type.compile(dialect=connection.dialect)
+                connection.execute(text(f"ALTER TABLE {table.name} ADD COLUMN {col.name} {kind}"))

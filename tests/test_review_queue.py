@@ -228,3 +228,25 @@ def test_batch_items_skip_what_the_action_does_not_apply_to():
     assert curation.batch_items(rows, "Reject") == ([("a", "reject", None), ("b", "reject", None)], ["c"])
     sent, skipped = curation.batch_items(rows, "Reseed: more variants")
     assert [s[2] for s in sent] == [{"mode": "synthesize"}] * 3 and skipped == []
+
+
+def test_a_control_database_from_before_the_review_columns_gains_them(tmp_path):
+    import duckdb
+
+    con = duckdb.connect(str(tmp_path / "c.duckdb"))  # the decisions table as an older version made it
+    con.execute("CREATE SEQUENCE decision_id_seq")
+    con.execute(
+        "CREATE TABLE decisions (id INTEGER DEFAULT nextval('decision_id_seq') PRIMARY KEY, run_id VARCHAR NOT NULL, "
+        "task_id VARCHAR NOT NULL, action VARCHAR NOT NULL, payload VARCHAR, author VARCHAR NOT NULL, "
+        "created_at TIMESTAMPTZ, status VARCHAR NOT NULL, reason VARCHAR, applied_step INTEGER, claimed_by VARCHAR)"
+    )
+    con.execute("CREATE INDEX ix_decisions_run_id ON decisions (run_id)")
+    con.execute(
+        "INSERT INTO decisions (run_id, task_id, action, author, status) VALUES ('r', 't', 'approve', 'x', 'pending')"
+    )
+    con.close()
+    db = ControlDB(tmp_path / "c.duckdb")
+    (old,) = db.decisions("r")
+    assert (old.task_id, old.batch_id, old.comment, old.seen_step) == ("t", None, None, None)
+    (new,) = db.add_decisions("r", [("u", "reject", None)], "ana", "why", seen_step=4)
+    assert (new.comment, new.seen_step, new.batch_id is not None) == ("why", 4, True)
