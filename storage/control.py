@@ -436,9 +436,7 @@ class ControlDB:
 
         def fn(s: Session) -> list[Decision]:
             s.add_all(rows)
-            s.flush()
-            for d in rows:
-                s.refresh(d)
+            s.flush()  # assigns the ids; every other field was set here
             return rows
 
         return self._tx(fn)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -45,8 +46,6 @@ RUN_ID = "live_review"
 def live(tmp_path_factory, tiny_model_dir):
     """(url, workspace, run folder): the app served beside a gated run that keeps training until the end."""
     need_chromium()
-    import shutil
-
     base = tmp_path_factory.mktemp("browser_review")
     ws, runs = base / "ws", base / "runs"
     model = ws / "models" / "tiny"
