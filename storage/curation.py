@@ -43,17 +43,17 @@ REVIEW_COLUMNS = [
 ]
 AUDIT_COLUMNS = [
     "id",
-    "batch_id",
     "task_id",
     "action",
     "reviewer",
-    "created_at",
-    "seen_step",
-    "comment",
     "outcome",
-    "reason",
     "applied_step",
     "latency_steps",
+    "seen_step",
+    "reason",
+    "comment",
+    "batch_id",
+    "created_at",
 ]
 BULK_ACTIONS = {  # button label -> (action, payload)
     "Approve": ("approve", None),
