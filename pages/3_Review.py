@@ -1,13 +1,16 @@
-"""Synthesis review: staged variants beside their parents; approve, reject, edit (verified first), reseed."""
+"""Synthesis review at volume: a filterable table of staged and decided variants, bulk decisions sent as one
+batch, a focus view with keyboard shortcuts, Fix & Accept, comments, and the audit trail."""
 
 from __future__ import annotations
 
-import pandas as pd
+import hashlib
+
 import streamlit as st
 
 import lab_ui
-from rods_core import lab
+import review_ui
 from rods_core.launch import read_prefs, write_prefs
+from storage import curation
 
 lab_ui.page_setup("Review", "🧪")
 st.title("Synthesis review")
@@ -25,93 +28,73 @@ if run is None:
 mode = lab_ui.db().get_run(run.id).config_dict().get("buffer", {}).get("review", "auto")
 st.caption(
     f"This run was launched **{mode}**: "
-    + (
-        "its variants wait here for approval."
-        if mode == "gated"
-        else "its variants are probed at once; approve does not apply, the other actions do."
-    )
+    + ("its variants wait here for approval." if mode == "gated" else "its variants are probed at once.")
 )
+reviewer = review_ui.reviewer_field()
+rows = review_ui.table(run.out_dir, run.id, review_ui.token())
 
 
-@st.cache_data(ttl=lab_ui.LIVE_S, show_spinner=False)
-def queue(run_dir: str) -> list[lab.ReviewItem]:
-    return lab.review_queue(run_dir, lab_ui.reader(run_dir))
-
-
-def decide(task_id: str, action: str, payload: dict | None = None) -> None:
-    d = lab_ui.db().add_decision(run.id, task_id, action, payload)
-    msg = (
-        f"Decision #{d.id}: {action} {task_id}; the trainer applies it at the next step boundary "
-        "(the one after, if the step is already updating)."
+@st.fragment(run_every=lab_ui.LIVE_S)
+def live() -> None:
+    now, read = lab_ui.reader(run.out_dir).latest_step(), review_ui.snapshot(run.out_dir, review_ui.token()).step
+    a, b = st.columns([4, 1])
+    a.caption(
+        f"Table read at step {read}; the run is at step {now}." + (" Refresh for new variants." if now != read else "")
     )
-    st.success(msg)
-    st.toast(msg, icon="✅")
+    if b.button("Refresh", key="review_refresh"):
+        review_ui.new_read()
+        st.rerun()
 
 
-def show_task(where, task, title: str) -> None:
-    where.markdown(f"**{title}** `{task.id}`")
-    for i, (said, calls) in enumerate(zip(task.user_texts, task.ground_truth, strict=True)):
-        where.markdown(f"*Turn {i + 1}* — {said or '(no user message)'}")
-        where.code("\n".join(calls) or "(no call: the agent should ask)", language="python")
+live()
+review_ui.message()
 
+if "review_view" not in st.session_state or st.session_state.get("review_view_run") != run.id:
+    st.session_state["review_view"], st.session_state["review_view_run"] = curation.default_view(mode, rows), run.id
+f = st.columns([2, 2, 2, 2, 2])
+view = f[0].radio("Show", curation.VIEWS, key="review_view", horizontal=True)
+text = f[1].text_input("Task or parent id contains", key="review_text")
+cats = f[2].multiselect("Category", sorted(rows.category.unique()), key="review_cats")
+combos = f[3].multiselect("Class combination", sorted(rows.class_combo.unique()), key="review_combos")
+regions = f[4].multiselect("Parent's region", sorted(rows.parent_region.unique()), key="review_regions")
+matching = curation.filter_rows(rows, view, text, cats, combos, regions)
+s = st.columns([2, 1, 1, 1, 3])
+sort = s[0].selectbox(
+    "Sort by", curation.REVIEW_COLUMNS, curation.REVIEW_COLUMNS.index("since_step"), key="review_sort"
+)
+desc = s[1].toggle("Descending", key="review_desc")
+size = s[2].selectbox("Per page", [50, 100, 250, 500], 1, key="review_size")
+pages = max(1, -(-len(matching) // size))
+st.session_state["review_page"] = min(st.session_state.get("review_page", 1), pages)  # the filter shrank it
+page = s[3].number_input(f"Page (of {pages})", 1, pages, key="review_page")
+s[4].markdown(f"**{len(matching)}** of {len(rows)} variant(s) match")
+shown = curation.page_of(matching, sort, desc, page, size)
+# a new view (filter, sort, page, read) gets a fresh selection; nothing else resets it
+view_key = hashlib.sha1(repr((review_ui.token(), view, text, cats, combos, regions, sort, desc, size, page)).encode())
+picked = st.dataframe(
+    shown,
+    hide_index=True,
+    on_select="rerun",
+    selection_mode="multi-row",
+    key=f"review_table_{view_key.hexdigest()[:12]}",
+    column_config={"parent_mean": st.column_config.NumberColumn(format="%.2f")},
+)
+everything = st.checkbox(f"Act on all {len(matching)} matching the filter", key="review_all")
+target = matching if everything else shown.iloc[picked.selection.rows]
+b = st.columns([3, 1, 1, 1, 1])
+comment = b[0].text_input("Comment sent with the batch", key="review_batch_comment")
+for col, label in zip(b[1:], curation.BULK_ACTIONS, strict=True):
+    slug = label.split(":")[-1].strip().split()[0].lower()
+    if col.button(f"{label} ({len(target)})", key=f"review_bulk_{slug}", disabled=target.empty):
+        items, skipped = curation.batch_items(target, label)
+        if items:
+            review_ui.send(run, items, reviewer, comment)
+        st.session_state["review_skipped"] = skipped
+        st.rerun()
+if skipped := st.session_state.pop("review_skipped", None):
+    st.warning(f"Skipped {len(skipped)} variant(s) the action does not apply to: {', '.join(skipped[:10])}…")
 
-def editor(item: lab.ReviewItem) -> None:
-    t = item.task
-    with st.form(f"review_edit_{t.id}"):
-        users = [st.text_area(f"Turn {i + 1}: user", u, key=f"review_u_{t.id}_{i}") for i, u in enumerate(t.user_texts)]
-        calls = [
-            st.text_area(f"Turn {i + 1}: calls (one per line)", "\n".join(c), key=f"review_c_{t.id}_{i}")
-            for i, c in enumerate(t.ground_truth)
-        ]
-        if st.form_submit_button("Verify and submit the edit"):
-            try:
-                edited = lab.edited_task(t, users, calls)
-                ok, reason = lab.verify_edit(t, edited, lab.snapshot(run.out_dir))
-            except ValueError as e:
-                ok, reason = False, f"invalid: {e}"
-            if ok:
-                decide(t.id, "edit", {"task": edited.to_record()})
-            else:
-                st.error(f"Not submitted — {reason}")
-
-
-def item_panel(item: lab.ReviewItem) -> None:
-    t = item.task
-    left, right = st.columns(2)
-    if item.parent is not None:
-        show_task(left, item.parent, "Parent")
-    else:
-        left.info(f"Parent {t.provenance.parent_id or '(none)'} is not in the pools.")
-    show_task(right, t, "Variant")
-    st.code("\n\n".join(f"# turn {i + 1}\n{d}" for i, d in enumerate(lab.turn_diff(item.parent, t))), language="diff")
-    if item.stages:
-        st.dataframe(pd.DataFrame(item.stages), hide_index=True)
-    cols = st.columns(4)
-    if cols[0].button("Approve", key=f"review_approve_{t.id}", disabled=item.status != "awaiting_review"):
-        decide(t.id, "approve")
-    if cols[1].button("Reject", key=f"review_reject_{t.id}"):
-        decide(t.id, "reject")
-    if cols[2].button("Reseed: promote to seed", key=f"review_promote_{t.id}"):
-        decide(t.id, "reseed", {"mode": "promote"})
-    if cols[3].button("Reseed: more variants", key=f"review_more_{t.id}"):
-        decide(t.id, "reseed", {"mode": "synthesize"})
-    with st.expander("Edit"):
-        editor(item)
-
-
-items = queue(run.out_dir)
-show = st.radio("Show", ["awaiting_review", "probing", "all"], horizontal=True, key="review_filter")
-items = [i for i in items if show == "all" or i.status == show]
-st.write(f"{len(items)} staged variant(s)")
-for item in items[:30]:
-    with st.expander(f"{item.task.id} · {item.status} · since step {item.since_step}", expanded=len(items) <= 3):
-        item_panel(item)
-decisions = lab_ui.db().decisions(run.id)
-if decisions:
-    st.subheader("Decisions")
-    st.dataframe(
-        pd.DataFrame(
-            [d.model_dump(include={"id", "task_id", "action", "status", "reason", "applied_step"}) for d in decisions]
-        ),
-        hide_index=True,
-    )
+st.subheader("Focus")
+review_ui.focus(run, shown, reviewer)
+st.subheader("Audit trail")
+review_ui.audit(run)

@@ -12,7 +12,7 @@ from rods_core.config import parse_overrides
 from rods_core.doors import DoorError
 from rods_core.seeds import load_seeds, split_of
 from rods_core.stats import task_rows
-from storage.catalog import retag, seed_frame
+from storage.catalog import seed_frame
 
 lab_ui.page_setup("Seeds", "🌱")
 st.title("Seeds")
@@ -57,17 +57,20 @@ with catalog:
     only = b.radio("Show", ["all", "enabled", "disabled"], horizontal=True, key="seeds_show")
     view = df[df.tags.str.split(", ").apply(lambda ts: tag in ts)] if tag != "(any)" else df
     view = view[view.enabled == (only == "enabled")] if only != "all" else view
-    st.dataframe(view, hide_index=True, height=260)
+    table = st.dataframe(view, hide_index=True, height=260, on_select="rerun", key=f"seeds_table_{tag}_{only}")
     every = st.checkbox(f"Act on all {len(view)} shown", key="seeds_every")
-    picked = view.task_id.tolist() if every else st.multiselect("Seeds", view.task_id.tolist(), key="seeds_pick")
+    chosen_rows = view.task_id.iloc[table.selection.rows].tolist()
+    typed = st.multiselect("…or pick seeds by id", view.task_id.tolist(), key="seeds_pick")
+    picked = view.task_id.tolist() if every else list(dict.fromkeys(chosen_rows + typed))
+    st.caption(f"{len(picked)} seed(s) picked: tick rows in the table, pick ids, or act on all shown.")
     c1, c2, c3, c4, c5 = st.columns([1, 1, 2, 1, 1])
     for on, col, label in ((True, c1, "Enable"), (False, c2, "Disable")):
         if col.button(label, key=f"seeds_{label.lower()}", disabled=not picked):
-            st.success(f"{label}d {sum(db.set_seed_enabled(t, on) for t in picked)} seed(s).")
+            st.success(f"{label}d {db.set_seeds_enabled(picked, on)} seed(s).")
     new_tag = c3.text_input("Tag", key="seeds_new_tag", label_visibility="collapsed", placeholder="tag")
     for adding, col, label in ((True, c4, "Add tag"), (False, c5, "Remove tag")):
         if col.button(label, key=f"seeds_{'addtag' if adding else 'untag'}", disabled=not (picked and new_tag.strip())):
-            st.success(f"{label} {new_tag!r}: {retag(db, picked, new_tag, adding)} seed(s) changed.")
+            st.success(f"{label} {new_tag!r}: {db.retag_seeds(picked, new_tag, adding)} seed(s) changed.")
 
     st.subheader("Start a run on the chosen seeds")
     configs = {p.stem: p for p in launch.list_configs()}

@@ -43,18 +43,6 @@ def import_seeds(
     return ImportReport(source, added, updated)
 
 
-def retag(db: ControlDB, task_ids: Iterable[str], tag: str, add: bool = True) -> int:
-    """Add (or remove) one tag on several seeds; returns how many seeds changed."""
-    tag, changed = tag.strip(), 0
-    tags = {s.task_id: json.loads(s.tags or "[]") for s in db.list_seeds()}
-    for tid in task_ids:
-        old = tags.get(tid)
-        if old is None or (tag in old) == add:
-            continue
-        changed += db.set_seed_tags(tid, [*old, tag] if add else [t for t in old if t != tag])
-    return changed
-
-
 def seed_frame(db: ControlDB) -> pd.DataFrame:
     """task_id, enabled, tags (comma separated), source, category, turns, calls, added_at."""
     rows = []

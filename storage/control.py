@@ -17,6 +17,7 @@ import json
 import os
 import re
 import signal
+import uuid
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -97,6 +98,9 @@ class Decision(SQLModel, table=True):
     reason: str | None = Field(None, description="outcome reason (why refused, or what was done)")
     applied_step: int | None = None
     claimed_by: str | None = None
+    comment: str | None = Field(None, description="the reviewer's note sent with the decision")
+    batch_id: str | None = Field(None, description="the id shared by decisions sent in one action (add_decisions)")
+    seen_step: int | None = Field(None, description="the run's last finished step when the decision was made")
 
     def payload_dict(self) -> dict:
         return json.loads(self.payload) if self.payload else {}
@@ -323,12 +327,7 @@ class ControlDB:
     def add_decision(
         self, run_id: str, task_id: str, action: str, payload: dict | None = None, author: str = "researcher"
     ) -> Decision:
-        if action not in ACTIONS:
-            raise ValueError(f"action must be one of {ACTIONS}, got {action!r}")
-        if action == "edit":
-            if not payload or "task" not in payload:
-                raise ValueError("an edit decision needs payload {'task': <the edited task record>}")
-            parse_record(payload["task"])  # a bad edit fails here, in the app, not in the trainer
+        _check_decision(action, payload)
         d = Decision(
             run_id=run_id,
             task_id=task_id,
@@ -475,3 +474,119 @@ class ControlDB:
         clean = sorted({t.strip() for t in tags if t and t.strip()})
         stmt = update(Seed).where(Seed.task_id == task_id).values(tags=json.dumps(clean))
         return self._tx(lambda s: s.exec(stmt).rowcount) == 1
+
+    # ----- review: batches of decisions, comments, the audit trail -----------------------------------
+    def add_decisions(
+        self,
+        run_id: str,
+        items: Iterable[tuple[str, str, dict | None]],
+        reviewer: str = "researcher",
+        comment: str | None = None,
+        seen_step: int | None = None,
+    ) -> list[Decision]:
+        """Record (task_id, action, payload) decisions in ONE transaction under one new batch id: the trainer
+        claims a run's pending decisions all at once, so a batch is applied whole at one step boundary."""
+        batch, now = uuid.uuid4().hex[:12], _now()
+        rows = []
+        for task_id, action, payload in items:
+            _check_decision(action, payload)
+            rows.append(
+                Decision(
+                    run_id=run_id,
+                    task_id=task_id,
+                    action=action,
+                    author=reviewer,
+                    created_at=now,
+                    payload=json.dumps(payload) if payload is not None else None,
+                    comment=comment or None,
+                    batch_id=batch,
+                    seen_step=seen_step,
+                )
+            )
+        if not rows:
+            raise ValueError("a batch needs at least one decision")
+
+        def fn(s: Session) -> list[Decision]:
+            s.add_all(rows)
+            s.flush()  # assigns the ids; every other field was set here
+            self._audit(s, [(d.id, run_id) for d in rows], "added", reviewer)
+            return rows
+
+        return self._tx(fn)
+
+    def add_comment(self, run_id: str, task_id: str, reviewer: str, text: str) -> Comment:
+        if not text.strip():
+            raise ValueError("a comment needs some text")
+        c = Comment(run_id=run_id, task_id=task_id, reviewer=reviewer, text=text.strip(), created_at=_now())
+        return self._tx(lambda s: (s.add(c), s.flush(), s.refresh(c), c)[-1])
+
+    def comments(self, run_id: str, task_id: str | None = None) -> list[Comment]:
+        def fn(s: Session) -> list[Comment]:
+            q = select(Comment).where(Comment.run_id == run_id)
+            if task_id is not None:
+                q = q.where(Comment.task_id == task_id)
+            return list(s.exec(q.order_by(Comment.id)))
+
+        return self._read(fn)
+
+    def audit(self, run_id: str, **equal: Any) -> list[Decision]:
+        """The run's decisions, oldest first, keeping those whose columns equal the given values
+        (e.g. author="ana", status="refused", batch_id=...); an unknown column raises ValueError."""
+        unknown = set(equal) - set(Decision.model_fields)
+        if unknown:
+            raise ValueError(f"unknown decision column(s) {sorted(unknown)}; columns: {sorted(Decision.model_fields)}")
+
+        def fn(s: Session) -> list[Decision]:
+            q = select(Decision).where(Decision.run_id == run_id)
+            for col, value in equal.items():
+                q = q.where(getattr(Decision, col) == value)
+            return list(s.exec(q.order_by(Decision.id)))
+
+        return self._read(fn)
+
+    def set_seeds_enabled(self, task_ids: Iterable[str], enabled: bool) -> int:
+        """Enable or disable many seeds in one transaction; returns how many catalog entries matched."""
+        ids = list(dict.fromkeys(task_ids))
+        if not ids:
+            return 0
+        stmt = update(Seed).where(Seed.task_id.in_(ids)).values(enabled=enabled)
+        return self._tx(lambda s: s.exec(stmt).rowcount)
+
+    def retag_seeds(self, task_ids: Iterable[str], tag: str, add: bool = True) -> int:
+        """Add (or remove) one tag on many seeds in one transaction; returns how many seeds changed."""
+        tag, ids = tag.strip(), list(dict.fromkeys(task_ids))
+        if not tag:
+            raise ValueError("a tag needs some text")
+
+        def fn(s: Session) -> int:
+            changed = 0
+            for seed in s.exec(select(Seed).where(Seed.task_id.in_(ids))):
+                old = json.loads(seed.tags or "[]")
+                if (tag in old) == add:
+                    continue
+                seed.tags = json.dumps(sorted({*old, tag} if add else set(old) - {tag}))
+                s.add(seed)
+                changed += 1
+            return changed
+
+        return self._tx(fn) if ids else 0
+
+
+class Comment(SQLModel, table=True):
+    __tablename__ = "comments"
+    __table_args__ = {"sqlite_autoincrement": True}
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(index=True)
+    task_id: str
+    reviewer: str = Field(description="who wrote it (the Review page's reviewer field)")
+    text: str
+    created_at: datetime | None = _tz_field()
+
+
+def _check_decision(action: str, payload: dict | None) -> None:
+    if action not in ACTIONS:
+        raise ValueError(f"action must be one of {ACTIONS}, got {action!r}")
+    if action == "edit":
+        if not payload or "task" not in payload:
+            raise ValueError("an edit decision needs payload {'task': <the edited task record>}")
+        parse_record(payload["task"])  # a bad edit fails here, in the app, not in the trainer

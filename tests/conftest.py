@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 
 import pytest
@@ -60,3 +61,14 @@ def store(request, tmp_path):
         with engine.begin() as conn:
             conn.execute(text(f"drop schema {schema} cascade"))
         engine.dispose()
+
+
+@pytest.fixture(autouse=True)
+def _real_main_module():
+    """Streamlit's script runner (AppTest) installs the page it ran as sys.modules["__main__"] and leaves it
+    there; a process spawned later (the synthesis worker) re-runs __main__'s file, i.e. that
+    page, and dies where the page needs a run it cannot find. Put the real module back after each test."""
+    main = sys.modules.get("__main__")
+    yield
+    if main is not None:
+        sys.modules["__main__"] = main

@@ -25,27 +25,30 @@ def test_boundary_renders_and_steps_back(app_env):
     assert not at.exception
 
 
+def review(reviewer: str = "ana"):
+    at = page("pages/3_Review.py")
+    at.session_state["review_reviewer"] = reviewer
+    return at.run()
+
+
 def test_review_buttons_write_decisions(app_env):
     _, _, _, run_dir = app_env
     db = AppPaths.from_env().db()
-    queue = [i for i in lab.review_queue(run_dir) if i.status == "awaiting_review"]
+    queue = [i.task.id for i in lab.review_queue(run_dir) if i.status == "awaiting_review"]
     assert len(queue) >= 4
-    at = page("pages/3_Review.py").run()
+    n = len(db.decisions(RUN_ID))
+    at = review()
     assert not at.exception
-    a, b, c, d = (i.task.id for i in queue[:4])
-    at.button(key=f"review_approve_{a}").click().run()
-    assert any(f"approve {a}" in s.value for s in at.success)
-    at.button(key=f"review_reject_{b}").click().run()
-    at.button(key=f"review_promote_{c}").click().run()
-    at.button(key=f"review_more_{d}").click().run()
+    first = at.selectbox(key="review_focus").value
+    at.button(key="review_focus_approve").click().run()
+    assert any("1 decision(s) approve by ana" in s.value for s in at.success)
+    at.checkbox(key="review_all").check().run()
+    at.button(key="review_bulk_more").click().run()
     assert not at.exception
-    got = [(x.task_id, x.action, x.payload_dict(), x.status) for x in db.decisions(RUN_ID)]
-    assert got[-4:] == [
-        (a, "approve", {}, "pending"),
-        (b, "reject", {}, "pending"),
-        (c, "reseed", {"mode": "promote"}, "pending"),
-        (d, "reseed", {"mode": "synthesize"}, "pending"),
-    ]
+    got = [(x.task_id, x.action, x.payload_dict(), x.status, x.author) for x in db.decisions(RUN_ID)[n:]]
+    assert got[0] == (first, "approve", {}, "pending", "ana")
+    assert [g[1:] for g in got[1:]] == [("reseed", {"mode": "synthesize"}, "pending", "ana")] * len(queue)
+    assert len({d.batch_id for d in db.decisions(RUN_ID)[n + 1 :]}) == 1
 
 
 def submit(at, form: str):
@@ -53,20 +56,21 @@ def submit(at, form: str):
 
 
 def test_review_edit_is_verified_first(app_env):
-    _, _, _, run_dir = app_env
     db = AppPaths.from_env().db()
-    item = [i for i in lab.review_queue(run_dir) if i.status == "awaiting_review"][0]
-    tid, n = item.task.id, len(db.decisions(RUN_ID))
-    at = page("pages/3_Review.py").run()
+    n = len(db.decisions(RUN_ID))
+    at = review()
+    tid = at.selectbox(key="review_focus").value
+    at.button(key="review_focus_edit").click().run()
     at.text_area(key=f"review_c_{tid}_0").input("rm(file_name='no_such_file.txt')")
-    submit(at, f"review_edit_{tid}").click().run()
+    submit(at, f"review_fix_{tid}").click().run()
     assert not at.exception
     assert any("Not submitted" in e.value for e in at.error)
     assert len(db.decisions(RUN_ID)) == n  # nothing recorded for a failing edit
-    at = page("pages/3_Review.py").run()
-    said = item.task.user_texts[0]
+    at = review()
+    at.button(key="review_focus_edit").click().run()
+    said = at.text_area(key=f"review_u_{tid}_0").value
     at.text_area(key=f"review_u_{tid}_0").input(said + " Thanks a lot!")
-    submit(at, f"review_edit_{tid}").click().run()
+    submit(at, f"review_fix_{tid}").click().run()
     assert not at.exception and not at.error
     last = db.decisions(RUN_ID)[-1]
     assert (last.task_id, last.action) == (tid, "edit")

@@ -86,3 +86,19 @@ def test_bfcl_seed_set_tab(app_env):
     at = page("pages/5_Seeds.py").run()
     assert not at.exception
     assert at.metric[0].value == "400"
+
+
+def test_enable_disable_and_tag_all_shown_at_once(app_env):
+    db = AppPaths.from_env().db()
+    db.upsert_seeds(load_seeds("train")[6:12], source="bfcl")
+    n = len(catalog())
+    at = page("pages/5_Seeds.py").run()
+    at.checkbox(key="seeds_every").check().run()
+    at.button(key="seeds_disable").click().run()
+    assert any(f"Disabled {n} seed(s)" in s.value for s in at.success)
+    assert not any(s.enabled for s in catalog().values())
+    at.text_input(key="seeds_new_tag").input("bulk").run()
+    at.button(key="seeds_addtag").click().run()
+    assert all("bulk" in json.loads(s.tags) for s in catalog().values())
+    at.button(key="seeds_enable").click().run()
+    assert all(s.enabled for s in catalog().values())

@@ -47,3 +47,24 @@ def test_hostile_decisions_are_refused_with_reasons_and_the_run_finishes(tmp_pat
     events = RunReader(run_dir).query("select decision_id, outcome from decision_applied order by decision_id")
     assert events["decision_id"].tolist() == ids and set(events["outcome"]) == {"refused"}
     assert RunReader(run_dir).query("select step from step")["step"].tolist() == [1, 2]
+
+
+def test_a_batch_is_applied_whole_at_one_step_boundary_exactly_once(tmp_path, tiny_model_dir):
+    cfg = RunConfig.model_validate(smoke_config(tmp_path, tiny_model_dir, **{"grpo.max_steps": 2}))
+    db = ControlDB(tmp_path / "ws" / "control.sqlite")
+    run_dir = tmp_path / "runs" / "batch"
+    db.create_run("batch", run_dir, cfg.model_dump(mode="json"), "rods", name="batch")
+    seeds = [t.id for t in demo_seeds()[:6]]
+    items = [(t, "reseed", {"mode": "synthesize"}) for t in seeds] + [("multi_turn_base_999_gone", "approve", None)]
+    batch = db.add_decisions("batch", items, reviewer="ana", comment="more of these", seen_step=0)
+    assert len({d.batch_id for d in batch}) == 1
+
+    train(cfg, run_id="batch", log=lambda *_: None)
+
+    decided = {d.id: d for d in db.audit("batch", batch_id=batch[0].batch_id)}
+    assert [decided[d.id].status for d in batch] == ["applied"] * 6 + ["refused"]
+    assert {decided[d.id].applied_step for d in batch} == {1}  # the whole batch at the first boundary
+    assert {(d.author, d.comment) for d in decided.values()} == {("ana", "more of these")}
+    events = RunReader(run_dir).query("select decision_id, step from decision_applied order by decision_id")
+    assert events["decision_id"].tolist() == [d.id for d in batch]  # each exactly once
+    assert set(events["step"]) == {1}

@@ -220,7 +220,7 @@ def test_two_training_processes_play_multi_turn_episodes_through_one_vllm_server
 @pytest.mark.vllm
 @needs_vllm
 def test_the_servers_own_weight_reload_misses_a_tied_lm_head_on_cpu(vllm_server, tmp_path):
-    """Why server mode cannot sync weights on CPU yet (docs/VLLM.md): TRL's sync is NCCL-only, and vLLM's disk
+    """Why server mode cannot sync weights on CPU yet (docs/vllm.md): TRL's sync is NCCL-only, and vLLM's disk
     reload (`/collective_rpc` reload_weights, the one transport left) updates the layers but not the CPU
     backend's packed copy of a tied LM head, so the served log-probs match neither the old weights nor the new.
     When this fails, vLLM re-processes the tied head and the reload can become the CPU sync."""

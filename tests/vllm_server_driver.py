@@ -1,7 +1,7 @@
 """Two training processes (accelerate, gloo) play multi-turn episodes through one vLLM server started apart.
 
 What TRL 1.16's server mode gives each process is stood in for here, because its trainer cannot be built on
-CPU (TRL's `VLLMClient.init_communicator` refuses a non-CUDA device: see docs/VLLM.md): the main process
+CPU (TRL's `VLLMClient.init_communicator` refuses a non-CUDA device: see docs/vllm.md): the main process
 holds a `VLLMClient` (as TRL's does), the other none, and `VLLMGenerator.from_trainer` must give both a
 working generator. The processes play different tasks, so they call the server a different number of times;
 nothing waits on the other until the final gather.

@@ -161,6 +161,35 @@ def runs_stop(run_id: str, db: str | None = typer.Option(None, help=DB_HELP)) ->
     typer.echo(f"{'sent SIGTERM to' if sent else 'no live process for'} run {run_id}; marked stopped")
 
 
+@runs_app.command("audit")
+def runs_audit(
+    run_id: str,
+    out: Path = typer.Option(..., "--out", help="file to write: .jsonl or .csv"),
+    reviewer: list[str] = typer.Option([], help="keep only these reviewers' decisions"),
+    outcome: list[str] = typer.Option([], help="keep only these outcomes: pending, claimed, applied, refused"),
+    db: Path | None = typer.Option(None, help=DB_HELP),
+) -> None:
+    """Export a run's audit trail: who decided what, when, the outcome with its reason and the step it took effect.
+
+    Example: rods runs audit demo --out audit.csv --outcome refused
+    """
+    from rods_core.doors import check_output_file
+    from storage.curation import AUDIT_FORMATS, audit_bytes, audit_frame, filter_audit
+
+    fmt = out.suffix.lstrip(".").lower()
+    if fmt not in AUDIT_FORMATS:
+        raise typer.BadParameter(f"must end in .jsonl or .csv, got {out.name!r}", param_hint="--out")
+    cdb = _db(db)
+    if cdb.get_run(run_id) is None:
+        fail(f"no run {run_id!r}")
+    with clean_errors():
+        check_output_file(out, "--out file")
+        trail = filter_audit(audit_frame(cdb.decisions(run_id)), reviewer, outcome)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(audit_bytes(trail, fmt))
+    typer.echo(f"wrote {len(trail)} decision(s) to {out}")
+
+
 def bench_store(
     rows: int = typer.Option(1_000_000, min=1000, help="task_stats rows to write"),
     tasks_per_step: int = typer.Option(512, min=1, help="rows per step (tasks with statistics per step)"),

@@ -1,0 +1,243 @@
+"""Streamlit glue of the Review page: the frozen review table, the reviewer field, the focus view with its
+keyboard shortcuts, Fix & Accept, comments and the audit trail. The rules live in storage.curation.
+
+The table is read once per "token" and kept until the reviewer refreshes or acts, so a live run never moves
+the reviewer's place or selection; only a small fragment polls the run and says when new steps are in.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import time
+import urllib.parse
+from collections import Counter
+from types import SimpleNamespace
+
+import pandas as pd
+import streamlit as st
+
+import lab_ui
+from rods_core import lab
+from rods_core.tasks import Task
+from storage import curation
+from storage.pools import PoolsSnapshot
+
+COOKIE = "rods_reviewer"
+SHORTCUTS = {"approve": "A", "reject": "X", "edit": "E", "next": "N", "previous": "P"}
+
+
+# ----- reads, frozen per token -------------------------------------------------------------------------
+def token() -> str:
+    """The current read of the run: kept in the session until `new_read()`."""
+    return st.session_state.setdefault("review_token", str(time.time_ns()))
+
+
+def new_read() -> None:
+    st.session_state["review_token"] = str(time.time_ns())
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def snapshot(run_dir: str, read: str) -> PoolsSnapshot:
+    return lab.snapshot(run_dir)
+
+
+@st.cache_data(max_entries=4, show_spinner="Reading the review queue…")
+def table(run_dir: str, run_id: str, read: str) -> pd.DataFrame:
+    snap, reader, db = snapshot(run_dir, read), lab_ui.reader(run_dir), lab_ui.db()
+    variants = [t.id for t in snap.tasks("all") if t.provenance.parent_id]
+    return curation.review_rows(
+        snap,
+        lab.latest_buffer_reasons(reader),
+        lab.variant_outcomes(reader, variants),
+        reader.latest_task_stats(),
+        db.decisions(run_id),
+        Counter(c.task_id for c in db.comments(run_id)),
+    )
+
+
+# ----- the reviewer ------------------------------------------------------------------------------------
+def reviewer_field() -> str:
+    """The reviewer's name, kept in this browser in a cookie (read back through st.context.cookies when a
+    new session starts) and in the session while it lasts."""
+    if "review_reviewer" not in st.session_state:
+        kept = st.context.cookies.get(COOKIE, "")
+        st.session_state["review_reviewer"] = (
+            urllib.parse.unquote(kept) if isinstance(kept, str) else ""
+        )  # AppTest: a mock
+    name = st.text_input("Reviewer", key="review_reviewer", placeholder="your name: recorded on every decision")
+    if name.strip() and st.session_state.get("review_cookie") != name:
+        st.session_state["review_cookie"] = name
+        value = json.dumps(f"{COOKIE}={urllib.parse.quote(name.strip())}; path=/; max-age=31536000; SameSite=Lax")
+        st.html(f"<script>document.cookie = {value};</script>", unsafe_allow_javascript=True)
+    return name.strip()
+
+
+def send(run: SimpleNamespace, items: list, reviewer: str, comment: str = "", what: str = "") -> None:
+    """Record one batch and say so (kept across the rerun in the session's message)."""
+    try:
+        seen = lab_ui.reader(run.out_dir).latest_step()
+        ds = curation.send_batch(lab_ui.db(), run.id, items, reviewer, comment, seen)
+    except ValueError as e:  # no reviewer name, or a malformed edit
+        st.session_state["review_msg"] = ("error", str(e))
+        return
+    st.session_state["review_msg"] = (
+        "success",
+        f"Batch {ds[0].batch_id}: {len(ds)} decision(s) {what or ds[0].action} by {ds[0].author}; the trainer "
+        "applies them together at the next step boundary (the one after, if the step is already updating).",
+    )
+    new_read()
+
+
+def message() -> None:
+    kind, text = st.session_state.pop("review_msg", (None, None))
+    if kind == "success":
+        st.success(text)
+        st.toast(text[:120], icon="✅")
+    elif kind == "error":
+        st.error(text)
+
+
+# ----- the focus view ----------------------------------------------------------------------------------
+def _lines_html(lines: list[tuple[str, bool]], color: str) -> str:
+    return "".join(
+        f'<div style="font-family:monospace;white-space:pre-wrap;{f"background:{color};" if changed else ""}">'
+        f"{html.escape(text) or '&nbsp;'}</div>"
+        for text, changed in lines
+    )
+
+
+def diff_html(parent: Task | None, task: Task) -> str:
+    """Parent and variant side by side, turn by turn; lines only one side has are highlighted."""
+    rows = "".join(
+        f'<tr><td colspan="2"><b>Turn {i + 1}</b></td></tr><tr><td style="vertical-align:top;width:50%">'
+        f'{_lines_html(old, "#ffd7d5")}</td><td style="vertical-align:top">{_lines_html(new, "#ccf5d3")}</td></tr>'
+        for i, (old, new) in enumerate(curation.side_by_side(parent, task))
+    )
+    head = f"<tr><th>Parent {html.escape(parent.id if parent else '(not in the pools)')}</th><th>Variant {html.escape(task.id)}</th></tr>"
+    return f'<table style="width:100%;border-collapse:collapse">{head}{rows}</table>'
+
+
+def _move(ids: list[str], by: int) -> None:
+    i = ids.index(st.session_state["review_focus"]) if st.session_state.get("review_focus") in ids else 0
+    st.session_state["review_focus"] = ids[(i + by) % len(ids)]
+    st.session_state["review_editing"] = False
+
+
+def _decide_and_next(run, ids: list[str], tid: str, label: str, reviewer: str) -> None:
+    action, payload = curation.BULK_ACTIONS[label]
+    send(run, [(tid, action, payload)], reviewer)
+    _move(ids, 1)
+
+
+def focus(run: SimpleNamespace, rows: pd.DataFrame, reviewer: str) -> None:
+    """One variant at a time over the page's rows, with shortcuts shown on the buttons."""
+    ids = rows.task_id.tolist()
+    if not ids:
+        st.info("No variant matches the filter.")
+        return
+    if st.session_state.get("review_focus") not in ids:
+        st.session_state["review_focus"] = ids[0]
+    c = st.columns([1, 1, 1, 1, 1, 3])
+    c[0].button("Previous", key="review_prev", shortcut=SHORTCUTS["previous"], on_click=_move, args=(ids, -1))
+    c[1].button("Next", key="review_next", shortcut=SHORTCUTS["next"], on_click=_move, args=(ids, 1))
+    tid = st.session_state["review_focus"]
+    row = rows.set_index("task_id").loc[tid]
+    c[2].button(
+        "Approve",
+        key="review_focus_approve",
+        shortcut=SHORTCUTS["approve"],
+        disabled=row.state != "awaiting_review",
+        on_click=_decide_and_next,
+        args=(run, ids, tid, "Approve", reviewer),
+    )
+    c[3].button(
+        "Reject",
+        key="review_focus_reject",
+        shortcut=SHORTCUTS["reject"],
+        on_click=_decide_and_next,
+        args=(run, ids, tid, "Reject", reviewer),
+    )
+    c[4].button(
+        "Edit",
+        key="review_focus_edit",
+        shortcut=SHORTCUTS["edit"],
+        on_click=lambda: st.session_state.update(review_editing=not st.session_state.get("review_editing")),
+    )
+    c[5].selectbox("Variant", ids, key="review_focus", label_visibility="collapsed")
+    st.caption(
+        f"{ids.index(tid) + 1} of {len(ids)} · {row.state} · {row.decision or 'no decision'} · "
+        f"changed: {row.values_changed} value(s), {row.calls_changed} call(s), {row.turns_changed} turn(s) · "
+        f"stages {row.stages or '(none recorded)'} · keys: " + ", ".join(f"{k} {v}" for k, v in SHORTCUTS.items())
+    )
+    tasks = {t.id: t for t in snapshot(run.out_dir, token()).tasks("all")}
+    task = tasks[tid]
+    st.html(diff_html(tasks.get(task.provenance.parent_id or ""), task))
+    if st.session_state.get("review_editing"):
+        fix_and_accept(run, task, reviewer)
+    comments(run, tid, reviewer)
+
+
+def fix_and_accept(run: SimpleNamespace, task: Task, reviewer: str) -> None:
+    """Edit the turns, verify by execution here first (the trainer's own check), then send the edit, which
+    the buffer puts straight into probing: the edit is the acceptance."""
+    with st.form(f"review_fix_{task.id}"):
+        users = [
+            st.text_area(f"Turn {i + 1}: user", u, key=f"review_u_{task.id}_{i}") for i, u in enumerate(task.user_texts)
+        ]
+        calls = [
+            st.text_area(f"Turn {i + 1}: calls (one per line)", "\n".join(c), key=f"review_c_{task.id}_{i}")
+            for i, c in enumerate(task.ground_truth)
+        ]
+        note = st.text_input("Comment", key=f"review_fix_note_{task.id}")
+        if not st.form_submit_button("Verify, fix & accept", type="primary"):
+            return
+    try:
+        edited = lab.edited_task(task, users, calls)
+        ok, reason = lab.verify_edit(task, edited, snapshot(run.out_dir, token()))
+    except ValueError as e:
+        ok, reason = False, f"invalid: {e}"
+    if not ok:
+        st.error(f"Not submitted — {reason}")
+        return
+    send(run, [(task.id, "edit", {"task": edited.to_record(), "accept": True})], reviewer, note, "fix & accept")
+    st.session_state["review_editing"] = False
+    st.rerun()
+
+
+def comments(run: SimpleNamespace, tid: str, reviewer: str) -> None:
+    db = lab_ui.db()
+    for c in db.comments(run.id, tid):
+        st.markdown(f"**{c.reviewer}** · {c.created_at:%Y-%m-%d %H:%M} — {c.text}")
+    a, b = st.columns([5, 1])
+    text = a.text_input("Comment", key=f"review_comment_{tid}", placeholder="a note on this task")
+    if b.button("Add comment", key=f"review_add_comment_{tid}", disabled=not text.strip()):
+        if not reviewer:
+            st.error("Fill in the Reviewer field first.")
+        else:
+            db.add_comment(run.id, tid, reviewer, text)
+            new_read()
+            st.rerun()
+
+
+# ----- the audit trail ---------------------------------------------------------------------------------
+def audit(run: SimpleNamespace) -> None:
+    trail = curation.audit_frame(lab_ui.db().decisions(run.id))
+    if trail.empty:
+        st.caption("No decision yet.")
+        return
+    a, b, c = st.columns(3)
+    who = a.multiselect("Reviewer", sorted(trail.reviewer.unique()), key="review_audit_who")
+    outcome = b.multiselect("Outcome", sorted(trail.outcome.unique()), key="review_audit_outcome")
+    text = c.text_input("Search (task, batch, comment, reason)", key="review_audit_text")
+    shown = curation.filter_audit(trail, who, outcome, text)
+    st.dataframe(shown, hide_index=True, height=300)
+    d1, d2 = st.columns(2)
+    for col, fmt, mime in ((d1, "jsonl", "application/jsonl"), (d2, "csv", "text/csv")):
+        col.download_button(
+            f"Download {len(shown)} as {fmt.upper()}",
+            curation.audit_bytes(shown, fmt),
+            file_name=f"{run.id}-audit.{fmt}",
+            mime=mime,
+            key=f"review_audit_{fmt}",
+        )

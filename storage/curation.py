@@ -1,0 +1,327 @@
+"""Curation at volume, as plain data: the review table (one row per staged or decided variant), its views,
+the batches a reviewer sends, and the audit trail of decisions exported as JSONL or CSV.
+
+No Streamlit and no reading here: callers pass the pools snapshot, the run's event-derived facts and the
+control database's decisions, so the same rules serve the Review page, `rods runs audit` and the tests.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import difflib
+import functools
+import io
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from rods_core.tasks import Task
+from storage.control import ControlDB, Decision
+from storage.pools import PoolsSnapshot
+
+VIEWS = ("awaiting_review", "probing", "decided", "all")
+REVIEW_COLUMNS = [
+    "task_id",
+    "state",
+    "decision",
+    "parent_id",
+    "category",
+    "class_combo",
+    "parent_region",
+    "parent_mean",
+    "values_changed",
+    "calls_changed",
+    "turns_changed",
+    "stages",
+    "since_step",
+    "age_steps",
+    "comments",
+]
+AUDIT_COLUMNS = [
+    "id",
+    "task_id",
+    "action",
+    "reviewer",
+    "outcome",
+    "applied_step",
+    "latency_steps",
+    "seen_step",
+    "reason",
+    "comment",
+    "batch_id",
+    "created_at",
+]
+BULK_ACTIONS = {  # button label -> (action, payload)
+    "Approve": ("approve", None),
+    "Reject": ("reject", None),
+    "Reseed: promote to seed": ("reseed", {"mode": "promote"}),
+    "Reseed: more variants": ("reseed", {"mode": "synthesize"}),
+}
+
+
+# ----- distance from the parent ------------------------------------------------------------------------
+@functools.lru_cache(maxsize=65_536)  # variants repeat their parents' calls: parse each string once
+def _call_parts(call: str) -> tuple[str, tuple[str, ...]]:
+    """(function name, argument values as source text); an unparsable call is its own name, no values."""
+    try:
+        node = ast.parse(call.strip(), mode="eval").body
+    except SyntaxError:
+        return call, ()
+    if not isinstance(node, ast.Call):
+        return call, ()
+    values = (*(ast.dump(a) for a in node.args), *(f"{k.arg}={ast.dump(k.value)}" for k in node.keywords))
+    return ast.dump(node.func), values
+
+
+@dataclass(frozen=True)
+class Distance:
+    """How far a variant is from its parent: argument values, calls and turns that differ."""
+
+    values: int
+    calls: int
+    turns: int
+
+
+def distance(parent: Task | None, task: Task) -> Distance:
+    """Calls are aligned by turn and position: a call whose function differs (or that one side lacks) is a
+    changed call; a call to the same function counts each differing argument value. A turn changed when its
+    user words or calls differ. Without a parent, everything counts as changed."""
+    if parent is None:
+        return Distance(sum(len(_call_parts(c)[1]) for t in task.ground_truth for c in t), task.n_calls, task.n_turns)
+    if parent.ground_truth == task.ground_truth and parent.user_texts == task.user_texts:
+        return Distance(0, 0, 0)
+    values = calls = turns = 0
+    for i in range(max(task.n_turns, parent.n_turns)):
+        new = task.ground_truth[i] if i < task.n_turns else []
+        old = parent.ground_truth[i] if i < parent.n_turns else []
+        said = task.user_texts[i] if i < task.n_turns else None
+        was = parent.user_texts[i] if i < parent.n_turns else None
+        turns += new != old or said != was
+        for j in range(max(len(new), len(old))):
+            if j >= len(new) or j >= len(old):
+                calls += 1
+                continue
+            if new[j] == old[j]:
+                continue
+            (fn_new, args_new), (fn_old, args_old) = _call_parts(new[j]), _call_parts(old[j])
+            if fn_new != fn_old:
+                calls += 1
+            else:
+                values += max(1, sum((Counter(args_new) - Counter(args_old)).values()))
+    return Distance(values, calls, turns)
+
+
+Line = tuple[str, bool]  # (text, changed)
+
+
+def _turn_lines(t: Task | None, i: int) -> list[str]:
+    return [f"user: {t.user_texts[i]}", *t.ground_truth[i]] if t is not None and i < t.n_turns else []
+
+
+def side_by_side(parent: Task | None, task: Task) -> list[tuple[list[Line], list[Line]]]:
+    """Per turn, the parent's lines and the variant's ("user: ..." then one line per call), each marked
+    changed when the other side has no equal line at that place (difflib's alignment)."""
+    out = []
+    for i in range(max(task.n_turns, parent.n_turns if parent else 0)):
+        old, new = _turn_lines(parent, i), _turn_lines(task, i)
+        same_old, same_new = set(), set()
+        for a, b, n in difflib.SequenceMatcher(None, old, new, autojunk=False).get_matching_blocks():
+            same_old.update(range(a, a + n))
+            same_new.update(range(b, b + n))
+        out.append(
+            ([(x, j not in same_old) for j, x in enumerate(old)], [(x, j not in same_new) for j, x in enumerate(new)])
+        )
+    return out
+
+
+# ----- the review table --------------------------------------------------------------------------------
+def _stages_text(stages: Sequence[Mapping]) -> str:
+    return " ".join(f"{s.get('stage', '?')}{'✓' if s.get('accepted') else '✗'}" for s in stages)
+
+
+def _decision_text(d: Decision) -> str:
+    return f"{d.action}: {d.status}" + (f" @ {d.applied_step}" if d.applied_step is not None else "")
+
+
+def review_rows(
+    snap: PoolsSnapshot,
+    reasons: Mapping[str, tuple[str, int]],
+    outcomes: Mapping[str, tuple[list[dict], str]],
+    stats: pd.DataFrame,
+    decisions: Iterable[Decision],
+    comments: Mapping[str, int] | None = None,
+) -> pd.DataFrame:
+    """One row per staged task and per variant with a decision (wherever it is now), oldest first.
+
+    `reasons` maps a task to its latest buffer (reason, step); `outcomes` a variant to its (stages, reason);
+    `stats` holds each task's latest task_stats row (task_id, mean, region, step); `comments` counts notes."""
+    last = {d.task_id: d for d in decisions}  # decisions come oldest first: the latest per task wins
+    pool_of = snap.pool_of()
+    by_id = {t.id: t for t in snap.tasks("all")}
+    stat = stats.set_index("task_id")[["mean", "region"]].to_dict("index") if not stats.empty else {}
+    now = snap.step or 0
+    shown = [t for t in by_id.values() if pool_of[t.id] == "staged" or (t.id in last and t.provenance.parent_id)]
+    rows = []
+    for t in shown:
+        parent_id = t.provenance.parent_id or ""
+        reason, since = reasons.get(t.id, ("", None))
+        pool = pool_of[t.id]
+        state = ("awaiting_review" if reason == "offer/awaiting_review" else "probing") if pool == "staged" else pool
+        d = distance(by_id.get(parent_id), t)
+        ps = stat.get(parent_id, {})
+        rows.append(
+            {
+                "task_id": t.id,
+                "state": state,
+                "decision": _decision_text(last[t.id]) if t.id in last else "",
+                "parent_id": parent_id,
+                "category": t.category,
+                "class_combo": " + ".join(sorted(t.involved_classes)),
+                "parent_region": ps.get("region") or "",
+                "parent_mean": ps.get("mean"),
+                "values_changed": d.values,
+                "calls_changed": d.calls,
+                "turns_changed": d.turns,
+                "stages": _stages_text(outcomes.get(t.id, ([], ""))[0]),
+                "since_step": since,
+                "age_steps": None if since is None else max(0, now - since),
+                "comments": (comments or {}).get(t.id, 0),
+            }
+        )
+    return pd.DataFrame(rows, columns=REVIEW_COLUMNS).astype({"parent_mean": "float64"})
+
+
+def default_view(mode: str, rows: pd.DataFrame) -> str:
+    """What a run's Review opens on: a gated run's waiting variants; an auto run's probing ones (all, when
+    none is probing), since nothing there waits for approval."""
+    if mode == "gated":
+        return "awaiting_review"
+    return "probing" if (rows.state == "probing").any() else "all"
+
+
+def filter_rows(
+    rows: pd.DataFrame,
+    view: str = "all",
+    text: str = "",
+    categories: Sequence[str] = (),
+    combos: Sequence[str] = (),
+    regions: Sequence[str] = (),
+) -> pd.DataFrame:
+    """The rows of a view ("decided": any decision recorded) matching every filter given."""
+    if view not in VIEWS:
+        raise ValueError(f"view must be one of {VIEWS}, got {view!r}")
+    keep = pd.Series(True, index=rows.index)
+    if view == "decided":
+        keep &= rows.decision != ""
+    elif view != "all":
+        keep &= rows.state == view
+    if text.strip():
+        needle = text.strip().lower()
+        keep &= rows.task_id.str.lower().str.contains(needle, regex=False) | rows.parent_id.str.lower().str.contains(
+            needle, regex=False
+        )
+    for col, chosen in (("category", categories), ("class_combo", combos), ("parent_region", regions)):
+        if chosen:
+            keep &= rows[col].isin(list(chosen))
+    return rows[keep]
+
+
+def page_of(rows: pd.DataFrame, sort: str, descending: bool, page: int, size: int) -> pd.DataFrame:
+    """One page (1-based) of the rows sorted by a column (task id breaks ties, so the order is stable)."""
+    if sort not in rows.columns:
+        raise ValueError(f"sort must be a column of the review table, got {sort!r}")
+    ordered = rows.sort_values([sort, "task_id"], ascending=[not descending, True], na_position="last", kind="stable")
+    start = (max(1, page) - 1) * size
+    return ordered.iloc[start : start + size]
+
+
+def batch_items(rows: pd.DataFrame, label: str) -> tuple[list[tuple[str, str, dict | None]], list[str]]:
+    """(the decisions a bulk button sends for these rows, the task ids it skips): approve only what awaits
+    review; reject only what is staged or active (not retired). The trainer would refuse those; the app does not send them."""
+    action, payload = BULK_ACTIONS[label]
+    allowed = {"approve": ["awaiting_review"], "reject": ["awaiting_review", "probing", "active"]}.get(action)
+    ok = rows.state.isin(allowed) if allowed else pd.Series(True, index=rows.index)
+    sent = [(tid, action, payload) for tid in rows.task_id[ok]]
+    return sent, rows.task_id[~ok].tolist()
+
+
+def send_batch(
+    db: ControlDB,
+    run_id: str,
+    items: list[tuple[str, str, dict | None]],
+    reviewer: str,
+    comment: str = "",
+    seen_step: int | None = None,
+) -> list[Decision]:
+    """One action of the reviewer: its decisions in one transaction under one batch id, stamped with the
+    run's last finished step (from its event log; the heartbeat's step lags by design), so the audit shows
+    how many steps each decision took to apply."""
+    if not reviewer.strip():
+        raise ValueError("a decision needs a reviewer name: fill in the Reviewer field")
+    return db.add_decisions(run_id, items, reviewer.strip(), comment.strip() or None, seen_step=seen_step)
+
+
+# ----- the audit trail ---------------------------------------------------------------------------------
+def audit_frame(decisions: Iterable[Decision]) -> pd.DataFrame:
+    """Who decided what and when, its outcome (pending, claimed, applied, refused) with the reason, the
+    step it took effect, and how many steps after the step its reviewer saw."""
+    rows = []
+    for d in decisions:
+        payload = d.payload_dict()
+        action = d.action + (" (fix & accept)" if payload.get("accept") else "")
+        action += f" ({payload['mode']})" if d.action == "reseed" and payload.get("mode") else ""
+        seen = d.seen_step
+        rows.append(
+            {
+                "id": d.id,
+                "batch_id": d.batch_id or "",
+                "task_id": d.task_id,
+                "action": action,
+                "reviewer": d.author,
+                "created_at": d.created_at.isoformat() if d.created_at else "",
+                "seen_step": seen,
+                "comment": d.comment or "",
+                "outcome": d.status,
+                "reason": d.reason or "",
+                "applied_step": d.applied_step,
+                "latency_steps": d.applied_step - seen if d.applied_step is not None and seen is not None else None,
+            }
+        )
+    return pd.DataFrame(rows, columns=AUDIT_COLUMNS).astype(
+        {"seen_step": "Int64", "applied_step": "Int64", "latency_steps": "Int64"}
+    )
+
+
+def filter_audit(audit: pd.DataFrame, reviewers: Sequence[str] = (), outcomes: Sequence[str] = (), text: str = ""):
+    """Rows by reviewer, outcome, and a substring of the task id, batch id, comment or reason."""
+    keep = pd.Series(True, index=audit.index)
+    if reviewers:
+        keep &= audit.reviewer.isin(list(reviewers))
+    if outcomes:
+        keep &= audit.outcome.isin(list(outcomes))
+    if text.strip():
+        needle = text.strip().lower()
+        hay = audit.task_id + " " + audit.batch_id + " " + audit.comment + " " + audit.reason
+        keep &= hay.str.lower().str.contains(needle, regex=False)
+    return audit[keep]
+
+
+AUDIT_FORMATS = ("jsonl", "csv")
+
+
+def audit_bytes(audit: pd.DataFrame, fmt: str) -> bytes:
+    """The audit rows as JSONL (one decision a line, nulls as null) or CSV (a header row, nulls empty)."""
+    if fmt not in AUDIT_FORMATS:
+        raise ValueError(f"format must be one of {AUDIT_FORMATS}, got {fmt!r}")
+    records = [{k: (None if pd.isna(v) else v) for k, v in r.items()} for r in audit.to_dict("records")]
+    if fmt == "jsonl":
+        return "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in records).encode()
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=AUDIT_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows({k: "" if v is None else v for k, v in r.items()} for r in records)
+    return out.getvalue().encode()
