@@ -24,6 +24,7 @@ from rods_core.rollout import EpisodeConfig
 from rods_core.sources import Method
 from rods_core.synth.pipeline import SynthConfig
 from rods_core.tasks import CATEGORIES
+from rods_core.trl_options import trainer_args_problems
 
 
 class _Strict(BaseModel):
@@ -81,7 +82,11 @@ class GRPOSettings(_Strict):
     learning_rate: float = Field(1e-5, gt=0, description="AdamW learning rate")
     beta: float = Field(0.0, ge=0, description="KL coefficient; > 0 loads a reference model from the model folder")
     epsilon: float = Field(0.2, gt=0, description="PPO clip range")
-    loss_type: Literal["grpo", "dapo", "dr_grpo", "bnpo"] = Field("dapo", description="TRL loss aggregation")
+    loss_type: Literal["grpo", "dapo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", "vespo"] = Field(
+        "dapo",
+        description="TRL's loss formulation (GRPOConfig.loss_type; luspo needs trainer_args.importance_sampling_level: "
+        "sequence)",
+    )
     num_iterations: int = Field(1, ge=1, description="optimisation passes per generation batch")
     micro_batch: int | None = Field(
         None,
@@ -118,6 +123,12 @@ class GRPOSettings(_Strict):
     use_cpu: bool = Field(True, description="train on CPU even when a GPU is visible")
     save_steps: int = Field(10, ge=1, description="checkpoint every N steps (buffer and detector included)")
     save_total_limit: int = Field(2, ge=1, description="checkpoints kept")
+    trainer_args: dict[str, Any] = Field(
+        default_factory=dict,
+        description="any other field of TRL's GRPOConfig, passed through as given (e.g. {epsilon_high: 0.28, "
+        "scale_rewards: batch, warmup_steps: 5, vllm_gpu_memory_utilization: 0.4}); fields the run config sets "
+        "itself are refused with the field to use instead, and GRPOConfig checks the values when the run starts",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> GRPOSettings:
@@ -134,6 +145,9 @@ class GRPOSettings(_Strict):
             )
         if self.use_vllm and self.use_cpu:
             raise ValueError("grpo.use_vllm needs a GPU: set grpo.use_cpu: false (and run on a GPU host)")
+        problems = trainer_args_problems(self.trainer_args)
+        if problems:
+            raise ValueError("grpo.trainer_args: " + "; ".join(problems))
         return self
 
 

@@ -95,6 +95,7 @@ def grpo_args(cfg: RunConfig, out_dir: str) -> GRPOConfig:
         # when ranks make different numbers of calls (a shared-prompt pass makes one per distinct prompt and
         # rollout). A causal LM's buffers are constants (rotary tables), so there is nothing to broadcast.
         ddp_broadcast_buffers=False,
+        **g.trainer_args,  # checked against GRPOConfig's fields by the config (rods_core/trl_options.py)
     )
 
 
