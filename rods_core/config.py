@@ -24,6 +24,7 @@ from rods_core.rollout import EpisodeConfig
 from rods_core.sources import Method
 from rods_core.synth.pipeline import SynthConfig
 from rods_core.tasks import CATEGORIES
+from rods_core.tracking import ReportSettings
 from rods_core.trl_options import trainer_args_problems
 
 
@@ -212,6 +213,7 @@ class RunConfig(_Strict):
     synth: SynthConfig = Field(default_factory=SynthConfig)
     synthesis: SynthSchedule = Field(default_factory=SynthSchedule)
     compute: ComputeSettings = Field(default_factory=ComputeSettings)
+    report: ReportSettings = Field(default_factory=ReportSettings)
 
     @property
     def synthesizes(self) -> bool:

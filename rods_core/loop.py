@@ -22,6 +22,7 @@ from rods_core.checkpoint import checkpoint_dir, last_checkpoint, load_state, sa
 from rods_core.config import RunConfig, dump_config
 from rods_core.curriculum import Curriculum, StepOutcome
 from rods_core.ranks import Ranks
+from rods_core.tracking import StepTracker, quiet_network_defaults
 from rods_core.trainer import RolloutReport
 
 HEARTBEAT_S = 10.0  # seconds between liveness writes to the control database
@@ -142,11 +143,12 @@ class StepCallback(TrainerCallback):
         evaluate,
         eval_every: int,
         ranks: Ranks,
+        tracker: StepTracker,
         watcher: StepWatcher | None = None,
         log=print,
     ):
         self.log = log if ranks.main else (lambda *_: None)
-        self.curriculum, self.store, self.ranks = curriculum, store, ranks
+        self.curriculum, self.store, self.ranks, self.tracker = curriculum, store, ranks, tracker
         self.evaluate, self.eval_every = evaluate, eval_every
         self.watcher = watcher or StepWatcher()
         self.stop_requested = False
@@ -162,6 +164,7 @@ class StepCallback(TrainerCallback):
 
     # -- TRL's cycle -------------------------------------------------------------------------------
     def on_train_begin(self, args, state, control, model=None, **kw):
+        self.tracker.start()  # after TRL's integration callbacks opened the trackers' runs
         if state.global_step == 0:
             self.evaluate(model, 0)
 
@@ -208,6 +211,7 @@ class StepCallback(TrainerCallback):
         row = step_row(step, outcome, timings, logs)
         self.store.write({"step": [row]})
         self.store.flush()
+        self.tracker.log(row, step, logged_by_trl={f"train/{k}" for k in logs})
         self.store.heartbeat(step)
         self.watcher.after_step(row, [self.curriculum.task(tid) for tid, _ in self._report.groups])
         self.log(step_line(row, state.max_steps))
@@ -255,13 +259,15 @@ def train(
     run_id, run_dir, seeds = check_run_inputs(cfg, run_id, resume, ranks)
     store = open_run(cfg, run_dir, run_id, resume, ranks)
     curriculum = Curriculum(cfg, seeds, ranks, store.db, run_id)
+    quiet_network_defaults(cfg.report, run_dir)
+    tracker = StepTracker(cfg.report, run_dir, cfg.model_dump(mode="json"), main=ranks.main)
     status = "failed"
     try:
         model_dir = ensure_model(cfg, log, ranks=ranks, run_dir=run_dir)
         ckpt = restore(run_dir, run_id, store, curriculum, log) if resume else None
         policy = Policy.load(cfg, model_dir)
         evaluate = HeldOutEval(cfg, policy, seeds, store, curriculum, ranks, log)
-        callback = StepCallback(curriculum, store, evaluate, cfg.eval.every, ranks, watcher, log)
+        callback = StepCallback(curriculum, store, evaluate, cfg.eval.every, ranks, tracker, watcher, log)
         trainer = RodsGRPOTrainer(
             model=policy.model,
             tokenizer=policy.tokenizer,
@@ -273,6 +279,7 @@ def train(
             on_rollout=callback.rollout_done,
             episode_cfg=policy.episode,
             callbacks=[callback],
+            run_name=run_id,
         )
         install_stop_handler(callback)
         trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
@@ -283,6 +290,7 @@ def train(
             policy.save_final(trainer, run_dir / "final", run_id, ranks)
             status = "finished"
     finally:
+        tracker.close()
         curriculum.close()
         store.close(status)
     if status != "failed":  # after an exception the other ranks may never reach the barrier

@@ -56,7 +56,7 @@ def slot_dataset(n_slots: int) -> Dataset:
     return Dataset.from_dict({"prompt": [f"{SLOT_PREFIX}{i}" for i in range(n_slots)]})
 
 
-def grpo_args(cfg: RunConfig, out_dir: str) -> GRPOConfig:
+def grpo_args(cfg: RunConfig, out_dir: str, run_name: str | None = None) -> GRPOConfig:
     g = cfg.grpo
     batch = g.tasks_per_step * g.num_generations  # rollouts per process and step
     micro = g.micro_batch or batch
@@ -85,7 +85,9 @@ def grpo_args(cfg: RunConfig, out_dir: str) -> GRPOConfig:
         save_steps=g.save_steps,
         save_total_limit=g.save_total_limit,
         logging_steps=1,
-        report_to=[],
+        report_to=cfg.report.report_to(),
+        run_name=run_name or cfg.name,
+        project=cfg.report.project,
         seed=cfg.seed,
         shuffle_dataset=False,  # slots in order: slot i is the i-th drawn task
         disable_tqdm=True,
@@ -157,6 +159,7 @@ class RodsGRPOTrainer(GRPOTrainer):
         callbacks=None,
         reward_funcs: list | None = None,
         cost_of: Callable[[str], float | None] | None = None,
+        run_name: str | None = None,
     ):
         self.cfg, self._draw, self._task_of, self._on_rollout = cfg, draw, task_of, on_rollout
         self._cost_of = cost_of
@@ -172,7 +175,7 @@ class RodsGRPOTrainer(GRPOTrainer):
             # Tests may swap in another reward to exercise the optimizer on an untrained model (whose
             # progress is 0 everywhere); the matrix handed to the curriculum is always the progress reward.
             reward_funcs=reward_funcs or [progress_reward],
-            args=grpo_args(cfg, out_dir),
+            args=grpo_args(cfg, out_dir, run_name),
             train_dataset=slot_dataset(self.n_slots),
             processing_class=tokenizer,
             rollout_func=self._rollout,

@@ -27,6 +27,7 @@ OWNED: dict[str, str] = {
     "output_dir": "the run folder holds the checkpoints; set output_dir (top level)",
     "run_name": "the tracker's run name is the run's name; set name (top level)",
     "report_to": "set report.to",
+    "project": "set report.project",
     "seed": "set seed (top level)",
     "num_generations": "set grpo.num_generations",
     "per_device_train_batch_size": "derived from grpo.tasks_per_step, grpo.num_generations and grpo.micro_batch",

@@ -72,6 +72,6 @@ def build_demo_model(cfg: RunConfig, log: Callable[[str], None] = print, *, rank
     log(
         f"warm-starting on {len(seeds)} demo seeds + {len(variants)} variants (stops at loss {cfg.model.sft.loss_target}) …"
     )
-    figures = run_sft(raw, path, seeds + variants, cfg.model.sft, progress=report)
+    figures = run_sft(raw, path, seeds + variants, cfg.model.sft, progress=report, report_to=cfg.report.report_to())
     log(f"warm start done: {json.dumps({k: v for k, v in figures.items() if k != 'sft/loss_curve'})}")
     return figures
