@@ -35,7 +35,11 @@ class _Strict(BaseModel):
 class ModelSettings(_Strict):
     """The policy: a local model folder; the embedded default builds and warm-starts a tiny one."""
 
-    path: str = Field("models/tiny-demo", description="local model folder (HF format); never a hub id")
+    path: str = Field(
+        "models/tiny-demo",
+        description="local model folder (HF format), or a hub id (org/name) already in the local Hugging Face "
+        "cache (HF_HUB_CACHE); runs never download: fetch a model once with `hf download org/name`",
+    )
     build_if_missing: bool = Field(
         False, description="build a tiny model (init-tiny) and SFT warm-start it when `path` does not exist"
     )

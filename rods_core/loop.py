@@ -323,9 +323,9 @@ def check_run_inputs(cfg: RunConfig, run_id: str | None, resume: bool, ranks: Ra
 
 def check_model_source(cfg: RunConfig) -> None:
     """Refuse a model folder that is neither a model nor allowed to be built, before the run is created."""
-    from rods_core.doors import check_model_dir
+    from rods_core.doors import check_model_dir, model_folder
 
-    path = Path(cfg.model.path)
+    path = model_folder(cfg.model.path, cfg.model.build_if_missing)
     if cfg.model.build_if_missing and not (path / "config.json").exists():
         return  # built by policy/build.py once the run exists
     check_model_dir(path)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rods_core.config import RunConfig
+from rods_core.doors import model_folder
 from rods_core.policy.tiny import ModelFolderError
 
 
@@ -21,8 +22,9 @@ def ensure_model(
     """The policy folder; builds the tiny model and warm-starts it when allowed and missing.
 
     With several processes every rank takes part in the SFT (data-parallel); rank 0 alone builds the
-    untrained model first and writes the result. The build's phases go to `run_dir`/build.json."""
-    path = Path(cfg.model.path)
+    untrained model first and writes the result. The build's phases go to `run_dir`/build.json. A hub id
+    is resolved from the local Hugging Face cache (doors.model_folder)."""
+    path = model_folder(cfg.model.path, cfg.model.build_if_missing)
     if (path / "config.json").exists():
         return path
     if not cfg.model.build_if_missing:
