@@ -21,9 +21,9 @@ from transformers import TrainerCallback
 from rods_core.checkpoint import checkpoint_dir, last_checkpoint, load_state, save_state
 from rods_core.config import RunConfig, dump_config
 from rods_core.curriculum import Curriculum, StepOutcome
-from rods_core.ranks import Ranks
-from rods_core.tracking import StepTracker, quiet_network_defaults
-from rods_core.trainer import RolloutReport
+from rods_core.ranks import Ranks, sharding_refusal
+from rods_core.tracking import StepTracker, tracker_environment
+from rods_core.trainer import RolloutReport, whole_weights
 
 HEARTBEAT_S = 10.0  # seconds between liveness writes to the control database
 # TRL's logged names -> ours (storage/schema.py lists every step metric)
@@ -259,7 +259,7 @@ def train(
     run_id, run_dir, seeds = check_run_inputs(cfg, run_id, resume, ranks)
     store = open_run(cfg, run_dir, run_id, resume, ranks)
     curriculum = Curriculum(cfg, seeds, ranks, store.db, run_id)
-    quiet_network_defaults(cfg.report, run_dir)
+    tracker_environment(cfg.report, run_dir)
     tracker = StepTracker(cfg.report, run_dir, cfg.model_dump(mode="json"), main=ranks.main)
     status = "failed"
     try:
@@ -307,6 +307,9 @@ def check_run_inputs(cfg: RunConfig, run_id: str | None, resume: bool, ranks: Ra
     from rods_core.tasks import TaskFileError
     from rods_core.tasksets import TaskSetError, select_seeds
 
+    refusal = sharding_refusal(os.environ, cfg.grpo.use_cpu)
+    if refusal:
+        raise RunSetupError(refusal)
     run_id = ranks.share(run_id or new_run_id(cfg.name))
     run_dir = Path(cfg.output_dir) / run_id
     try:
@@ -414,7 +417,8 @@ class HeldOutEval:
 
         if not self.tasks:
             return
-        result = evaluate_sharded((model, self.policy.tokenizer), self.tasks, self.greedy, self.ranks)
+        with whole_weights(model):  # FSDP2: each rank's episodes make their own forward calls
+            result = evaluate_sharded((model, self.policy.tokenizer), self.tasks, self.greedy, self.ranks)
         per_cat = {k.split("/", 2)[2]: v for k, v in result.items() if k.startswith("eval/progress/")}
         row = {
             "step": step,

@@ -50,11 +50,17 @@ class ReportSettings(BaseModel):
         return self.trackers or "none"
 
 
-def quiet_network_defaults(report: ReportSettings, run_dir: Path, environ=os.environ) -> None:
-    """The environment a run's trackers read: no Hub telemetry and offline W&B unless the user set otherwise;
-    TensorBoard files in the run folder; the project name for W&B and MLflow."""
+def network_off_by_default(environ=os.environ) -> None:
+    """No Hub telemetry (TRL pings usage statistics when a trainer starts) and offline W&B, unless the user's
+    environment says otherwise. huggingface_hub reads its switch once, at import: the CLI calls this first."""
     environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     environ.setdefault("WANDB_MODE", "offline")
+
+
+def tracker_environment(report: ReportSettings, run_dir: Path, environ=os.environ) -> None:
+    """The environment a run's trackers read: the network defaults above, TensorBoard files in the run folder,
+    the project name for W&B and MLflow."""
+    network_off_by_default(environ)
     environ.setdefault("WANDB_PROJECT", report.project)
     environ.setdefault("MLFLOW_EXPERIMENT_NAME", report.project)
     environ["TENSORBOARD_LOGGING_DIR"] = str(Path(run_dir) / TENSORBOARD_DIR)

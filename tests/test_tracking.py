@@ -7,7 +7,7 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from rods_core.config import RunConfig
-from rods_core.tracking import ReportSettings, quiet_network_defaults
+from rods_core.tracking import ReportSettings, tracker_environment
 from storage.reader import RunReader
 from storage.schema import STEP_METRICS
 from tests.conftest import smoke_config
@@ -40,7 +40,7 @@ def test_trackers_default_to_none_and_the_network_to_off(tmp_path):
     report = ReportSettings()
     assert report.report_to() == "none"
     env = {"WANDB_MODE": "online"}
-    quiet_network_defaults(ReportSettings(to=["wandb"]), tmp_path, env)
+    tracker_environment(ReportSettings(to=["wandb"]), tmp_path, env)
     assert env["HF_HUB_DISABLE_TELEMETRY"] == "1" and env["WANDB_MODE"] == "online"  # the user's choice stands
     with pytest.raises(ValueError, match="'none' cannot be combined"):
         ReportSettings(to=["none", "tensorboard"])
