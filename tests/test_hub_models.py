@@ -50,3 +50,13 @@ def test_a_missing_hub_id_says_how_to_fetch_it_and_a_local_path_stays_local(tmp_
     (tmp_path / "models").mkdir()
     assert model_folder("models/absent") == tmp_path.joinpath("models/absent").relative_to(tmp_path)  # a folder
     assert model_folder("rods-test/tiny-policy", build_if_missing=True).name == "tiny-policy"  # a folder to build
+
+
+def test_the_app_launch_keeps_a_cached_hub_id_and_refuses_a_missing_one(tmp_path, hub_cache):
+    from rods_core.launch import AppPaths, build_config
+
+    paths = AppPaths(tmp_path / "ws", tmp_path / "runs")
+    cfg = build_config({"model": {"path": "rods-test/tiny-policy"}}, {}, paths)
+    assert cfg.model.path == "rods-test/tiny-policy"  # the id, not a path confined to the workspace
+    with pytest.raises(DoorError, match="hf download rods-test/absent"):
+        build_config({"model": {"path": "rods-test/absent"}}, {}, paths)
