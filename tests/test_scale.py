@@ -76,6 +76,18 @@ def test_two_machines_train_one_run_with_equal_state_and_only_rank_0_writes(tmp_
     assert "step 2/2" in logs[0].read_text() and "step 2/2" not in logs[1].read_text()  # rank 0 reports
 
 
+def test_an_fsdp_launch_on_cpu_is_refused_not_trained_unsharded(tmp_path, tiny_model_dir):
+    """configs/accelerate/fsdp.yaml on 2 CPU processes: accelerate would wrap the model in DDP; the run says so
+    and creates nothing."""
+    config, log = tmp_path / "run.yaml", tmp_path / "train.log"
+    config.write_text(yaml.safe_dump(smoke_config(tmp_path, tiny_model_dir)))
+    cmd = [*LAUNCH, "--config_file", str(ACCELERATE / "fsdp.yaml"), "--num_processes", "2", "--mixed_precision",
+           "no", "--main_process_port", str(_free_port()), *RODS, "train", "--config", str(config), "--run-id", "fs"]  # fmt: skip
+    assert finish(start(cmd, log), timeout=300) != 0
+    assert "asks for FSDP, but grpo.use_cpu is true" in log.read_text()
+    assert not (tmp_path / "runs" / "fs").exists()
+
+
 def test_fsdp2_episodes_run_on_whole_weights_while_ranks_make_different_calls(tiny_model_dir):
     out = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
