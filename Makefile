@@ -38,7 +38,7 @@ demo-model: $(STAMP)
 test-browser: demo-model
 	$(BIN)/python -m pytest -q -m browser tests/test_browser.py
 
-# The two-machine run (two accelerate launchers, machine ranks 0 and 1, on this host; ~65 s loaded);
+# The two-machine run (two accelerate launchers, machine ranks 0 and 1, on this host; 15 s quiet, ~65 s loaded);
 # .ci/run runs it after `make test`.
 test-scale: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow tests/test_scale.py
