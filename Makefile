@@ -3,18 +3,19 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+BFCL := bfcl-eval==2026.3.23
 
-.PHONY: venv vllm-cpu app test test-vllm test-all test-browser test-browser-demo demo-model lint bench clean
+.PHONY: venv vllm-cpu app test test-vllm test-all test-browser test-browser-demo test-install test-scale demo-model lint bench clean
 
-$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
+$(STAMP): requirements-torch.txt requirements.txt requirements-dev.txt pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	# torch first and pinned: an unpinned torch (or one pulled in by trl) downloads a multi-GB CUDA build.
-	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -r requirements-torch.txt
 	$(BIN)/pip install -q -r requirements.txt -r requirements-dev.txt
 	# bfcl-eval without its dependencies: it pins a heavy stack (model SDKs, old numpy) that the
 	# multi-turn API classes never import; they need only the standard library plus mpmath (above).
-	$(BIN)/pip install -q --no-deps bfcl-eval==2026.3.23
+	$(BIN)/pip install -q --no-deps $(BFCL)
 	$(BIN)/pip install -q --no-deps -e .
 	touch $(STAMP)
 
@@ -63,6 +64,16 @@ test-browser: $(STAMP)
 # model; not in CI (the model takes 8-10 min to build).
 test-browser-demo: demo-model
 	$(BIN)/python -m pytest -q -m browser tests/test_browser.py
+
+# The two-machine run (two accelerate launchers, machine ranks 0 and 1, on this host; 15 s quiet, ~65 s loaded);
+# .ci/run runs it after `make test`.
+test-scale: $(STAMP)
+	$(BIN)/python -m pytest -q -m slow tests/test_scale.py
+
+# `pip install .` in a fresh venv (torch first, bfcl-eval without its dependencies), then `rods --help`, a BFCL
+# command and the training imports from outside the source tree; downloads the whole stack.
+test-install:
+	bash tests/install_check.sh $(PY) $(BFCL)
 
 test-all: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -24,6 +24,8 @@ from rods_core.rollout import EpisodeConfig
 from rods_core.sources import Method
 from rods_core.synth.pipeline import SynthConfig
 from rods_core.tasks import CATEGORIES
+from rods_core.tracking import ReportSettings
+from rods_core.trl_options import trainer_args_problems
 
 
 class _Strict(BaseModel):
@@ -33,7 +35,11 @@ class _Strict(BaseModel):
 class ModelSettings(_Strict):
     """The policy: a local model folder; the embedded default builds and warm-starts a tiny one."""
 
-    path: str = Field("models/tiny-demo", description="local model folder (HF format); never a hub id")
+    path: str = Field(
+        "models/tiny-demo",
+        description="local model folder (HF format), or a hub id (org/name) already in the local Hugging Face "
+        "cache (HF_HUB_CACHE); runs never download: fetch a model once with `hf download org/name`",
+    )
     build_if_missing: bool = Field(
         False, description="build a tiny model (init-tiny) and SFT warm-start it when `path` does not exist"
     )
@@ -81,7 +87,11 @@ class GRPOSettings(_Strict):
     learning_rate: float = Field(1e-5, gt=0, description="AdamW learning rate")
     beta: float = Field(0.0, ge=0, description="KL coefficient; > 0 loads a reference model from the model folder")
     epsilon: float = Field(0.2, gt=0, description="PPO clip range")
-    loss_type: Literal["grpo", "dapo", "dr_grpo", "bnpo"] = Field("dapo", description="TRL loss aggregation")
+    loss_type: Literal["grpo", "dapo", "dr_grpo", "bnpo", "cispo", "sapo", "luspo", "vespo"] = Field(
+        "dapo",
+        description="TRL's loss formulation (GRPOConfig.loss_type; luspo needs trainer_args.importance_sampling_level: "
+        "sequence)",
+    )
     num_iterations: int = Field(1, ge=1, description="optimisation passes per generation batch")
     micro_batch: int | None = Field(
         None,
@@ -131,6 +141,12 @@ class GRPOSettings(_Strict):
     use_cpu: bool = Field(True, description="train on CPU even when a GPU is visible")
     save_steps: int = Field(10, ge=1, description="checkpoint every N steps (buffer and detector included)")
     save_total_limit: int = Field(2, ge=1, description="checkpoints kept")
+    trainer_args: dict[str, Any] = Field(
+        default_factory=dict,
+        description="any other field of TRL's GRPOConfig, passed through as given (e.g. {epsilon_high: 0.28, "
+        "scale_rewards: batch, warmup_steps: 5, vllm_gpu_memory_utilization: 0.4}); fields the run config sets "
+        "itself are refused with the field to use instead, and GRPOConfig checks the values when the run starts",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> GRPOSettings:
@@ -145,6 +161,9 @@ class GRPOSettings(_Strict):
                 "grpo.shared_prompt cannot be combined with grpo.gradient_checkpointing (recomputing a pass would "
                 "replay the prompt's cache); set one of them false"
             )
+        problems = trainer_args_problems(self.trainer_args)
+        if problems:
+            raise ValueError("grpo.trainer_args: " + "; ".join(problems))
         return self
 
 
@@ -209,6 +228,7 @@ class RunConfig(_Strict):
     synth: SynthConfig = Field(default_factory=SynthConfig)
     synthesis: SynthSchedule = Field(default_factory=SynthSchedule)
     compute: ComputeSettings = Field(default_factory=ComputeSettings)
+    report: ReportSettings = Field(default_factory=ReportSettings)
 
     @property
     def synthesizes(self) -> bool:

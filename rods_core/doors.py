@@ -227,6 +227,30 @@ def _json_object(path: Path, what: str, field: str) -> dict:
     return doc
 
 
+HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def model_folder(path: str | Path, build_if_missing: bool = False, field: str = "model.path") -> Path:
+    """The folder `path` names: a local folder as given, or, for a hub id (`org/name`) that is no local
+    folder, its snapshot in the local Hugging Face cache (HF_HUB_CACHE). Nothing is ever downloaded: a hub id
+    missing from the cache is a DoorError saying how to fetch it. A path whose parent folder exists is local
+    (`models/x`), and with `build_if_missing` a missing path is the folder to build, never a hub id."""
+    p = Path(path).expanduser()
+    if p.exists() or p.parent.exists() or build_if_missing or not HUB_ID.fullmatch(str(path)):
+        return p
+    from huggingface_hub import constants, snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        return Path(snapshot_download(str(path), local_files_only=True))
+    except LocalEntryNotFoundError:
+        raise DoorError(
+            f"{field}: {path}: no such folder, and no such model in the Hugging Face cache "
+            f"({constants.HF_HUB_CACHE}); runs never download: fetch it once with `hf download {path}`, "
+            "or give a local model folder (`rods model init-tiny` builds a tiny one)"
+        ) from None
+
+
 def check_model_dir(path: str | Path, field: str = "model.path") -> Path:
     """A local Hugging Face model folder (config.json with model_type, weights, a tokenizer; a readable
     rods_model.json card when present), or DoorError saying what is missing and how to get a model."""
@@ -362,7 +386,7 @@ def preflight(cfg: RunConfig, run_id: str | None, resume: str | None) -> str | N
             raise DoorError(f"--run-id {run_id}: the run exists in {runs}; resume it with --resume {run_id}")
     if cfg.seeds.subset == "file":
         load_task_file(cfg.seeds.file, "seeds.file")
-    model = Path(cfg.model.path)
+    model = model_folder(cfg.model.path, cfg.model.build_if_missing)
     if not cfg.model.build_if_missing or (model / "config.json").exists():
         check_model_dir(model)
     elif model.exists() and not model.is_dir():

@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from rods_core.config import RunConfig, dump_config, read_config_data, set_dotted
-from rods_core.doors import DoorError, check_model_dir, load_task_file, read_bytes
+from rods_core.doors import HUB_ID, DoorError, check_model_dir, load_task_file, model_folder, read_bytes
 from rods_core.ids import check_run_id, new_run_id
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -110,7 +110,12 @@ def build_config(
         cfg.seeds.file = str(confine(cfg.seeds.file, paths.workspace))
         if check_seeds and cfg.seeds.subset == "file":
             load_task_file(cfg.seeds.file, "seeds.file")
-    # The trainer runs in the project folder: a relative model path means the project's models/.
+    # The trainer runs in the project folder: a relative model path means the project's models/. A hub id
+    # (no such folder there) names a model in the local Hugging Face cache and is kept as typed.
+    local = PROJECT_ROOT / cfg.model.path
+    if not cfg.model.build_if_missing and HUB_ID.fullmatch(cfg.model.path) and not local.parent.exists():
+        check_model_dir(model_folder(cfg.model.path))
+        return cfg
     cfg.model.path = str(confine(cfg.model.path, paths.workspace, PROJECT_ROOT / "models", base=PROJECT_ROOT))
     if not cfg.model.build_if_missing:
         check_model_dir(cfg.model.path)

@@ -21,8 +21,9 @@ from transformers import TrainerCallback
 from rods_core.checkpoint import checkpoint_dir, last_checkpoint, load_state, save_state
 from rods_core.config import RunConfig, dump_config
 from rods_core.curriculum import Curriculum, StepOutcome
-from rods_core.ranks import Ranks
-from rods_core.trainer import RolloutReport
+from rods_core.ranks import Ranks, sharding_refusal
+from rods_core.tracking import StepTracker, tracker_environment
+from rods_core.trainer import RolloutReport, whole_weights
 
 HEARTBEAT_S = 10.0  # seconds between liveness writes to the control database
 # TRL's logged names -> ours (storage/schema.py lists every step metric)
@@ -135,11 +136,12 @@ class StepCallback(TrainerCallback):
         evaluate,
         eval_every: int,
         ranks: Ranks,
+        tracker: StepTracker,
         watcher: StepWatcher | None = None,
         log=print,
     ):
         self.log = log if ranks.main else (lambda *_: None)
-        self.curriculum, self.store, self.ranks = curriculum, store, ranks
+        self.curriculum, self.store, self.ranks, self.tracker = curriculum, store, ranks, tracker
         self.evaluate, self.eval_every = evaluate, eval_every
         self.watcher = watcher or StepWatcher()
         self.stop_requested = False
@@ -155,6 +157,7 @@ class StepCallback(TrainerCallback):
 
     # -- TRL's cycle -------------------------------------------------------------------------------
     def on_train_begin(self, args, state, control, model=None, **kw):
+        self.tracker.start()  # after TRL's integration callbacks opened the trackers' runs
         if state.global_step == 0:
             self.evaluate(model, 0)
 
@@ -201,6 +204,7 @@ class StepCallback(TrainerCallback):
         row = step_row(step, outcome, timings, logs)
         self.store.write({"step": [row]})
         self.store.flush()
+        self.tracker.log(row, step, logged_by_trl={f"train/{k}" for k in logs})
         self.store.heartbeat(step)
         self.watcher.after_step(row, [self.curriculum.task(tid) for tid, _ in self._report.groups])
         self.log(step_line(row, state.max_steps))
@@ -248,13 +252,15 @@ def train(
     run_id, run_dir, seeds = check_run_inputs(cfg, run_id, resume, ranks)
     store = open_run(cfg, run_dir, run_id, resume, ranks)
     curriculum = Curriculum(cfg, seeds, ranks, store.db, run_id)
+    tracker_environment(cfg.report, run_dir)
+    tracker = StepTracker(cfg.report, run_dir, cfg.model_dump(mode="json"), main=ranks.main)
     status = "failed"
     try:
         model_dir = ensure_model(cfg, log, ranks=ranks, run_dir=run_dir)
         ckpt = restore(run_dir, run_id, store, curriculum, log) if resume else None
         policy = Policy.load(cfg, model_dir)
         evaluate = HeldOutEval(cfg, policy, seeds, store, curriculum, ranks, log)
-        callback = StepCallback(curriculum, store, evaluate, cfg.eval.every, ranks, watcher, log)
+        callback = StepCallback(curriculum, store, evaluate, cfg.eval.every, ranks, tracker, watcher, log)
         trainer = RodsGRPOTrainer(
             model=policy.model,
             tokenizer=policy.tokenizer,
@@ -266,6 +272,7 @@ def train(
             on_rollout=callback.rollout_done,
             episode_cfg=policy.episode,
             callbacks=[callback],
+            run_name=run_id,
         )
         install_stop_handler(callback)
         trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
@@ -276,6 +283,7 @@ def train(
             policy.save_final(trainer, run_dir / "final", run_id, ranks)
             status = "finished"
     finally:
+        tracker.close()
         curriculum.close()
         store.close(status)
     if status != "failed":  # after an exception the other ranks may never reach the barrier
@@ -292,6 +300,9 @@ def check_run_inputs(cfg: RunConfig, run_id: str | None, resume: bool, ranks: Ra
     from rods_core.tasks import TaskFileError
     from rods_core.tasksets import TaskSetError, select_seeds
 
+    refusal = sharding_refusal(os.environ, cfg.grpo.use_cpu)
+    if refusal:
+        raise RunSetupError(refusal)
     run_id = ranks.share(run_id or new_run_id(cfg.name))
     run_dir = Path(cfg.output_dir) / run_id
     try:
@@ -308,9 +319,9 @@ def check_run_inputs(cfg: RunConfig, run_id: str | None, resume: bool, ranks: Ra
 
 def check_model_source(cfg: RunConfig) -> None:
     """Refuse a model folder that is neither a model nor allowed to be built, before the run is created."""
-    from rods_core.doors import check_model_dir
+    from rods_core.doors import check_model_dir, model_folder
 
-    path = Path(cfg.model.path)
+    path = model_folder(cfg.model.path, cfg.model.build_if_missing)
     if cfg.model.build_if_missing and not (path / "config.json").exists():
         return  # built by policy/build.py once the run exists
     check_model_dir(path)
@@ -399,7 +410,8 @@ class HeldOutEval:
 
         if not self.tasks:
             return
-        result = evaluate_sharded((model, self.policy.tokenizer), self.tasks, self.greedy, self.ranks)
+        with whole_weights(model):  # FSDP2: each rank's episodes make their own forward calls
+            result = evaluate_sharded((model, self.policy.tokenizer), self.tasks, self.greedy, self.ranks)
         per_cat = {k.split("/", 2)[2]: v for k, v in result.items() if k.startswith("eval/progress/")}
         row = {
             "step": step,

@@ -99,6 +99,21 @@ def digest(state: Any) -> str:
 ACCELERATE_CPU_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "accelerate" / "cpu.yaml"
 
 
+def sharding_refusal(environ: dict[str, str] | os._Environ, use_cpu: bool) -> str | None:
+    """Why a launch cannot train as its accelerate config asks, else None: accelerate shards (FSDP, DeepSpeed)
+    only GPU processes; on CPU (grpo.use_cpu) it ignores the request and trains unsharded with DDP."""
+    if not use_cpu:
+        return None
+    for var, name in (("ACCELERATE_USE_FSDP", "FSDP"), ("ACCELERATE_USE_DEEPSPEED", "DeepSpeed")):
+        if environ.get(var, "false").lower() == "true":
+            return (
+                f"the accelerate config asks for {name}, but grpo.use_cpu is true: accelerate shards GPU processes "
+                "only (on CPU it would train unsharded, with DDP); on CPU launch with configs/accelerate/cpu.yaml, "
+                "on GPUs set grpo.use_cpu: false"
+            )
+    return None
+
+
 def under_launcher() -> bool:
     """True inside a process started by accelerate's (torchrun's) launcher."""
     return "LOCAL_RANK" in os.environ

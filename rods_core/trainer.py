@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -60,7 +61,7 @@ def slot_dataset(n_slots: int) -> Dataset:
     return Dataset.from_dict({"prompt": [f"{SLOT_PREFIX}{i}" for i in range(n_slots)]})
 
 
-def grpo_args(cfg: RunConfig, out_dir: str) -> GRPOConfig:
+def grpo_args(cfg: RunConfig, out_dir: str, run_name: str | None = None) -> GRPOConfig:
     g = cfg.grpo
     batch = g.tasks_per_step * g.num_generations  # rollouts per process and step
     micro = g.micro_batch or batch
@@ -92,7 +93,9 @@ def grpo_args(cfg: RunConfig, out_dir: str) -> GRPOConfig:
         save_steps=g.save_steps,
         save_total_limit=g.save_total_limit,
         logging_steps=1,
-        report_to=[],
+        report_to=cfg.report.report_to(),
+        run_name=run_name or cfg.name,
+        project=cfg.report.project,
         seed=cfg.seed,
         shuffle_dataset=False,  # slots in order: slot i is the i-th drawn task
         disable_tqdm=True,
@@ -102,6 +105,7 @@ def grpo_args(cfg: RunConfig, out_dir: str) -> GRPOConfig:
         # when ranks make different numbers of calls (a shared-prompt pass makes one per distinct prompt and
         # rollout). A causal LM's buffers are constants (rotary tables), so there is nothing to broadcast.
         ddp_broadcast_buffers=False,
+        **g.trainer_args,  # checked against GRPOConfig's fields by the config (rods_core/trl_options.py)
     )
 
 
@@ -150,6 +154,7 @@ class RodsGRPOTrainer(GRPOTrainer):
         callbacks=None,
         reward_funcs: list | None = None,
         cost_of: Callable[[str], float | None] | None = None,
+        run_name: str | None = None,
     ):
         self.cfg, self._draw, self._task_of, self._on_rollout = cfg, draw, task_of, on_rollout
         self._cost_of = cost_of
@@ -165,7 +170,7 @@ class RodsGRPOTrainer(GRPOTrainer):
             # Tests may swap in another reward to exercise the optimizer on an untrained model (whose
             # progress is 0 everywhere); the matrix handed to the curriculum is always the progress reward.
             reward_funcs=reward_funcs or [progress_reward],
-            args=grpo_args(cfg, out_dir),
+            args=grpo_args(cfg, out_dir, run_name),
             train_dataset=slot_dataset(self.n_slots),
             processing_class=tokenizer,
             rollout_func=self._rollout,
@@ -251,7 +256,7 @@ class RodsGRPOTrainer(GRPOTrainer):
         # the same task (a tiny pool repeats tasks); the global RNG is restored afterwards
         devices = [model.device] if model.device.type == "cuda" else []
         try:
-            with torch.no_grad(), torch.random.fork_rng(devices=devices):
+            with torch.no_grad(), torch.random.fork_rng(devices=devices), whole_weights(model):
                 torch.manual_seed(derive_seed(self.cfg.seed, "rollout", step, self.ranks.rank))
                 episodes = run_episodes(tasks, generator, self.episode_cfg)
         finally:
@@ -276,6 +281,29 @@ class RodsGRPOTrainer(GRPOTrainer):
         out = rollout_output(episodes)
         out["n_calls"] = [e.n_calls for e in episodes]
         return out
+
+
+@contextmanager
+def whole_weights(model: torch.nn.Module) -> Iterator[None]:
+    """Under FSDP2, the whole weights on every rank while episodes run (rollouts, evaluation); resharded after.
+
+    A sharded forward all-gathers its weights (a collective) at each call, and each rank's episodes make their
+    own number of forward calls (turns and lengths differ), so sharded episodes would wait on each other
+    forever. TRL's own generation calls `generate`, which keeps ranks in step; the multi-turn rollouts here
+    call the model directly. Costs one full copy of the weights per device during rollouts (as DDP holds
+    always). A no-op without FSDP2 (DDP, one process)."""
+    from torch.distributed.fsdp import FSDPModule
+
+    sharded = [m for m in model.modules() if isinstance(m, FSDPModule)]
+    for m in sharded:
+        m.set_reshard_after_forward(False)
+        m.unshard()
+    try:
+        yield
+    finally:
+        for m in sharded:
+            m.reshard()
+            m.set_reshard_after_forward(True)  # configs/accelerate/fsdp.yaml: fsdp_reshard_after_forward: true
 
 
 _PROMPT_KEYS = ("prompt_ids", "prompt_mask")  # left-padded

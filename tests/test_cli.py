@@ -55,3 +55,29 @@ def test_env_score_reports_and_rejects(tmp_path, all_seeds):
     bad.write_text('{"id": "nope", "turns": []}\n{"id": 3}\n')
     result = runner.invoke(app, ["env", "score", "--answers", str(bad)])
     assert result.exit_code == 2 and "b.jsonl:2: id" in result.output
+
+
+def test_choice_options_list_their_values_in_help_and_match_the_library():
+    from typing import get_args
+
+    from rods_core.cli._common import Split
+    from rods_core.cli.model_cmd import Arch
+    from rods_core.cli.store_cmd import Pool
+    from rods_core.policy.tiny import TinyModelConfig
+    from rods_core.seeds import Split as SeedSplit
+    from storage.schema import POOLS
+
+    assert [s.value for s in Split] == list(get_args(SeedSplit))
+    assert [p.value for p in Pool] == [*POOLS, "all"]
+    assert [a.value for a in Arch] == list(get_args(TinyModelConfig.model_fields["arch"].annotation))
+    wide = {"COLUMNS": "200"}
+    for path, listed in [
+        (["seeds", "stats"], "<train|test|all>"),
+        (["env", "replay"], "<train|test|all>"),
+        (["export"], "<seeds|staged|active|retired|all>"),
+        (["eval"], "<test|train>"),
+        (["model", "init-tiny"], "<qwen2|qwen3>"),
+    ]:
+        assert listed in runner.invoke(app, [*path, "--help"], env=wide).output, path
+    refused = runner.invoke(app, ["seeds", "stats", "--split", "dev"], env=wide)
+    assert refused.exit_code == 2 and "'dev' is not one of" in refused.output

@@ -103,7 +103,7 @@ def test_cli_rejects_bad_input_clearly(tmp_path, tiny_model_dir):
     r = runner.invoke(app, ["eval", "--model", str(tmp_path), "--split", "train"])
     assert r.exit_code == 2 and "holds no config.json" in r.output
     r = runner.invoke(app, ["eval", "--model", str(tiny_model_dir), "--split", "dev"])
-    assert r.exit_code != 0 and "train or test" in r.output
+    assert r.exit_code == 2 and "--split" in r.output and "is not one of" in r.output
     r = runner.invoke(app, ["model", "init-tiny", "--out", str(tmp_path / "m"), "--hidden", "100", "--heads", "3"])
     assert r.exit_code != 0 and "multiple of --heads" in r.output
     r = runner.invoke(app, ["sft", "--model", str(tiny_model_dir), "--out", str(tmp_path / "o")])

@@ -58,7 +58,7 @@ def test_export_and_import_commands(tmp_path, train_seeds, all_seeds):
     assert res.exit_code == 0, res.output
     assert [t.id for t in read_tasks(out)] == [t.id for t in train_seeds[:5]]
     res = runner.invoke(app, ["export", "--run", "r2", "--pool", "hot", "--out", str(out), "--runs-dir", str(runs)])
-    assert res.exit_code != 0 and "must be one of" in res.output
+    assert res.exit_code == 2 and "is not one of" in res.output
 
     db = tmp_path / "control.sqlite"
     res = runner.invoke(app, ["seeds", "import", str(out), "--db", str(db), "--tag", "demo"])

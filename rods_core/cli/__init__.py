@@ -9,6 +9,7 @@ from __future__ import annotations
 import typer
 
 from rods_core.cli import bench_cmd, env_cmd, model_cmd, policy_cmd, seeds_cmd, store_cmd, synth_cmd, train_cmd
+from rods_core.tracking import network_off_by_default
 
 app = typer.Typer(
     no_args_is_help=True, add_completion=False, help="RODS Lab: online data synthesis for GRPO tool-use agents."
@@ -29,4 +30,5 @@ bench_cmd.app.command("store")(store_cmd.bench_store)
 
 
 def main() -> None:
+    network_off_by_default()  # before anything imports huggingface_hub; inherited by accelerate's processes
     app()

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from enum import Enum
 from typing import Any
 
 import typer
@@ -32,10 +33,16 @@ def clean_errors(*more: type[Exception]) -> Iterator[None]:
         fail(str(e))
 
 
-def seeds_of_split(split: str):
+def choices(name: str, values: Iterable[str]) -> type[Enum]:
+    """A string Enum of `values` for a typer option: `--help` lists them and typer refuses anything else."""
+    return Enum(name, {v: v for v in values}, type=str)
+
+
+Split = choices("Split", ("train", "test", "all"))  # rods_core.seeds.Split (tests/test_cli.py compares them)
+
+
+def seeds_of_split(split: Split):
     """The BFCL seeds of a split named on the command line (train | test | all)."""
     from rods_core.seeds import load_seeds
 
-    if split not in ("train", "test", "all"):
-        raise typer.BadParameter("must be train, test or all", param_hint="--split")
-    return load_seeds(split)  # type: ignore[arg-type]
+    return load_seeds(split.value)

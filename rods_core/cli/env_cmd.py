@@ -6,14 +6,14 @@ from pathlib import Path
 
 import typer
 
-from rods_core.cli._common import clean_errors, emit_json, seeds_of_split
+from rods_core.cli._common import Split, clean_errors, emit_json, seeds_of_split
 
 app = typer.Typer(no_args_is_help=True, help="The BFCL multi-turn environment: replay ground truth, score answers.")
 
 
 @app.command("replay")
 def replay(
-    split: str = typer.Option("all", help="train | test | all"),
+    split: Split = typer.Option(Split.all.value, help="which seeds"),
     json_out: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
     """Replay every task's ground truth through the environment and checker.

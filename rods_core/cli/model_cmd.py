@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import get_args
 
 import typer
 
-from rods_core.cli._common import emit_json, fail
+from rods_core.cli._common import choices, emit_json, fail
 from rods_core.policy.tiny import TinyModelConfig
 
 app = typer.Typer(no_args_is_help=True, help="Build local policy models.")
 _D = TinyModelConfig()
+Arch = choices("Arch", get_args(TinyModelConfig.model_fields["arch"].annotation))
 
 
 @app.command("init-tiny")
 def init_tiny_cmd(
     out: Path = typer.Option(..., help="folder to write the model, tokenizer and rods_model.json to"),
-    arch: str = typer.Option(_D.arch, help="qwen2 | qwen3"),
+    arch: Arch = typer.Option(_D.arch, help="architecture family"),
     hidden: int = typer.Option(_D.hidden, help="hidden size"),
     layers: int = typer.Option(_D.layers, help="decoder layers"),
     heads: int = typer.Option(_D.heads, help="attention heads"),
@@ -38,7 +40,7 @@ def init_tiny_cmd(
 
     try:
         cfg = TinyModelConfig(
-            arch=arch,
+            arch=arch.value,
             hidden=hidden,
             layers=layers,
             heads=heads,

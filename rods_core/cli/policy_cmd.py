@@ -9,12 +9,13 @@ from pathlib import Path
 
 import typer
 
-from rods_core.cli._common import clean_errors, emit_json, fail
+from rods_core.cli._common import choices, clean_errors, emit_json, fail
 from rods_core.config import ComputeSettings
 from rods_core.policy.sft import SFTSettings
 
 _S = SFTSettings()
 _C = ComputeSettings()
+EvalSplit = choices("EvalSplit", ("test", "train"))
 
 
 def _load_tasks(tasks_file: Path | None, demo: bool, where: str):
@@ -150,7 +151,7 @@ def sft(
 
 def eval_cmd(
     model: Path = typer.Option(..., help="model folder"),
-    split: str = typer.Option("test", help="test | train"),
+    split: EvalSplit = typer.Option(EvalSplit.test.value, help="which seeds (without --tasks)"),
     limit: int | None = typer.Option(None, help="evaluate the first N tasks only"),
     categories: list[str] | None = typer.Option(None, "--categories", help="categories to include (repeatable)"),
     tasks_file: Path | None = typer.Option(None, "--tasks", help="JSONL task file instead of the seed split"),
@@ -168,8 +169,6 @@ def eval_cmd(
 
     apply_thread_policy()
 
-    if split not in ("train", "test"):
-        raise typer.BadParameter("must be train or test", param_hint="--split")
     bad = [c for c in categories or [] if c not in CATEGORIES]
     if bad:
         raise typer.BadParameter(f"unknown {bad}; choose from {list(CATEGORIES)}", param_hint="--categories")
@@ -177,7 +176,7 @@ def eval_cmd(
     tasks = (
         _load_tasks(tasks_file, False, "rods eval --tasks")
         if tasks_file
-        else load_seeds(split, tuple(categories) if categories else None)  # type: ignore[arg-type]
+        else load_seeds(split.value, tuple(categories) if categories else None)
     )
     tasks = tasks[:limit] if limit else tasks
     bar, step = _bar(f"eval {len(tasks)} tasks")
@@ -185,7 +184,7 @@ def eval_cmd(
         report = evaluate(model, tasks, progress=step)
     if not per_task:
         report.pop("per_task")
-    source = str(tasks_file) if tasks_file else split  # what was evaluated: a task file or a seed split
+    source = str(tasks_file) if tasks_file else split.value  # what was evaluated: a task file or a seed split
     emit_json({"model": str(model), "split": source, **report}) if json_out else _print(
         report, f"eval {model} ({source})"
     )

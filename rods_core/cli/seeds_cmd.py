@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import typer
 
-from rods_core.cli._common import emit_json, seeds_of_split
+from rods_core.cli._common import Split, emit_json, seeds_of_split
 
 app = typer.Typer(no_args_is_help=True, help="The BFCL multi-turn seed set: statistics, import.")
 
 
 @app.command("stats")
 def stats(
-    split: str = typer.Option("all", help="train | test | all"),
+    split: Split = typer.Option(Split.all.value, help="which seeds"),
     json_out: bool = typer.Option(False, "--json", help="print JSON instead of tables"),
 ) -> None:
     """Counts per category, class combination and dependency depth.
@@ -22,13 +22,13 @@ def stats(
 
     report = seed_stats(seeds_of_split(split))
     if json_out:
-        emit_json({"split": split, **report})
+        emit_json({"split": split.value, **report})
         return
     from rich.console import Console
     from rich.table import Table
 
     console = Console()
-    console.print(f"[bold]{report['tasks']}[/] tasks ({split})")
+    console.print(f"[bold]{report['tasks']}[/] tasks ({split.value})")
     for key in ("by_category", "by_class_combo", "by_depth"):
         table = Table(key.removeprefix("by_").replace("_", " "), "tasks")
         for name, n in report[key].items():

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import typer
 
-from rods_core.cli._common import clean_errors, emit_json, fail
+from rods_core.cli._common import choices, clean_errors, emit_json, fail
 
 runs_app = typer.Typer(no_args_is_help=True, help="Training runs in the control database: list, show, stop.")
 
 DB_HELP = "control store: a SQLite file or a URL (default: $RODS_CONTROL_DB or workspace/control.sqlite)"
-POOL_CHOICES = ("seeds", "staged", "active", "retired", "all")
+Pool = choices("Pool", ("seeds", "staged", "active", "retired", "all"))  # storage.schema.POOLS + all
 
 
 def _db(db: str | None):
@@ -44,7 +44,7 @@ def _run_dir(run_id: str, db: str | None, runs_dir: Path) -> Path:
 
 def export(
     run: str = typer.Option(..., "--run", help="run id"),
-    pool: str = typer.Option("all", help="seeds | staged | active | retired | all"),
+    pool: Pool = typer.Option(Pool.all.value, help="which pool"),
     out: Path = typer.Option(..., "--out", help="JSONL file to write"),
     runs_dir: Path = typer.Option(Path("runs"), help="folder holding run folders"),
     db: str | None = typer.Option(None, help=DB_HELP),
@@ -57,11 +57,9 @@ def export(
     from storage.export import EmptyPool, export_pool
     from storage.pools import PoolsFileError
 
-    if pool not in POOL_CHOICES:
-        raise typer.BadParameter(f"must be one of {', '.join(POOL_CHOICES)}", param_hint="--pool")
     with clean_errors(PoolsFileError, EmptyPool):
         check_output_file(out, "--out file")
-        n = export_pool(_run_dir(run, db, runs_dir), pool, out)
+        n = export_pool(_run_dir(run, db, runs_dir), pool.value, out)
     typer.echo(f"wrote {n} task(s) to {out}")
 
 

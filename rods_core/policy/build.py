@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from rods_core.config import RunConfig
+from rods_core.doors import model_folder
 from rods_core.policy.tiny import ModelFolderError
 
 LOCK_SUFFIX = ".build.lock"  # beside the folder: `models/tiny-demo.build.lock`
@@ -81,8 +82,9 @@ def ensure_model(
 
     With several processes every rank takes part in the SFT (data-parallel); rank 0 alone builds the
     untrained model first and writes the result. The build's phases go to `run_dir`/build.json, and a run
-    waiting for another's build of the same folder says so there."""
-    path = Path(cfg.model.path)
+    waiting for another's build of the same folder says so there. A hub id is resolved from the local
+    Hugging Face cache (doors.model_folder)."""
+    path = model_folder(cfg.model.path, cfg.model.build_if_missing)
     if not cfg.model.build_if_missing:
         if (path / "config.json").exists():
             return path
@@ -155,6 +157,6 @@ def build_demo_model(cfg: RunConfig, log: Callable[[str], None] = print, *, rank
     log(
         f"warm-starting on {len(seeds)} demo seeds + {len(variants)} variants (stops at loss {cfg.model.sft.loss_target}) …"
     )
-    figures = run_sft(raw, path, seeds + variants, cfg.model.sft, progress=report)
+    figures = run_sft(raw, path, seeds + variants, cfg.model.sft, progress=report, report_to=cfg.report.report_to())
     log(f"warm start done: {json.dumps({k: v for k, v in figures.items() if k != 'sft/loss_curve'})}")
     return figures

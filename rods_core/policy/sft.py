@@ -95,8 +95,10 @@ def run_sft(
     *,
     show_progress: bool = True,
     progress=None,
+    report_to: list[str] | str = "none",
 ) -> dict[str, Any]:
-    """Warm-start the model in `model_dir` on `tasks`, save it with its card to `out_dir`; returns figures."""
+    """Warm-start the model in `model_dir` on `tasks`, save it with its card to `out_dir`; returns figures.
+    `report_to` is TRL's (a run's report.to: its warm start shows up in the same tracker)."""
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
@@ -127,7 +129,7 @@ def run_sft(
         weight_decay=settings.weight_decay,
         logging_strategy="epoch",
         save_strategy="no",
-        report_to="none",
+        report_to=report_to,
         use_cpu=settings.use_cpu,
         gradient_checkpointing=settings.gradient_checkpointing,
         bf16=settings.bf16,
