@@ -296,7 +296,8 @@ def _move_row(m) -> dict:
         "task_id": m.task_id,
         "from_pool": m.from_pool,
         "to_pool": m.to_pool,
-        "reason": m.reason + (f": {m.detail}" if m.detail else ""),
+        "reason": m.reason,
+        "detail": m.detail,
     }
 
 
