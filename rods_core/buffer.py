@@ -34,7 +34,7 @@ from rods_core.retirement import (
     seed_exemption,
     stale_probe,
 )
-from rods_core.sampling import derive_seed, rng_state, set_rng_state, weighted_pick
+from rods_core.rng import derive_seed, rng_state, set_rng_state, weighted_pick
 from rods_core.tasks import Task
 
 Pool = Literal["active", "staged", "dormant", "retired"]
@@ -113,7 +113,7 @@ class BufferEvent:
     detail: str = ""
 
 
-class Decision(BaseModel):
+class BufferDecision(BaseModel):
     """A researcher's decision, applied at a step boundary."""
 
     model_config = ConfigDict(extra="forbid")
@@ -125,7 +125,7 @@ class Decision(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _fields_fit_action(self) -> Decision:
+    def _fields_fit_action(self) -> BufferDecision:
         if (self.action == "edit") != (self.task is not None):
             raise ValueError("decision.task is required for action 'edit' and not allowed otherwise")
         if self.mode is not None and self.action != "reseed":
@@ -143,7 +143,7 @@ class TaskSource(Protocol):
     def task(self, task_id: str) -> Task: ...
     def observe(self, step: int, matrix: Mapping[str, Sequence[float]]) -> list[BufferEvent]: ...
     def offer(self, variants: list[Task], step: int) -> list[BufferEvent]: ...
-    def apply_decision(self, decision: Decision) -> tuple[bool, str]: ...
+    def apply_decision(self, decision: BufferDecision) -> tuple[bool, str]: ...
     def pools(self) -> dict[str, list[str]]: ...
     def boundary_tasks(self, k: int) -> list[str]: ...
     def room(self) -> int: ...
@@ -350,7 +350,7 @@ class ReplayBuffer:
         return requested + boundary[:n]
 
     # ----- decisions ------------------------------------------------------------------------------
-    def apply_decision(self, decision: Decision) -> tuple[bool, str]:
+    def apply_decision(self, decision: BufferDecision) -> tuple[bool, str]:
         """Apply a researcher's decision now; its transitions come out of the next observe()."""
         tid, e = decision.task_id, self._entries.get(decision.task_id)
         if e is None:
