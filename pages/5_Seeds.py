@@ -9,7 +9,7 @@ import streamlit as st
 import lab_ui
 from rods_core import launch
 from rods_core.config import parse_overrides
-from rods_core.doors import DoorError
+from rods_core.inputs import DoorError
 from rods_core.seeds import load_seeds, split_of
 from rods_core.stats import task_rows
 from storage.catalog import seed_frame

@@ -2,9 +2,10 @@
 
 Pools: active (sampled for training), staged (new variants: awaiting review or being probed), dormant
 (mastered seeds, re-probed every `reprobe_every` steps) and retired (variants that left; kept with their
-records for export). Seeds are never retired. Departures from the paper: hard seeds stay active (at a
-low sampling weight) rather than resting, and a variant is promoted at its first probe that reads as
-boundary (retired after `probe_obs` probes that do not). The static baselines are in rods_core.sources.
+records for export). Seeds are never retired; the retirement rules are pure functions in
+rods_core.retirement, applied here. Departures from the paper: hard seeds stay active (at a low sampling
+weight) rather than resting, and a variant is promoted at its first probe that reads as boundary
+(retired after `probe_obs` probes that do not). The static baselines are in rods_core.sources.
 
 Sampling: staged probes (<= probe_slots) and due dormant re-probes (<= reprobe_slots) first, then active
 tasks without replacement, weighted by region (boundary 4 > unseen 2 > hard 1 > mastered 0.5 by default),
@@ -16,7 +17,6 @@ iteration that feeds it runs over insertion-ordered dicts, so a restored buffer 
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -26,7 +26,15 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rods_core.boundary import BoundaryConfig, BoundaryDetector, TaskStats
 from rods_core.ids import next_edit_id
-from rods_core.sampling import derive_seed, rng_state, set_rng_state, weighted_pick
+from rods_core.retirement import (
+    Verdict,
+    active_retirement,
+    capacity_evictions,
+    probe_verdict,
+    seed_exemption,
+    stale_probe,
+)
+from rods_core.rng import derive_seed, rng_state, set_rng_state, weighted_pick
 from rods_core.tasks import Task
 
 Pool = Literal["active", "staged", "dormant", "retired"]
@@ -105,7 +113,7 @@ class BufferEvent:
     detail: str = ""
 
 
-class Decision(BaseModel):
+class BufferDecision(BaseModel):
     """A researcher's decision, applied at a step boundary."""
 
     model_config = ConfigDict(extra="forbid")
@@ -117,7 +125,7 @@ class Decision(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _fields_fit_action(self) -> Decision:
+    def _fields_fit_action(self) -> BufferDecision:
         if (self.action == "edit") != (self.task is not None):
             raise ValueError("decision.task is required for action 'edit' and not allowed otherwise")
         if self.mode is not None and self.action != "reseed":
@@ -135,30 +143,12 @@ class TaskSource(Protocol):
     def task(self, task_id: str) -> Task: ...
     def observe(self, step: int, matrix: Mapping[str, Sequence[float]]) -> list[BufferEvent]: ...
     def offer(self, variants: list[Task], step: int) -> list[BufferEvent]: ...
-    def apply_decision(self, decision: Decision) -> tuple[bool, str]: ...
+    def apply_decision(self, decision: BufferDecision) -> tuple[bool, str]: ...
     def pools(self) -> dict[str, list[str]]: ...
     def boundary_tasks(self, k: int) -> list[str]: ...
     def room(self) -> int: ...
     def state_dict(self) -> dict[str, Any]: ...
     def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
-
-
-# ----- retirement (the math of the paper's multi-layer retirement) ----------------------------------
-def retirement(st: TaskStats | None, since: int, step: int, cfg: BufferConfig) -> str | None:
-    """Why an active variant leaves now, layer by layer, or None (capacity eviction runs after)."""
-    if st is not None and st.region == "mastered" and st.streak >= cfg.mastered_streak:
-        return "mastered"
-    if st is not None and st.region == "hard" and st.streak >= cfg.hard_streak:
-        return "hard"
-    if step - last_useful(st, since) >= cfg.stale_steps:
-        return "stale"
-    return None
-
-
-def last_useful(st: TaskStats | None, since: int) -> int:
-    """The last step that gave a gradient, counted from when the task entered its pool."""
-    informative = st.last_informative_step if st is not None else None
-    return since if informative is None else max(since, informative)
 
 
 # ----- the replay buffer ------------------------------------------------------------------------------
@@ -284,12 +274,8 @@ class ReplayBuffer:
         return events + self._retire_active() + self._retire_stale_probes() + self._evict_over_capacity()
 
     def _judge_probe(self, tid: str, e: Entry, st: TaskStats) -> list[BufferEvent]:
-        detail = f"mean {st.mean:.2f}, var share {st.var_share:.2f} after {e.probes} probe(s)"
-        if st.region == "boundary":
-            return [self._move(tid, "active", "promote/boundary", detail)]
-        if e.probes >= self.config.probe_obs:
-            return [self._move(tid, "retired", f"probe/{st.region}", detail)]
-        return []
+        v = probe_verdict(st, e.probes, self.config)
+        return [] if v is None else [self._apply(tid, v)]
 
     def _judge_reprobe(self, tid: str, e: Entry, st: TaskStats) -> list[BufferEvent]:
         detail = f"re-probe mean {st.last_mean:.2f}, var share {st.last_var_share:.2f}"
@@ -301,38 +287,25 @@ class ReplayBuffer:
         """Apply the retirement layers to every active task: seeds only ever go dormant (mastered)."""
         events = []
         for tid in list(self._pools["active"]):
-            e, st = self._entries[tid], self.detector.stats(tid)
-            why = retirement(st, e.since, self.step, self.config)
-            if why is None or (e.seed and why != "mastered"):
-                continue
-            if why == "stale":
-                detail = f"no informative group for {self.config.stale_steps} steps"
-            else:
-                detail = f"{st.region} for {st.streak} observation(s), mean {st.mean:.2f}"
-            to, verb = ("dormant", "dormant") if e.seed else ("retired", "retire")
-            events.append(self._move(tid, to, f"{verb}/{why}", detail))
+            e = self._entries[tid]
+            v = active_retirement(self.detector.stats(tid), e.since, self.step, self.config)
+            if e.seed:
+                v = seed_exemption(v)
+            if v is not None:
+                events.append(self._apply(tid, v))
         return events
 
     def _retire_stale_probes(self) -> list[BufferEvent]:
-        """Probing variants never drawn (too few probe slots, lost draws) leave after S steps."""
-        S = self.config.stale_steps
-        stale = [
-            t for t in self._pools["staged"]
-            if self._entries[t].status == "probing" and self.step - last_useful(self.detector.stats(t), self._entries[t].since) >= S
-        ]  # fmt: skip
-        return [self._move(t, "retired", "probe/stale", f"not probed to a verdict in {S} steps") for t in stale]
+        probing = [t for t in self._pools["staged"] if self._entries[t].status == "probing"]
+        verdicts = [
+            (t, stale_probe(self.detector.stats(t), self._entries[t].since, self.step, self.config)) for t in probing
+        ]
+        return [self._apply(t, v) for t, v in verdicts if v is not None]
 
     def _evict_over_capacity(self) -> list[BufferEvent]:
-        over = len(self._pools["active"]) - self.target_active
-        if over <= 0:
-            return []
-        variants = [t for t in self._pools["active"] if not self._entries[t].seed]
-        info = {t: (st.var if (st := self.detector.stats(t)) else math.inf) for t in variants}
-        lowest = sorted(variants, key=lambda t: info[t])[:over]  # stable sort: ties evict the oldest first
-        return [
-            self._move(t, "retired", "retire/capacity", f"smoothed var {info[t]:.4f}; active over {self.target_active}")
-            for t in lowest
-        ]
+        variants = [(t, self.detector.stats(t)) for t in self._pools["active"] if not self._entries[t].seed]
+        evicted = capacity_evictions(variants, len(self._pools["active"]), self.target_active)
+        return [self._apply(t, v) for t, v in evicted]
 
     # ----- synthesis side -------------------------------------------------------------------------
     def room(self) -> int:
@@ -377,7 +350,7 @@ class ReplayBuffer:
         return requested + boundary[:n]
 
     # ----- decisions ------------------------------------------------------------------------------
-    def apply_decision(self, decision: Decision) -> tuple[bool, str]:
+    def apply_decision(self, decision: BufferDecision) -> tuple[bool, str]:
         """Apply a researcher's decision now; its transitions come out of the next observe()."""
         tid, e = decision.task_id, self._entries.get(decision.task_id)
         if e is None:
@@ -439,6 +412,10 @@ class ReplayBuffer:
         self._content.setdefault(task.content_key(), task.id)
         if (parent := task.provenance.parent_id) is not None and not entry.seed:
             self._children[parent] = self._children.get(parent, 0) + 1
+
+    def _apply(self, tid: str, verdict: Verdict) -> BufferEvent:
+        """Move a task to the pool its verdict sends it to."""
+        return self._move(tid, verdict.reason.to_pool, str(verdict.reason), verdict.detail)
 
     def _move(self, tid: str, to: Pool, reason: str, detail: str = "") -> BufferEvent:
         e = self._entries[tid]

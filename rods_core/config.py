@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from rods_core.boundary import BoundaryConfig
 from rods_core.buffer import BufferConfig
-from rods_core.doors import DoorError, read_text, yaml_value
+from rods_core.inputs import DoorError, read_text, yaml_value
 from rods_core.policy.sft import SFTSettings
 from rods_core.policy.tiny import TinyModelConfig
 from rods_core.rollout import EpisodeConfig

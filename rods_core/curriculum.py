@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rods_core.boundary import group_stats, is_informative
-from rods_core.buffer import Decision as BufferDecision
+from rods_core.buffer import BufferDecision
 from rods_core.config import RunConfig
 from rods_core.ranks import Ranks, digest
-from rods_core.sampling import derive_seed
+from rods_core.rng import derive_seed
 from rods_core.seeds import TestSplitRefused, leak_guard, refuse_test_tasks
 from rods_core.sources import build_source
 from rods_core.tasks import Task
@@ -258,7 +258,8 @@ class Curriculum:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.source.load_state_dict(state["source"])
         self.trajectories = int(state["trajectories"])
-        self.tokens = {str(k): float(v) for k, v in state.get("tokens", {}).items()}  # absent before session 8
+        # a checkpoint may hold no token counts: they start empty
+        self.tokens = {str(k): float(v) for k, v in state.get("tokens", {}).items()}
 
     def close(self) -> None:
         if self.worker is not None:
@@ -296,7 +297,8 @@ def _move_row(m) -> dict:
         "task_id": m.task_id,
         "from_pool": m.from_pool,
         "to_pool": m.to_pool,
-        "reason": m.reason + (f": {m.detail}" if m.detail else ""),
+        "reason": m.reason,
+        "detail": m.detail,
     }
 
 

@@ -57,8 +57,6 @@ def _play(tasks: list[Task], gen, episode: EpisodeConfig, max_batch: int, progre
     """Episodes in chunks of `max_batch` (one batched KV cache per chunk), progress counted over all."""
     out: list[Episode] = []
     for i in range(0, len(tasks), max_batch):
-        if hasattr(gen, "reset"):
-            gen.reset()
         done = len(out)
         step = (lambda d, _t, done=done: progress(done + d, len(tasks))) if progress else None
         out += run_episodes(tasks[i : i + max_batch], gen, episode, progress=step)

@@ -328,10 +328,9 @@ def task_history(reader: RunReader, task_id: str) -> tuple[pd.DataFrame, pd.Data
         "SELECT step, n, mean, var, smoothed_mean, smoothed_var, region FROM task_stats WHERE task_id = ? ORDER BY seq",
         [task_id],
     )
-    moves = reader.query(
-        "SELECT step, from_pool, to_pool, reason FROM buffer WHERE task_id = ? ORDER BY seq", [task_id]
-    )
-    return stats, moves
+    moves = reader.query("SELECT * FROM buffer WHERE task_id = ? ORDER BY seq", [task_id])
+    # a log written without the detail column (its reason holds "code: detail") reads it as missing
+    return stats, moves.reindex(columns=["step", "from_pool", "to_pool", "reason", "detail"])
 
 
 def pools_list() -> tuple[str, ...]:

@@ -22,8 +22,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from rods_core.config import RunConfig, dump_config, read_config_data, set_dotted
-from rods_core.doors import HUB_ID, DoorError, check_model_dir, load_task_file, model_folder, read_bytes
 from rods_core.ids import check_run_id, new_run_id
+from rods_core.inputs import HUB_ID, DoorError, check_model_dir, load_task_file, model_folder, read_bytes
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 LOG_FILE = "train.log"

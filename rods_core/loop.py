@@ -295,8 +295,8 @@ def train(
 def check_run_inputs(cfg: RunConfig, run_id: str | None, resume: bool, ranks: Ranks) -> tuple[str, Path, list]:
     """(run id, run folder, seed tasks); everything that can fail on bad input fails here, before anything
     is created. Every rank uses rank 0's run id (a generated id differs per process)."""
-    from rods_core.doors import DoorError
     from rods_core.ids import new_run_id
+    from rods_core.inputs import DoorError
     from rods_core.tasks import TaskFileError
     from rods_core.tasksets import TaskSetError, select_seeds
 
@@ -319,7 +319,7 @@ def check_run_inputs(cfg: RunConfig, run_id: str | None, resume: bool, ranks: Ra
 
 def check_model_source(cfg: RunConfig) -> None:
     """Refuse a model folder that is neither a model nor allowed to be built, before the run is created."""
-    from rods_core.doors import check_model_dir, model_folder
+    from rods_core.inputs import check_model_dir, model_folder
 
     path = model_folder(cfg.model.path, cfg.model.build_if_missing)
     if cfg.model.build_if_missing and not (path / "config.json").exists():

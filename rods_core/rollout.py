@@ -10,8 +10,8 @@ Tokens: `prompt_ids` = system + first user turn + the generation prompt, rendere
 chat template with the task's tools; `completion_ids` = everything after, the model's tokens as generated
 (env_mask 1) interleaved with what the environment and later user turns wrote (env_mask 0), whose tokens
 come from the same template (policy/rendering.py: exact for any template, or a clear TemplateError).
-All active episodes generate their next message in one batch; with a generator that streams (the KV-cached
-decoder), each episode's next message starts as soon as its last one is played, not when the round's longest ends.
+Episodes are played through `Generator.stream`: in rounds (one batched message per active episode), or,
+with the KV-cached decoder, continuously: an episode's next message starts as soon as its last is played.
 Departure from the paper (verl's multi-turn rollout): a message cut by `max_new_tokens` is closed with the
 stop token as an environment token, and an episode whose context would outgrow `max_context_tokens` ends
 early with its remaining turns scored as failed.
@@ -175,31 +175,23 @@ def run_episodes(
 ) -> list[Episode]:
     """Play every task once (repeat a task G times in `tasks` for a GRPO group); order is kept.
 
-    `generator.tokenizer`'s chat template renders messages; `progress(done, total)` is called after each batched
-    step (after each finished episode with a streaming generator).
+    `generator.tokenizer`'s chat template renders messages; `progress(done, total)` is called after each
+    finished episode.
     """
     renderer = renderer_for(generator.tokenizer)
     runs = [_Run(t, renderer, cfg, cfg.hints if hints is None else hints) for t in tasks]
-    if hasattr(generator, "stream"):  # continuous batching: an episode's next message starts once its last is played
-        active = [r for r in runs if not r.done]
+    active = [r for r in runs if not r.done]
 
-        def on_message(i: int, comp: Completion) -> list[int] | None:
-            active[i].feed(comp, generator.stop_id)
-            if not active[i].done:
-                return active[i].context()
-            if progress:
-                progress(sum(r.done for r in runs), len(runs))
-            return None
-
-        if active:
-            generator.stream([r.context() for r in active], on_message, cfg.sampling)
-        return [r.ep for r in runs]
-    while active := [r for r in runs if not r.done]:
-        comps = generator.generate([r.context() for r in active], cfg.sampling)
-        for r, c in zip(active, comps, strict=True):
-            r.feed(c, generator.stop_id)
+    def on_message(i: int, comp: Completion) -> list[int] | None:
+        active[i].feed(comp, generator.stop_id)
+        if not active[i].done:
+            return active[i].context()
         if progress:
             progress(sum(r.done for r in runs), len(runs))
+        return None
+
+    if active:
+        generator.stream([r.context() for r in active], on_message, cfg.sampling)
     return [r.ep for r in runs]
 
 

@@ -16,7 +16,7 @@ from functools import cache
 from importlib import resources
 from typing import Literal
 
-from rods_core.doors import DoorError
+from rods_core.inputs import DoorError
 from rods_core.tasks import CATEGORIES, Task
 
 Split = Literal["train", "test", "all"]

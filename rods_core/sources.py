@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from rods_core.boundary import BoundaryConfig, BoundaryDetector, group_stats, is_informative
-from rods_core.buffer import BufferConfig, BufferEvent, Decision, ReplayBuffer, TaskSource
-from rods_core.sampling import rng_state, set_rng_state
+from rods_core.buffer import BufferConfig, BufferDecision, BufferEvent, ReplayBuffer, TaskSource
+from rods_core.rng import rng_state, set_rng_state
 from rods_core.tasks import Task
 
 Method = Literal["static", "dapo_filter", "uniform_synth", "env_augment", "rods"]
@@ -91,7 +91,7 @@ class StaticSource:
             BufferEvent(step, t.id, None, None, "offer/static", "a static source admits no variants") for t in variants
         ]
 
-    def apply_decision(self, decision: Decision) -> tuple[bool, str]:
+    def apply_decision(self, decision: BufferDecision) -> tuple[bool, str]:
         return False, "a static source takes no decisions"
 
     def pools(self) -> dict[str, list[str]]:

@@ -1,6 +1,6 @@
 """The task sets of a run: its seeds (from the config) and its held-out evaluation tasks.
 
-A seed file passes the task-file door (rods_core.doors.load_task_file: schema, replay by execution, the
+A seed file passes the task-file door (rods_core.inputs.load_task_file: schema, replay by execution, the
 leak guard) whatever route it came through (`seeds.subset: file`, `--set seeds.file=…`, the app's seed
 subsets), before anything of the run is created.
 """
@@ -8,7 +8,7 @@ subsets), before anything of the run is created.
 from __future__ import annotations
 
 from rods_core.config import RunConfig
-from rods_core.sampling import derive_seed
+from rods_core.rng import derive_seed
 from rods_core.seeds import load_seeds
 from rods_core.tasks import Task
 
@@ -25,7 +25,7 @@ def select_seeds(cfg: RunConfig) -> list[Task]:
 
         tasks = demo_seeds()
     elif s.subset == "file":
-        from rods_core.doors import load_task_file
+        from rods_core.inputs import load_task_file
 
         # the task-file door: schema, replay by execution, and the leak guard, all or nothing
         tasks = load_task_file(s.file, "seeds.file")

@@ -32,8 +32,8 @@ from rods_core.config import RunConfig
 from rods_core.policy.backends import choose_generator
 from rods_core.policy.vllm_sync import sync_colocated_weights
 from rods_core.ranks import Ranks, balance
+from rods_core.rng import derive_seed
 from rods_core.rollout import EpisodeConfig, rollout_output, run_episodes
-from rods_core.sampling import derive_seed
 from rods_core.tasks import Task
 
 SLOT_PREFIX = "slot:"

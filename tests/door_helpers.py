@@ -1,4 +1,4 @@
-"""Shared by the input-door tests (test_doors.py, test_config.py): run a CLI command and fail on a traceback,
+"""Shared by the input-door tests (test_inputs.py, test_config.py): run a CLI command and fail on a traceback,
 check a refusal's exit code and message, write a run config that never trains, and the fuzzing strategies."""
 
 from __future__ import annotations

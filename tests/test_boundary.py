@@ -209,6 +209,8 @@ def test_detection_makes_no_generation_and_no_environment_call(monkeypatch, trai
         (generation.HFGenerator, "generate"),
         (generation.VLLMGenerator, "generate"),
         (cached_generation.CachedHFGenerator, "generate"),
+        (cached_generation.CachedHFGenerator, "stream"),
+        (generation.StreamInRounds, "stream"),
     ]
     for owner, attr in entry_points:
         monkeypatch.setattr(owner, attr, counting(f"{getattr(owner, '__name__', owner)}.{attr}"))

@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from rods_core.boundary import BoundaryConfig, BoundaryDetector
-from rods_core.buffer import REASONS, BufferConfig, Decision, ReplayBuffer, TaskSource
+from rods_core.buffer import REASONS, BufferConfig, BufferDecision, ReplayBuffer, TaskSource
 from rods_core.sources import METHODS, StaticSource, build_source
 from rods_core.tasks import Message, Provenance, Task
 
@@ -229,9 +229,9 @@ def test_gated_variants_wait_for_approval_and_are_not_sampled_before():
     assert [t for t, e in entries(buf).items() if e["status"] == "awaiting_review"] == ["v0", "v1"]
     assert not {"v0", "v1"} & set(buf.sample(4))
     assert buf.observe(60, {"s0": BOUNDARY}) == []  # awaiting review never goes stale
-    assert buf.apply_decision(Decision(action="approve", task_id="v1")) == (True, "approved: it will be probed")
-    assert buf.apply_decision(Decision(action="approve", task_id="v1"))[0] is False
-    assert buf.apply_decision(Decision(action="approve", task_id="s0"))[0] is False
+    assert buf.apply_decision(BufferDecision(action="approve", task_id="v1")) == (True, "approved: it will be probed")
+    assert buf.apply_decision(BufferDecision(action="approve", task_id="v1"))[0] is False
+    assert buf.apply_decision(BufferDecision(action="approve", task_id="s0"))[0] is False
     assert buf.sample(4)[0] == "v1"
     ev = buf.observe(61, {"v1": BOUNDARY})
     assert reasons(ev) == [
@@ -243,10 +243,10 @@ def test_gated_variants_wait_for_approval_and_are_not_sampled_before():
 def test_reject_retires_variants_but_never_seeds():
     buf = buffer(review="gated")
     buf.offer(variants(1), step=0)
-    assert buf.apply_decision(Decision(action="reject", task_id="v0"))[0] is True
-    assert buf.apply_decision(Decision(action="reject", task_id="v0"))[0] is False
-    assert buf.apply_decision(Decision(action="reject", task_id="s0"))[0] is False
-    assert buf.apply_decision(Decision(action="reject", task_id="nope")) == (False, "unknown task 'nope'")
+    assert buf.apply_decision(BufferDecision(action="reject", task_id="v0"))[0] is True
+    assert buf.apply_decision(BufferDecision(action="reject", task_id="v0"))[0] is False
+    assert buf.apply_decision(BufferDecision(action="reject", task_id="s0"))[0] is False
+    assert buf.apply_decision(BufferDecision(action="reject", task_id="nope")) == (False, "unknown task 'nope'")
     assert reasons(buf.observe(1, {})) == [("v0", "staged", "retired", "decision/reject")]
 
 
@@ -254,7 +254,7 @@ def test_edit_replaces_the_variant_with_a_fresh_id_probed_at_once():
     buf = buffer(review="gated")
     buf.offer(variants(1), step=3)
     edited = buf.task("v0").model_copy(update={"question": [[Message(content="fixed wording")]]})
-    ok, why = buf.apply_decision(Decision(action="edit", task_id="v0", task=edited))
+    ok, why = buf.apply_decision(BufferDecision(action="edit", task_id="v0", task=edited))
     assert ok and why == "edited as v0_e1: probed next"
     new = buf.task("v0_e1")
     assert new.provenance.source == "edit" and new.provenance.parent_id == "v0" and new.user_texts == ["fixed wording"]
@@ -264,34 +264,34 @@ def test_edit_replaces_the_variant_with_a_fresh_id_probed_at_once():
         ("v0_e1", None, "staged", "decision/edit"),
     ]
     again = buf.task("v0_e1").model_copy(update={"id": "v0", "question": [[Message(content="fixed again")]]})
-    assert buf.apply_decision(Decision(action="edit", task_id="v0", task=again)) == (
+    assert buf.apply_decision(BufferDecision(action="edit", task_id="v0", task=again)) == (
         True,
         "edited as v0_e2: probed next",
     )
     with pytest.raises(ValidationError, match="required for action 'edit'"):
-        Decision(action="edit", task_id="v0")
+        BufferDecision(action="edit", task_id="v0")
     with pytest.raises(ValidationError, match="applies to action 'reseed' only"):
-        Decision(action="approve", task_id="v0", mode="promote")
+        BufferDecision(action="approve", task_id="v0", mode="promote")
 
 
 def test_edit_of_a_seed_adds_a_variant_within_the_budget():
     buf = buffer(p_max=1)
     edited = buf.task("s0").model_copy(update={"question": [[Message(content="another way")]]})
-    assert buf.apply_decision(Decision(action="edit", task_id="s0", task=edited))[0] is True
+    assert buf.apply_decision(BufferDecision(action="edit", task_id="s0", task=edited))[0] is True
     assert "s0" in buf.pools()["active"]
-    ok, why = buf.apply_decision(Decision(action="edit", task_id="s1", task=edited))
+    ok, why = buf.apply_decision(BufferDecision(action="edit", task_id="s1", task=edited))
     assert not ok and "p_max 1 reached" in why
 
 
 def test_reseed_promote_makes_a_variant_a_seed_that_rests_instead_of_retiring():
     buf = buffer(mastered_streak=1)
     buf.offer(variants(1), step=0)
-    assert buf.apply_decision(Decision(action="reseed", task_id="v0")) == (
+    assert buf.apply_decision(BufferDecision(action="reseed", task_id="v0")) == (
         True,
         "promoted to seed: never retired from now on",
     )
     assert entries(buf)["v0"]["seed"] and buf.room() == 16  # a seed counts against neither limit
-    assert buf.apply_decision(Decision(action="reseed", task_id="v0"))[0] is False
+    assert buf.apply_decision(BufferDecision(action="reseed", task_id="v0"))[0] is False
     ev = buf.observe(1, {"v0": MASTERED})
     assert reasons(ev) == [
         ("v0", "staged", "active", "decision/reseed"),
@@ -302,7 +302,7 @@ def test_reseed_promote_makes_a_variant_a_seed_that_rests_instead_of_retiring():
 def test_reseed_synthesize_raises_the_flag_and_puts_the_task_first_for_synthesis():
     buf = buffer()
     buf.observe(0, {"s0": BOUNDARY, "s1": BOUNDARY, "s2": HARD})
-    ok, _ = buf.apply_decision(Decision(action="reseed", task_id="s2", mode="synthesize"))
+    ok, _ = buf.apply_decision(BufferDecision(action="reseed", task_id="s2", mode="synthesize"))
     assert ok and buf.synthesis_requests == ["s2"]
     assert buf.boundary_tasks(1) == ["s2", "s0"]  # every request, then up to k boundary tasks
     assert buf.synthesis_requests == [] and buf.boundary_tasks(0) == []
@@ -401,7 +401,7 @@ def test_static_source_draws_epochs_without_replacement_deterministically():
     assert draws[:5] != draws[5:] or src.sample(5) != draws[:5]
     assert StaticSource(tasks, seed=1).sample(10) == draws
     assert src.offer(variants(1), 0)[0].reason == "offer/static" and src.boundary_tasks(3) == []
-    assert src.apply_decision(Decision(action="approve", task_id="s0"))[0] is False
+    assert src.apply_decision(BufferDecision(action="approve", task_id="s0"))[0] is False
     assert isinstance(src, TaskSource)
 
 

@@ -52,7 +52,10 @@ def test_synthesis_is_asked_only_for_what_the_buffer_can_admit():
         assert cur.worker.submitted == 2 and out.events["boundary_sample"] == []
         # a probe resolves (hard twice: retired), the room comes back, synthesis resumes
         cur.after_step(4, report([(staged[0], [0.0] * 4)]))
-        cur.after_step(5, report([(staged[0], [0.0] * 4)]))
+        out = cur.after_step(5, report([(staged[0], [0.0] * 4)]))
+        (row,) = [r for r in out.events["buffer"] if r["task_id"] == staged[0]]
+        assert (row["to_pool"], row["reason"]) == ("retired", "probe/hard")  # the code, apart from its detail
+        assert row["detail"].endswith("after 2 probe(s)")
         assert cur.source.room() == 1
         cur.after_step(6, report([(t, BOUNDARY) for t in seeds]))
         assert cur.worker.submitted == 3

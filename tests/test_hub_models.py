@@ -9,7 +9,7 @@ import pytest
 from huggingface_hub import constants
 
 from rods_core.config import RunConfig
-from rods_core.doors import DoorError, model_folder, preflight
+from rods_core.inputs import DoorError, model_folder, preflight
 from tests.conftest import smoke_config
 
 REV = "0123456789abcdef0123456789abcdef01234567"

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from rods_core import lab
 from rods_core.seeds import load_seeds
+from storage.events import EventLog, PartFile, events_dir
 from storage.pools import PoolsSnapshot
+from storage.reader import RunReader
 
 
 def test_structure_table_caches_signatures(tmp_path, monkeypatch):
@@ -48,3 +52,17 @@ def test_boundary_vs_others_weights_by_tasks():
     )
     out = lab.boundary_vs_others(df).iloc[0]
     assert out.boundary == pytest.approx(0.2) and out.others == pytest.approx(0.05) and out.ratio == pytest.approx(4)
+
+
+def test_task_history_reads_the_reason_code_and_detail_apart_and_logs_without_detail(tmp_path):
+    move = {"step": 3, "task_id": "v0", "from_pool": "active", "to_pool": "retired", "reason": "retire/stale"}
+    with EventLog(tmp_path / "new") as log:
+        log.append("buffer", {**move, "detail": "no informative group for 10 steps"})
+    _, moves = lab.task_history(RunReader(tmp_path / "new"), "v0")
+    assert moves[["reason", "detail"]].values.tolist() == [["retire/stale", "no informative group for 10 steps"]]
+    old = {**move, "reason": "retire/stale: no informative group for 10 steps", "seq": 0}
+    (events_dir(tmp_path / "old") / "buffer").mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist([old]), events_dir(tmp_path / "old") / "buffer" / PartFile.name(0, 0, 3, 3))
+    _, moves = lab.task_history(RunReader(tmp_path / "old"), "v0")
+    assert list(moves.columns) == ["step", "from_pool", "to_pool", "reason", "detail"]
+    assert moves["reason"].tolist() == [old["reason"]] and moves["detail"].isna().all()

@@ -175,14 +175,15 @@ def test_the_decoders_sampler_draws_from_the_distribution_and_respects_top_p():
     assert greedy.tolist() == [2, 2, 2]
 
 
-def test_streaming_decoder_generates_what_the_round_by_round_decoder_does(tiny_model_dir):
+def test_streaming_decoder_generates_what_plain_generate_does_round_by_round(tiny_model_dir):
     """Continuous batching (a row's next message starts as soon as its last is handed over, its new tokens fed in
     the same forward as other rows' next tokens; rows whose episode is over leave the cache) changes when tokens
-    are computed, not which: greedy messages equal message for message to `generate`'s round by round."""
+    are computed, not which: greedy messages equal message for message to transformers' `generate` played in
+    rounds."""
     import torch
 
     from rods_core.policy.cached_generation import CachedHFGenerator
-    from rods_core.policy.generation import SamplingConfig
+    from rods_core.policy.generation import HFGenerator, SamplingConfig
     from rods_core.policy.tiny import load_policy
 
     model, tok, _ = load_policy(tiny_model_dir)
@@ -193,6 +194,9 @@ def test_streaming_decoder_generates_what_the_round_by_round_decoder_does(tiny_m
     # an untrained model never says its end token (it repeats a token of its context): end messages at the token
     # the first row repeats instead, so that its messages end after one token while other rows decode on
     gen.stop_id = gen.generate(starts, sampling)[0].ids[0]
+    plain = HFGenerator(model, tok)
+    plain.stop_id = gen.stop_id
+    assert [c.ids for c in gen.generate(starts, sampling)] == [c.ids for c in plain.generate(starts, sampling)]
 
     def play(step_all) -> list[list]:
         """Row i's episode: i % 4 + 2 messages, each followed by i % 3 + 1 'environment' tokens."""
@@ -209,14 +213,7 @@ def test_streaming_decoder_generates_what_the_round_by_round_decoder_does(tiny_m
         step_all(contexts, on_message)
         return said
 
-    def rounds(contexts, on_message):
-        active = list(range(len(contexts)))
-        while active:
-            comps = gen.generate([contexts[i] for i in active], sampling)
-            active = [i for i, c in zip(active, comps, strict=True) if on_message(i, c) is not None]
-
-    gen.reset()
-    want = play(rounds)
+    want = play(lambda contexts, on_message: plain.stream(contexts, on_message, sampling))
     mixed, widths = [], set()
     forward = gen._forward
 

@@ -25,7 +25,7 @@ def fail(msg: str, code: int = 2) -> None:
 @contextmanager
 def clean_errors(*more: type[Exception]) -> Iterator[None]:
     """Input refused at a door (DoorError, or the given types) exits 2 with its message, never a traceback."""
-    from rods_core.doors import DoorError
+    from rods_core.inputs import DoorError
 
     try:
         yield

@@ -54,7 +54,7 @@ def init_tiny_cmd(
         fail("; ".join(f"--{'-'.join(map(str, x['loc'])).replace('_', '-')}: {x['msg']}" for x in e.errors()))
     if cfg.hidden % cfg.heads or cfg.heads % cfg.kv_heads:
         fail("--hidden must be a multiple of --heads, and --heads a multiple of --kv-heads")
-    from rods_core.doors import DoorError, check_output_dir
+    from rods_core.inputs import DoorError, check_output_dir
 
     try:
         check_output_dir(out, "--out folder")

@@ -20,7 +20,7 @@ EvalSplit = choices("EvalSplit", ("test", "train"))
 
 def _load_tasks(tasks_file: Path | None, demo: bool, where: str):
     """The tasks of --tasks (schema, replay by execution and the leak guard), the demo seeds, or None."""
-    from rods_core.doors import load_task_file
+    from rods_core.inputs import load_task_file
     from rods_core.policy.demo import demo_seeds
 
     if tasks_file is None:
@@ -30,7 +30,7 @@ def _load_tasks(tasks_file: Path | None, demo: bool, where: str):
 
 
 def _model(path: Path) -> Path:
-    from rods_core.doors import check_model_dir
+    from rods_core.inputs import check_model_dir
 
     with clean_errors():
         return check_model_dir(path, "--model")
@@ -101,8 +101,8 @@ def sft(
     if processes > 1 and not under_launcher():
         handoff_to_accelerate(processes, sys.argv[1:], cpu=True)
     apply_thread_policy(threads)
-    from rods_core.doors import check_output_dir
     from rods_core.evaluation import evaluate, variance_report
+    from rods_core.inputs import check_output_dir
     from rods_core.policy.sft import run_sft
     from rods_core.policy.tiny import read_card, write_card
 

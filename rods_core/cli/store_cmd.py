@@ -53,7 +53,7 @@ def export(
 
     Example: rods export --run demo --pool active --out active.jsonl
     """
-    from rods_core.doors import check_output_file
+    from rods_core.inputs import check_output_file
     from storage.export import EmptyPool, export_pool
     from storage.pools import PoolsFileError
 
@@ -74,7 +74,7 @@ def seeds_import(
 
     Example: rods seeds import my_tasks.jsonl --tag handmade
     """
-    from rods_core.doors import read_bytes
+    from rods_core.inputs import read_bytes
     from storage.catalog import import_seeds
 
     with clean_errors():
@@ -171,7 +171,7 @@ def runs_audit(
 
     Example: rods runs audit demo --out audit.csv --outcome refused
     """
-    from rods_core.doors import check_output_file
+    from rods_core.inputs import check_output_file
     from storage.curation import AUDIT_FORMATS, audit_bytes, audit_frame, filter_audit
 
     fmt = out.suffix.lstrip(".").lower()

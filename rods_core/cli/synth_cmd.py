@@ -25,7 +25,7 @@ def synth(
 
     Example: rods synth --from multi_turn_base_3 --n 4 --out variants.jsonl
     """
-    from rods_core.doors import check_output_file
+    from rods_core.inputs import check_output_file
     from rods_core.synth.cli_support import find_parent, load_config, render_counts, run
 
     try:

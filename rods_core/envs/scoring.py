@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from rods_core.doors import Bad, DoorError, jsonl_lines, read_bytes
 from rods_core.envs.checker import score_calls
+from rods_core.inputs import Bad, DoorError, jsonl_lines, read_bytes
 from rods_core.tasks import Task
 
 

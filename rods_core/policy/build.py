@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from rods_core.config import RunConfig
-from rods_core.doors import model_folder
+from rods_core.inputs import model_folder
 from rods_core.policy.tiny import ModelFolderError
 
 LOCK_SUFFIX = ".build.lock"  # beside the folder: `models/tiny-demo.build.lock`
@@ -83,7 +83,7 @@ def ensure_model(
     With several processes every rank takes part in the SFT (data-parallel); rank 0 alone builds the
     untrained model first and writes the result. The build's phases go to `run_dir`/build.json, and a run
     waiting for another's build of the same folder says so there. A hub id is resolved from the local
-    Hugging Face cache (doors.model_folder)."""
+    Hugging Face cache (inputs.model_folder)."""
     path = model_folder(cfg.model.path, cfg.model.build_if_missing)
     if not cfg.model.build_if_missing:
         if (path / "config.json").exists():

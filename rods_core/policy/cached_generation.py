@@ -8,33 +8,29 @@ bookkeeping), not arithmetic (profiled in bench/generation_bench.py --profile). 
   a row's real tokens sit contiguously at positions 0..len-1, so attention needs only `key <= query
   position` (no holes, no per-step mask concatenation) and writes go in place (no `torch.cat`);
 - rows that start from the same prompt (a GRPO group) prefill it once and copy its keys/values;
-- each call feeds only the tokens appended since the row's last call (environment and user messages,
-  right-padded: a pad's key lands past the row's length and is overwritten before anyone reads it);
+- when a message ends, only the tokens appended since (environment and user messages) are fed, in the
+  same forward as the other rows' next tokens;
 - the decode step runs the model's own submodules (norms, projections, MLP, rotary embedding and
   `apply_rotary_pos_emb` from its modeling file), so the numbers are the model's; only the cache and the
   attention call (grouped-query heads attend without copying K/V) are this module's;
 - tokens, logprobs and stop flags stay in tensors until the message is done (no per-token Python loop
   over rows);
 - `stream` batches continuously: a row whose message ends hands it to the episode at once and starts its
-  next message at the next decode step, its new tokens (tool results, the next user turn) fed in the same
-  forward as the other rows' next tokens. Round by round (`generate`), every round of messages waits for
-  its longest: a demo batch (4 tasks x 6) made 177-316 decode calls where its longest episode generated
-  122-165 tokens, each call ~8 ms of per-operation overhead whatever the number of rows. Streaming, the
-  same batch took 3.06 s instead of 3.85 s (median of 8 alternating repeats, one process; 1.24-1.27x with
-  two processes generating at once).
+  next message at the next decode step, instead of waiting for the longest message of a round (each
+  decode step costs the same per-operation overhead whatever the number of rows; figures in
+  docs/measurements.md). `generate` is `stream` with episodes of one message.
 Supported: decoder-only models of the Llama/Qwen2/Qwen3 layout (`model.model.layers[i].self_attn.{q,k,v,o}_proj`,
 optional `q_norm`/`k_norm`, `mlp`, rotary embedding), no sliding window. `supports(model)` says whether a
-model fits; the trainer and evaluation fall back to HFGenerator (plain `generate`) when it does not.
-Call `reset()` after the weights change.
+model fits; `backends.choose_generator` falls back to HFGenerator (plain `generate`) when it does not.
+The cache lives for one `stream` call, so it never outlives the weights it was computed with.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
 
-from rods_core.policy.generation import Completion, GenerationStats, SamplingConfig
+from rods_core.policy.generation import Completion, GenerationStats, OnMessage, SamplingConfig
 
 _CAPACITY_QUANTUM = 256  # cache capacity grows in multiples of this many positions
 # Prefill runs in groups of rows of about this many packed tokens: the elementwise ops (norms, SiLU,
@@ -152,21 +148,6 @@ class CachedHFGenerator:
         self.lens = None  # (rows,) real tokens per row
 
     # ----- bookkeeping (once per call, not per token) ----------------------------------------------
-    def _match(self, contexts: list[list[int]]) -> list[int] | None:
-        """Row index for each context (its cached tokens are a proper prefix of it), or None."""
-        free = set(range(len(self.rows)))
-        out = []
-        for i, ctx in enumerate(contexts):
-            order = ([i] if i in free else []) + sorted(free - {i})  # the same row as last time, usually
-            hit = next(
-                (r for r in order if len(self.rows[r]) < len(ctx) and ctx[: len(self.rows[r])] == self.rows[r]), None
-            )
-            if hit is None:
-                return None
-            free.discard(hit)
-            out.append(hit)
-        return out
-
     def _start(self, n_rows: int, torch) -> None:
         self.rows = [[] for _ in range(n_rows)]
         self.lens = torch.zeros(n_rows, dtype=torch.long, device=self.model.device)
@@ -303,38 +284,18 @@ class CachedHFGenerator:
 
     # ----- the Generator interface ----------------------------------------------------------------
     def generate(self, contexts: list[list[int]], sampling: SamplingConfig) -> list[Completion]:
-        import torch
+        """One message per context: `stream` with episodes of one message."""
+        out: list[Completion | None] = [None] * len(contexts)
 
-        t0 = time.perf_counter()
-        rows = self._match(contexts) if self.rows else None
-        if rows is None:
-            self._start(len(contexts), torch)
-        else:
-            self._select(rows, torch)
-        was_training = self.model.training
-        self.model.eval()
-        try:
-            with torch.no_grad():
-                out = self._generate(contexts, sampling, torch)
-        finally:
-            self.model.train(was_training)
-        self.stats.tokens += sum(len(c.ids) for c in out)
-        self.stats.seconds += time.perf_counter() - t0
-        self.stats.calls += 1
-        self.stats.sequences += len(out)
+        def keep(i: int, comp: Completion) -> None:
+            out[i] = comp
+
+        self.stream(contexts, keep, sampling)
         return out
 
-    def stream(
-        self,
-        contexts: list[list[int]],
-        on_message: Callable[[int, Completion], list[int] | None],
-        sampling: SamplingConfig,
-    ) -> None:
-        """Generate every row's messages back to back (continuous batching) until each row's episode ends.
-
-        Row i starts from `contexts[i]`. When a row's message ends, `on_message(i, message)` returns the row's
-        whole context after it (the message, then what the environment and the user wrote), or None when the
-        episode is over. The time spent in `on_message` is not counted in `stats.seconds`."""
+    def stream(self, contexts: list[list[int]], on_message: OnMessage, sampling: SamplingConfig) -> None:
+        """Generate every row's messages back to back (continuous batching) until each row's episode ends
+        (`Generator.stream`); the time spent in `on_message` is not counted in `stats.seconds`."""
         import torch
 
         t0, handled = time.perf_counter(), [0.0]
@@ -459,71 +420,6 @@ class CachedHFGenerator:
         pick = [where[f] for f in first]
         self._select(pick, torch)
         return hidden[torch.tensor(pick, device=self.model.device)]
-
-    def _generate(self, contexts, sampling: SamplingConfig, torch) -> list[Completion]:
-        dev = self.model.device
-        n = len(contexts)
-        chunks = [ctx[len(row) :] for ctx, row in zip(contexts, self.rows, strict=True)]
-        hidden = (
-            self._prefill(chunks, sampling, torch) if any(self.rows) else self._prefill_fresh(chunks, sampling, torch)
-        )
-        logits = self.lm_head(hidden)
-        lens = self.lens
-
-        gen = torch.full((n, sampling.max_new_tokens), self.pad_id, dtype=torch.long, device=dev)
-        lps = torch.zeros((n, sampling.max_new_tokens), dtype=torch.float32, device=dev)
-        live = torch.ones(n, dtype=torch.bool, device=dev)
-        n_gen = torch.zeros(n, dtype=torch.long, device=dev)
-        # The decode runs on a working set of rows: all of them at first (the cache itself), then, each
-        # time half of them have finished their message, a compact copy of the live ones, so finished rows
-        # stop costing attention reads (decode is bound by reading K/V). New keys are copied back at the end.
-        work, ks, vs, copied = torch.arange(n, device=dev), self.k, self.v, None
-        for step in range(sampling.max_new_tokens):
-            tok, lp = _sample(logits, sampling, torch)
-            alive = live[work]
-            gen[work, step] = torch.where(alive, tok, gen[work, step])
-            lps[work, step] = torch.where(alive, lp, lps[work, step])
-            n_gen[work] += alive
-            alive = alive & (tok != self.stop_id)
-            live[work] = alive
-            if step == sampling.max_new_tokens - 1 or not bool(alive.any()):
-                break
-            if 4 * int(alive.sum()) <= 3 * len(work) and len(work) >= 4:
-                if copied is not None:
-                    self._write_back(work, ks, vs, copied, lens)
-                keep = alive.nonzero().flatten()
-                cap = int(lens[work].max()) + sampling.max_new_tokens - step + 1
-                ks = [k[:, :, :cap].index_select(0, keep) for k in ks]
-                vs = [v[:, :, :cap].index_select(0, keep) for v in vs]
-                work, tok, alive = work[keep], tok[keep], alive[keep]
-                copied = lens[work].clone()
-            # every working row runs (finished ones too: their key lands at their length, past their real
-            # tokens, and is overwritten by their next real token); only live rows advance
-            fed = torch.where(alive, tok, torch.full_like(tok, self.pad_id))
-            one = torch.arange(len(work), device=dev)
-            hidden = self._forward(fed, one, torch.zeros_like(one), lens[work], ks, vs, torch)
-            logits = self.lm_head(hidden)
-            lens[work] += alive
-        if copied is not None:
-            self._write_back(work, ks, vs, copied, lens)
-
-        self.lens = lens
-        out = []
-        for r, (ids_row, lp_row, k) in enumerate(zip(gen.tolist(), lps.tolist(), n_gen.tolist(), strict=True)):
-            msg = ids_row[:k]
-            finished = bool(msg) and msg[-1] == self.stop_id
-            # the cache holds every generated token but a final one that was never fed back
-            self.rows[r].extend(msg[:-1] if len(msg) else msg)
-            out.append(Completion(msg, lp_row[:k], finished))
-        self._check_lengths()
-        return out
-
-    def _write_back(self, work, ks: list, vs: list, copied, lens) -> None:
-        """Copy the keys/values a compact working set wrote since it was copied back into the main cache."""
-        p0, p1 = int(copied.min()), int(lens[work].max()) + 1
-        for main, part in ((self.k, ks), (self.v, vs)):
-            for i in range(len(main)):
-                main[i][:, :, p0:p1].index_copy_(0, work, part[i][:, :, p0:p1])
 
     def _check_lengths(self) -> None:
         got = self.lens.tolist()

