@@ -4,6 +4,7 @@ the leak guard at the decision door, and the step's metrics against the one metr
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 
@@ -39,9 +40,15 @@ def curriculum(**buffer) -> Curriculum:
 def test_synthesis_is_asked_only_for_what_the_buffer_can_admit():
     cur = curriculum()
     seeds = [t.id for t in demo_seeds()[:4]]
+    # the jobs finish only once step 1 is over: a job done before step 1's drain would be taken back a
+    # step early, which a loaded machine can make happen, and every step below counts on when it arrives
+    step_1_over, job = threading.Event(), cur.worker._job
+    cur.worker._job = lambda *args: step_1_over.wait(60) and job(*args)
     try:
         out = cur.after_step(1, report([(t, BOUNDARY) for t in seeds]))  # every seed at the boundary
         assert cur.worker.submitted == 2 and out.metrics["synth/refused"] == 0  # room 2 (1 slot x 2 steps)
+        assert out.metrics["synth/accepted"] == 0
+        step_1_over.set()
         wait_until(lambda: cur.worker.in_flight == 0, "two synthesis jobs")
         out = cur.after_step(2, report([(t, BOUNDARY) for t in seeds]))
         staged = cur.source.pools()["staged"]
