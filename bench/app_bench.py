@@ -32,6 +32,23 @@ PAGES = [
 STEPS, TASKS, ROLLOUT_TASKS, G = 1250, 800, 50, 16
 
 
+def accepted_variant_rows(variants: list) -> list[dict]:
+    """`variant` events for variants that passed every synthesis stage, at their creation step."""
+    stages = ("plan", "execute", "rewrite", "critique", "augment")
+    return [
+        {
+            "step": v.provenance.created_step,
+            "variant_id": v.id,
+            "parent_id": v.provenance.parent_id,
+            "accepted": True,
+            "reason": "accepted",
+            "task": v.to_record(),
+            "stages": [{"stage": s, "accepted": True, "reason": "ok"} for s in stages],
+        }
+        for v in variants
+    ]
+
+
 def _tasks():
     from rods_core.ids import variant_id
     from rods_core.seeds import load_seeds
@@ -136,24 +153,7 @@ def build_store(run_dir: Path, rng: np.random.Generator) -> dict[str, int]:
             for s in range(50, STEPS + 1, 50)
         ],
     )
-    log.append(
-        "variant",
-        [
-            {
-                "step": v.provenance.created_step,
-                "variant_id": v.id,
-                "parent_id": v.provenance.parent_id,
-                "accepted": True,
-                "reason": "accepted",
-                "task": v.to_record(),
-                "stages": [
-                    {"stage": s, "accepted": True, "reason": "ok"}
-                    for s in ("plan", "execute", "rewrite", "critique", "augment")
-                ],
-            }
-            for v in variants
-        ],
-    )
+    log.append("variant", accepted_variant_rows(variants))
     staged, active, retired = variants[:50], variants[50:250], variants[250:]
     log.append(
         "buffer",

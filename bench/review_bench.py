@@ -18,9 +18,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.app_bench import accepted_variant_rows
+
 ROOT = Path(__file__).resolve().parent.parent
 PER_STEP = 16  # the paper: 8 parents x 2 variants a step
-STAGES = ("plan", "execute", "rewrite", "critique", "augment")
 
 
 def _variant(parent, i: int):
@@ -60,21 +61,7 @@ def build_review_run(ws: Path, runs: Path, run_id: str, variants: int, review: s
     log.append(
         "step", [{"step": s, "wall_s": 30.0 * s, "buffer/staged": float(PER_STEP * s)} for s in range(1, steps + 1)]
     )
-    log.append(
-        "variant",
-        [
-            {
-                "step": v.provenance.created_step,
-                "variant_id": v.id,
-                "parent_id": v.provenance.parent_id,
-                "accepted": True,
-                "reason": "accepted",
-                "task": v.to_record(),
-                "stages": [{"stage": s, "accepted": True, "reason": "ok"} for s in STAGES],
-            }
-            for v in staged
-        ],
-    )
+    log.append("variant", accepted_variant_rows(staged))
     reason = "offer/awaiting_review" if review == "gated" else "offer/probing"
     log.append(
         "buffer",

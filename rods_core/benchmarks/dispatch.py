@@ -14,22 +14,10 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from rods_core.envs.bfcl import ERROR_PREFIX, format_result
+from rods_core.envs.bfcl import ERROR_PREFIX, argument_type_error, format_result, json_schema
 from rods_core.envs.parsing import Call
 
 MAX_INT_ARG = 10**15  # no argument of a documented tool needs more; bigger ones only serve to hang a call
-
-_PY_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,),
-    "integer": (int,),
-    "float": (int, float),
-    "number": (int, float),
-    "boolean": (bool,),
-    "array": (list, tuple),
-    "dict": (dict,),
-    "object": (dict,),
-}
-_JSON_SCHEMA_TYPES = {"dict": "object", "float": "number", "tuple": "array", "any": "string"}
 
 
 @dataclass(frozen=True)
@@ -51,17 +39,6 @@ def load_docs(doc_file: str) -> dict[str, ToolDoc]:
     return {d["name"]: ToolDoc(d["name"], d) for d in docs}
 
 
-def _json_schema(node: Any) -> Any:
-    if isinstance(node, list):
-        return [_json_schema(v) for v in node]
-    if not isinstance(node, dict):
-        return node
-    out = {k: _json_schema(v) for k, v in node.items()}
-    if isinstance(out.get("type"), str):
-        out["type"] = _JSON_SCHEMA_TYPES.get(out["type"], out["type"])
-    return out
-
-
 def tool_schema(doc: ToolDoc) -> dict:
     """An OpenAI-style tool schema, the form `apply_chat_template(tools=...)` expects."""
     params = doc.doc.get("parameters", {"type": "object", "properties": {}})
@@ -70,24 +47,16 @@ def tool_schema(doc: ToolDoc) -> dict:
         "function": {
             "name": doc.name,
             "description": doc.doc.get("description", ""),
-            "parameters": _json_schema(params),
+            "parameters": json_schema(params),
         },
     }
 
 
 def _argument_problem(doc: ToolDoc, bound: inspect.BoundArguments) -> str | None:
     for pname, value in bound.arguments.items():
-        spec = doc.params.get(pname, {})
-        expected = _PY_TYPES.get(spec.get("type", ""))
         if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT_ARG:
             return f"argument {pname!r} is too large (at most {MAX_INT_ARG:.0e} in magnitude)"
-        if expected is None or value is None:
-            continue
-        if isinstance(value, bool) and bool not in expected:
-            return f"argument {pname!r} must be {spec['type']}, got bool"
-        if not isinstance(value, expected):
-            return f"argument {pname!r} must be {spec['type']}, got {type(value).__name__}"
-    return None
+    return argument_type_error(doc.params, bound)
 
 
 def execute(instance: Any, docs: dict[str, ToolDoc], call: Call) -> tuple[str, bool]:

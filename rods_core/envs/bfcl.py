@@ -42,7 +42,7 @@ ERROR_PREFIX = "Error during execution: "
 _SHARED_MODULE_STATE = {"VehicleControlAPI"}
 _module_state_lock = threading.Lock()
 
-_PY_TYPES: dict[str, tuple[type, ...]] = {
+PY_TYPES: dict[str, tuple[type, ...]] = {  # BFCL's parameter types as Python types
     "string": (str,),
     "integer": (int,),
     "float": (int, float),
@@ -128,12 +128,13 @@ class Observation:
         return self.result
 
 
-def _type_error(doc: FunctionDoc, bound: inspect.BoundArguments) -> str | None:
+def argument_type_error(params: dict[str, dict], bound: inspect.BoundArguments) -> str | None:
+    """Why a bound argument does not have the type its BFCL doc (`params`: name -> spec) gives, else None."""
     for pname, value in bound.arguments.items():
-        spec = doc.params.get(pname)
+        spec = params.get(pname)
         if spec is None or value is None:
             continue
-        expected = _PY_TYPES.get(spec.get("type", ""))
+        expected = PY_TYPES.get(spec.get("type", ""))
         if expected is None:
             continue
         if isinstance(value, bool) and bool not in expected:
@@ -229,7 +230,7 @@ class BfclEnvironment:
         except TypeError as e:
             hint = f" Parameters: {', '.join(doc.params)}; required: {', '.join(doc.required)}." if self.hints else ""
             return Observation(call, self._err(f"{call.name}(): {e}.{hint}"), False)
-        problem = _type_error(doc, bound) or _bounded_args(doc, bound)
+        problem = argument_type_error(doc.params, bound) or _bounded_args(doc, bound)
         if problem:
             return Observation(call, self._err(f"{call.name}(): {problem}"), False)
         method = getattr(self.instances[doc.cls], call.name)
@@ -256,3 +257,18 @@ def assert_known_classes() -> None:
         api_class(cls)
     if len(function_docs()) != 128:
         raise RuntimeError(f"expected 128 documented functions, found {len(function_docs())}")
+
+
+_JSON_SCHEMA_TYPES = {"dict": "object", "float": "number", "tuple": "array", "any": "string"}
+
+
+def json_schema(node: Any) -> Any:
+    """A BFCL parameter doc as JSON Schema: BFCL's type names (dict, float, tuple, any) mapped to JSON's."""
+    if isinstance(node, list):
+        return [json_schema(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: json_schema(v) for k, v in node.items()}
+    if isinstance(out.get("type"), str):  # a parameter named "type" has a dict here, not a type name
+        out["type"] = _JSON_SCHEMA_TYPES.get(out["type"], out["type"])
+    return out

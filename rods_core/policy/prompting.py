@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rods_core.envs.bfcl import BfclEnvironment, _signature, function_docs
+from rods_core.envs.bfcl import BfclEnvironment, _signature, function_docs, json_schema
 from rods_core.envs.parsing import Call, CallParseError, parse_calls
 from rods_core.tasks import Task
 
@@ -76,7 +76,6 @@ CHAT_TEMPLATE = (
 
 _TOOL_CALL_RE = re.compile(re.escape(TOOL_CALL_OPEN) + r"(.*?)(?:" + re.escape(TOOL_CALL_CLOSE) + r"|$)", re.S)
 # BFCL's parameter types that are not JSON-schema types (BFCL's own FC handlers map them the same way).
-_JSON_SCHEMA_TYPES = {"dict": "object", "float": "number", "tuple": "array", "any": "string"}
 
 
 class PromptConfig(BaseModel):
@@ -99,17 +98,6 @@ class PromptConfig(BaseModel):
 
 
 # ----- tool docs ---------------------------------------------------------------------------------
-def _json_schema(node: Any) -> Any:
-    if isinstance(node, list):
-        return [_json_schema(v) for v in node]
-    if not isinstance(node, dict):
-        return node
-    out = {k: _json_schema(v) for k, v in node.items()}
-    if isinstance(out.get("type"), str):  # a parameter named "type" has a dict here, not a type name
-        out["type"] = _JSON_SCHEMA_TYPES.get(out["type"], out["type"])
-    return out
-
-
 def tool_schemas(names: list[str]) -> list[dict]:
     """The functions as OpenAI-style tool schemas, the form `apply_chat_template(tools=...)` expects."""
     docs = function_docs()
@@ -119,7 +107,7 @@ def tool_schemas(names: list[str]) -> list[dict]:
             "function": {
                 "name": n,
                 "description": docs[n].doc.get("description", ""),
-                "parameters": _json_schema(docs[n].doc.get("parameters", {"type": "object", "properties": {}})),
+                "parameters": json_schema(docs[n].doc.get("parameters", {"type": "object", "properties": {}})),
             },
         }
         for n in names
