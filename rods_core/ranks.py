@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -117,6 +118,23 @@ def sharding_refusal(environ: dict[str, str] | os._Environ, use_cpu: bool) -> st
 def under_launcher() -> bool:
     """True inside a process started by accelerate's (torchrun's) launcher."""
     return "LOCAL_RANK" in os.environ
+
+
+def die_with_launcher() -> None:
+    """Inside a launched process: end when the launcher does (Linux's parent-death signal).
+
+    torchrun starts each worker in a session of its own, so stopping a run's process group (the app's
+    Stop, a killed launcher) leaves its workers behind, and one that is still joining the process group
+    or waiting for its rank 0 waits forever. SIGKILL, as torchrun itself ends workers that outlive it."""
+    if not under_launcher() or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    launcher = os.getppid()
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != launcher:  # the launcher was gone before the signal was armed
+        os._exit(1)
 
 
 def handoff_to_accelerate(n: int, argv: list[str], cpu: bool) -> NoReturn:

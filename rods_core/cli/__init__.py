@@ -9,6 +9,7 @@ from __future__ import annotations
 import typer
 
 from rods_core.cli import bench_cmd, env_cmd, model_cmd, policy_cmd, seeds_cmd, store_cmd, synth_cmd, train_cmd
+from rods_core.ranks import die_with_launcher
 from rods_core.tracking import network_off_by_default
 
 app = typer.Typer(
@@ -30,5 +31,6 @@ bench_cmd.app.command("store")(store_cmd.bench_store)
 
 
 def main() -> None:
+    die_with_launcher()  # a worker of `accelerate launch` never outlives its launcher
     network_off_by_default()  # before anything imports huggingface_hub; inherited by accelerate's processes
     app()
