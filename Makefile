@@ -50,7 +50,7 @@ test: $(STAMP)
 test-vllm: $(VLLM_STAMP)
 	HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -m vllm tests/test_vllm.py
 
-# The demo's warm-started tiny model (models/tiny-demo, 8-10 min on 2 cores); `rods train` builds it too when missing.
+# The demo's warm-started tiny model (models/tiny-demo, 6-10 min on 2 cores); `rods train` builds it too when missing.
 demo-model: $(STAMP)
 	$(BIN)/rods model demo --config configs/demo-cpu.yaml
 
@@ -61,7 +61,7 @@ test-browser: $(STAMP)
 	RODS_BROWSER_REQUIRED=1 $(BIN)/python -m pytest -q -m browser tests/test_browser_review.py
 
 # The whole journey (launch, watch, review, export, import) against a real demo-cpu run on the warm-started
-# model; not in CI (the model takes 8-10 min to build).
+# model; not in CI (the model takes 6-10 min to build).
 test-browser-demo: demo-model
 	$(BIN)/python -m pytest -q -m browser tests/test_browser.py
 
