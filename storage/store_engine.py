@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import os
+import random
+import sqlite3
+import time
 from pathlib import Path
 
 from sqlalchemy import create_engine, event
@@ -42,6 +45,23 @@ def resolve_store(target: str | Path | None = None) -> tuple[str, Path | None]:
     return f"sqlite:///{path.resolve()}", path
 
 
+def _set_wal(dbapi_conn, busy_timeout_s: float) -> None:
+    """Put the file in WAL mode (kept in the file, so later opens only read it). Switching needs the file to
+    itself, and SQLite answers "database is locked" at once, without its busy handler, while another process
+    opens the same new file: retried here until the busy timeout."""
+    deadline, delay = time.monotonic() + busy_timeout_s, 0.005
+    while True:
+        try:
+            if dbapi_conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                dbapi_conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if e.sqlite_errorcode not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or time.monotonic() > deadline:
+                raise
+        time.sleep(delay * (0.5 + random.random()))
+        delay = min(delay * 2, 0.1)
+
+
 def _sqlite_engine(url: str, busy_timeout_s: float) -> Engine:
     """Pooled connections in autocommit at the driver, so the transaction's BEGIN is ours to choose."""
     engine = create_engine(url, connect_args={"timeout": busy_timeout_s, "check_same_thread": False})
@@ -49,7 +69,7 @@ def _sqlite_engine(url: str, busy_timeout_s: float) -> Engine:
     @event.listens_for(engine, "connect")
     def _connect(dbapi_conn, _record) -> None:
         dbapi_conn.isolation_level = None
-        dbapi_conn.execute("PRAGMA journal_mode=WAL")
+        _set_wal(dbapi_conn, busy_timeout_s)
 
     @event.listens_for(engine, "begin")
     def _begin(conn) -> None:

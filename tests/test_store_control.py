@@ -238,3 +238,33 @@ def test_a_store_that_cannot_open_says_which_and_why(tmp_path):
         ControlDB(not_sqlite)
     with pytest.raises(StoreError, match="SQLite file"):
         ControlDB("sqlite://")
+
+
+def test_processes_opening_a_new_store_while_its_creator_writes_all_open_it(tmp_path):
+    """A new SQLite file is not in WAL mode until its first write commits, and switching it answers
+    "database is locked" at once, without the busy timeout, while another process writes (as a first open
+    that carries an old store over does): the openers must wait for the writer, not fail."""
+    import sqlite3
+
+    path = tmp_path / "control.sqlite"
+    creator = sqlite3.connect(path, isolation_level=None)
+    creator.execute("BEGIN IMMEDIATE")  # the first opener, mid-write on the empty new file
+    go = tmp_path / "go"
+    openers = [
+        subprocess.Popen(
+            [sys.executable, str(WORKERS), "open", str(path), str(tmp_path / "no-legacy.duckdb"), str(go)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    go.touch()
+    time.sleep(2)  # the openers meet the writer's lock
+    creator.execute("COMMIT")
+    creator.close()
+    for p in openers:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        assert json.loads(out) == {"runs": 0}
