@@ -184,16 +184,20 @@ def render_times(pages: list[str], repeats: int = 2) -> dict[str, list[float]]:
     out = {}
     for page in pages:
         st.cache_data.clear()
-        times = []
-        at = AppTest.from_file(str(ROOT / page), default_timeout=120)
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            at.run()
-            times.append(time.perf_counter() - t0)
-            if at.exception:
-                raise RuntimeError(f"{page}: {at.exception[0].message}")
-        out[page] = times
+        out[page] = timed_runs(AppTest.from_file(str(ROOT / page), default_timeout=120), page, repeats)
     return out
+
+
+def timed_runs(at, page: str, repeats: int) -> list[float]:
+    """Seconds of each of `repeats` runs of one AppTest; a page that raises stops the bench."""
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        at.run()
+        times.append(time.perf_counter() - t0)
+        if at.exception:
+            raise RuntimeError(f"{page}: {at.exception[0].message}")
+    return times
 
 
 def main() -> None:

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.app_bench import accepted_variant_rows
+from bench.app_bench import accepted_variant_rows, timed_runs
 
 ROOT = Path(__file__).resolve().parent.parent
 PER_STEP = 16  # the paper: 8 parents x 2 variants a step
@@ -93,14 +93,7 @@ def render_times(page: str, run_id: str, repeats: int = 3) -> list[float]:
     st.cache_resource.clear()
     at = AppTest.from_file(str(ROOT / page), default_timeout=300)
     at.session_state["lab_run"] = run_id
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        at.run()
-        times.append(time.perf_counter() - t0)
-        if at.exception:
-            raise RuntimeError(f"{page}: {at.exception[0].message}")
-    return times
+    return timed_runs(at, page, repeats)
 
 
 def main() -> None:

@@ -8,7 +8,7 @@ one advisory lock, the same one-writer-at-a-time rule. Decisions are delivered e
 `claim_decisions` moves pending rows to `claimed` in one UPDATE ... RETURNING, and `mark_decision` only
 changes a claimed/pending row, so a second marker gets False. Every change of a decision is also written
 to `decision_events` in the same transaction: who, when, what, at which step.
-Departure from the brief: a `claimed` status sits between pending and applied/refused.
+A `claimed` status sits between pending and applied/refused, so a claim whose process dies can be reopened.
 """
 
 from __future__ import annotations
