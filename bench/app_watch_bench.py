@@ -117,7 +117,7 @@ def run(config: Path, steps: int, block: int, warmup: int) -> dict:
     sets = [f"grpo.max_steps={steps}", "eval.every=0", f"grpo.save_steps={steps + 1}", f"output_dir={runs}",
             f"workspace={ws}", "eval.limit=4"]  # fmt: skip
     trainer = subprocess.Popen(
-        [sys.executable, "-m", "rods_core.cli", "train", "--config", str(config), "--run-id", run_id,
+        [sys.executable, "-m", "rods_lab.cli", "train", "--config", str(config), "--run-id", run_id,
          *[a for s in sets for a in ("--set", s)]],  # fmt: skip
         cwd=ROOT, env=env, stdout=(work / "train.log").open("wb"), stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip

@@ -82,7 +82,7 @@ def launch(run_id: str, cfg: RunConfig, out: Path, timeout_s: float | None, log=
     cfg_file.write_text(dump_config(cfg))
     log_file = out / "logs" / f"{run_id}.log"
     log_file.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "rods_core.cli", "train", "--config", str(cfg_file), "--run-id", run_id]
+    cmd = [sys.executable, "-m", "rods_lab.cli", "train", "--config", str(cfg_file), "--run-id", run_id]
     t0 = time.perf_counter()
     with log_file.open("w") as fh:
         try:

@@ -49,7 +49,7 @@ def arm(
         f"compute.threads={threads}",
         *sets,
     ]
-    cmd = [sys.executable, "-m", "rods_core.cli", "train", "--config", str(config), "--run-id", run_id,
+    cmd = [sys.executable, "-m", "rods_lab.cli", "train", "--config", str(config), "--run-id", run_id,
            "--processes", str(processes), *[a for s in overrides for a in ("--set", s)]]  # fmt: skip
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if neighbour else None
     t0 = time.perf_counter()

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _rods(*args: str) -> dict:
     proc = subprocess.run(
-        [sys.executable, "-m", "rods_core.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=7200
+        [sys.executable, "-m", "rods_lab.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=7200
     )
     if proc.returncode != 0:
         raise RuntimeError(f"rods {' '.join(args[:2])} failed:\n{proc.stderr[-3000:]}")

@@ -1,7 +1,7 @@
 """Launching training runs from the app: workspace confinement, config building, background processes,
 the log's tail and progress/ETA.
 
-A run is started as `python -m rods_core.cli train --config <runs/<id>/launch.yaml> --run-id <id>` in its
+A run is started as `python -m rods_lab.cli train --config <runs/<id>/launch.yaml> --run-id <id>` in its
 own session (start_new_session=True), so it survives page reloads and app restarts; its Run row is
 created as `queued` first with the id we pass, then the trainer registers itself as `running`. A
 process that dies before registering (bad model path, crash at import) is reported `failed` by
@@ -147,7 +147,7 @@ def launch_run(cfg: RunConfig, paths: AppPaths, run_id: str | None = None) -> La
     log_path = run_dir / LOG_FILE
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "rods_core.cli", "train", "--config", str(config_path), "--run-id", run_id],
+            [sys.executable, "-m", "rods_lab.cli", "train", "--config", str(config_path), "--run-id", run_id],
             cwd=PROJECT_ROOT,
             stdin=subprocess.DEVNULL,
             stdout=log,

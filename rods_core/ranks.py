@@ -15,8 +15,7 @@ import signal
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -97,9 +96,6 @@ def digest(state: Any) -> str:
     return hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-ACCELERATE_CPU_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "accelerate" / "cpu.yaml"
-
-
 def sharding_refusal(environ: dict[str, str] | os._Environ, use_cpu: bool) -> str | None:
     """Why a launch cannot train as its accelerate config asks, else None: accelerate shards (FSDP, DeepSpeed)
     only GPU processes; on CPU (grpo.use_cpu) it ignores the request and trains unsharded with DDP."""
@@ -135,18 +131,3 @@ def die_with_launcher() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != launcher:  # the launcher was gone before the signal was armed
         os._exit(1)
-
-
-def handoff_to_accelerate(n: int, argv: list[str], cpu: bool) -> NoReturn:
-    """Replace this process by `accelerate launch` running the same command in `n` processes.
-
-    The pid stays the same (exec), so whoever started the run (the app) still holds its launcher; rank 0
-    registers its own pid as the run's process once it starts, and the Stop button signals it."""
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(n), "--num_machines", "1"]
-    if cpu:  # torchrun's launcher; the trainer itself asks for the CPU (gloo), see configs/accelerate/cpu.yaml
-        cmd += ["--config_file", str(ACCELERATE_CPU_CONFIG)]
-    else:
-        cmd += ["--multi_gpu", "--dynamo_backend", "no"]
-    cmd += ["-m", "rods_core.cli", *argv]
-    sys.stdout.flush()
-    os.execv(sys.executable, cmd)

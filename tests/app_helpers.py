@@ -20,7 +20,7 @@ RUN_ID = "fx_run"
 
 def rods(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "rods_core.cli", *args],
+        [sys.executable, "-m", "rods_lab.cli", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

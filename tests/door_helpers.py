@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from rods_core.cli import app
+from rods_lab.cli import app
 
 runner = CliRunner()
 DEEP = "[" * 100_000 + "]" * 100_000

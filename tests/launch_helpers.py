@@ -11,7 +11,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCH = [sys.executable, "-m", "accelerate.commands.launch"]
-RODS = ["-m", "rods_core.cli"]
+RODS = ["-m", "rods_lab.cli"]
 
 
 def start(cmd: list[str], log: Path, fault: str | None = None) -> subprocess.Popen:

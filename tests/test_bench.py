@@ -204,7 +204,7 @@ def test_buffer_bench_reports_a_share_only_of_a_measured_step(tmp_path, capsys):
 def test_bench_curriculum_runs_two_methods_and_writes_its_report(tmp_path, tiny_model_dir):
     from typer.testing import CliRunner
 
-    from rods_core.cli import app
+    from rods_lab.cli import app
 
     out = tmp_path / "bench"
     args = [
@@ -250,7 +250,7 @@ def test_bench_curriculum_runs_two_methods_and_writes_its_report(tmp_path, tiny_
 def test_bench_curriculum_rejects_an_unknown_method(tmp_path):
     from typer.testing import CliRunner
 
-    from rods_core.cli import app
+    from rods_lab.cli import app
 
     result = CliRunner().invoke(
         app, ["bench", "curriculum", "--budget", "8", "--methods", "rods,grpo++", "--out", str(tmp_path / "x")]

@@ -241,7 +241,7 @@ def test_benchmarks_package_imports_no_app_storage_or_training():
     """The interface and its benchmarks stay a leaf of the library: no app, store, bench or trainer imports
     (counting imports inside functions), so any layer may use them."""
     banned = ("storage", "streamlit", "plotly", "bench", "torch", "trl", "transformers", "pages")
-    banned_core = ("rods_core.trainer", "rods_core.rollout", "rods_core.loop", "rods_core.cli", "rods_core.buffer")
+    banned_core = ("rods_core.trainer", "rods_core.rollout", "rods_core.loop", "rods_lab.cli", "rods_core.buffer")
     root = Path(__file__).parents[1] / "rods_core" / "benchmarks"
     for path in root.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):

@@ -71,7 +71,7 @@ def live(tmp_path_factory, tiny_model_dir):
     (base / "live.yaml").write_text(yaml.safe_dump(cfg))
     log = open(base / "train.log", "wb")  # noqa: SIM115 - closed below
     trainer = subprocess.Popen(
-        [sys.executable, "-m", "rods_core.cli", "train", "--config", str(base / "live.yaml"), "--run-id", RUN_ID],
+        [sys.executable, "-m", "rods_lab.cli", "train", "--config", str(base / "live.yaml"), "--run-id", RUN_ID],
         cwd=ROOT,
         stdout=log,
         stderr=subprocess.STDOUT,

@@ -7,7 +7,7 @@ import json
 import typer
 from typer.testing import CliRunner
 
-from rods_core.cli import app
+from rods_lab.cli import app
 
 runner = CliRunner()
 
@@ -60,11 +60,11 @@ def test_env_score_reports_and_rejects(tmp_path, all_seeds):
 def test_choice_options_list_their_values_in_help_and_match_the_library():
     from typing import get_args
 
-    from rods_core.cli._common import Split
-    from rods_core.cli.model_cmd import Arch
-    from rods_core.cli.store_cmd import Pool
     from rods_core.policy.tiny import TinyModelConfig
     from rods_core.seeds import Split as SeedSplit
+    from rods_lab.cli._common import Split
+    from rods_lab.cli.model_cmd import Arch
+    from rods_lab.cli.store_cmd import Pool
     from storage.schema import POOLS
 
     assert [s.value for s in Split] == list(get_args(SeedSplit))

@@ -93,7 +93,7 @@ def cli_table_commands(text: str) -> list[tuple[list[str], list[str]]]:
 def test_the_readme_cli_table_names_real_commands_and_options():
     import typer.main
 
-    from rods_core.cli import app
+    from rods_lab.cli import app
 
     root = typer.main.get_command(app)
     rows = cli_table_commands(README.read_text(encoding="utf-8"))

@@ -9,7 +9,6 @@ import pytest
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from rods_core.cli import app
 from rods_core.envs.bfcl import BfclEnvironment
 from rods_core.ids import (
     MAX_ID_LEN,
@@ -23,6 +22,7 @@ from rods_core.ids import (
     variant_id,
 )
 from rods_core.tasks import Task, TaskFileError, read_tasks
+from rods_lab.cli import app
 from storage.pools import write_pools_snapshot
 
 HOSTILE = [

@@ -43,7 +43,7 @@ def test_paper_config_runs_two_steps_on_two_cpu_processes(tmp_path, tiny_model_d
         [
             sys.executable,
             "-m",
-            "rods_core.cli",
+            "rods_lab.cli",
             "train",
             "--config",
             str(PAPER),

@@ -97,7 +97,7 @@ def test_evaluate_reports_per_category(tiny_model_dir, train_seeds):
 def test_cli_rejects_bad_input_clearly(tmp_path, tiny_model_dir):
     from typer.testing import CliRunner
 
-    from rods_core.cli import app
+    from rods_lab.cli import app
 
     runner = CliRunner()
     r = runner.invoke(app, ["eval", "--model", str(tmp_path), "--split", "train"])
@@ -113,8 +113,8 @@ def test_cli_rejects_bad_input_clearly(tmp_path, tiny_model_dir):
 def test_sft_cli_adds_verified_variants_and_reports_on_the_given_tasks(tiny_model_dir, tmp_path):
     from typer.testing import CliRunner
 
-    from rods_core.cli import app
     from rods_core.tasks import write_tasks
+    from rods_lab.cli import app
 
     seeds = demo_seeds()[:1]
     write_tasks(tmp_path / "one.jsonl", seeds)
@@ -148,7 +148,7 @@ def test_sft_cli_adds_verified_variants_and_reports_on_the_given_tasks(tiny_mode
 def test_model_demo_refuses_a_missing_model_it_may_not_build(tmp_path):
     from typer.testing import CliRunner
 
-    from rods_core.cli import app
+    from rods_lab.cli import app
 
     cfg = tmp_path / "c.yaml"
     cfg.write_text(f"model:\n  path: {tmp_path / 'none'}\n  build_if_missing: false\n")

@@ -27,7 +27,7 @@ def _run(config: Path, *args: str, log: Path, fault: str | None = None) -> int:
         env["RODS_FAULT"] = fault  # rods_core.loop._fault: SIGKILL at exactly that moment
     with log.open("ab") as out:
         proc = subprocess.run(
-            [sys.executable, "-m", "rods_core.cli", "train", "--config", str(config), *args],
+            [sys.executable, "-m", "rods_lab.cli", "train", "--config", str(config), *args],
             cwd=ROOT,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -86,7 +86,7 @@ def test_resume_of_an_unknown_run_is_refused_before_anything_is_created(tmp_path
     config = tmp_path / "run.yaml"
     config.write_text(yaml.safe_dump(cfg))
     proc = subprocess.run(
-        [sys.executable, "-m", "rods_core.cli", "train", "--config", str(config), "--resume", "nosuchrun"],
+        [sys.executable, "-m", "rods_lab.cli", "train", "--config", str(config), "--resume", "nosuchrun"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -9,8 +9,8 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from rods_core.cli import app
 from rods_core.tasks import read_tasks
+from rods_lab.cli import app
 from storage.control import ControlDB
 from storage.events import EventLog
 from storage.pools import write_pools_snapshot

@@ -276,7 +276,7 @@ def test_refuses_test_split_parent():
 
 
 def _cli():
-    from rods_core.cli.synth_cmd import synth
+    from rods_lab.cli.synth_cmd import synth
 
     app = typer.Typer()
     app.command()(synth)

@@ -238,7 +238,7 @@ def test_llm_critic_garbage_rejects_at_critique(server):
 def _cli():
     import typer
 
-    from rods_core.cli.synth_cmd import synth
+    from rods_lab.cli.synth_cmd import synth
 
     app = typer.Typer()
     app.command()(synth)

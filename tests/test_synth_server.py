@@ -55,7 +55,7 @@ def tiny_server(tmp_path_factory):
     model = tmp / "tiny"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     subprocess.run(
-        [sys.executable, "-m", "rods_core.cli", "model", "init-tiny", "--out", str(model)],
+        [sys.executable, "-m", "rods_lab.cli", "model", "init-tiny", "--out", str(model)],
         check=True,
         env=env,
         timeout=600,

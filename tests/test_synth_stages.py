@@ -151,7 +151,7 @@ def test_augment_rejects_a_state_that_moves_a_value_read_from_a_listing(tmp_path
     """Renaming an unused file reorders the listing the task reads 'the second one' from: Augment's
     re-execution sees the ground truth change and rejects; what it accepts reads the right file.
     Shown through `rods synth --json`, whose counts then have every stage accepting and rejecting."""
-    from rods_core.cli.synth_cmd import synth
+    from rods_lab.cli.synth_cmd import synth
 
     app = typer.Typer()
     app.command()(synth)

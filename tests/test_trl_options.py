@@ -45,7 +45,7 @@ def test_the_cli_refuses_a_bad_trainer_arg_with_exit_2(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("grpo:\n  trainer_args: {report_to: [wandb]}\n")
     out = subprocess.run(
-        [sys.executable, "-m", "rods_core.cli", "config", "validate", str(bad)], capture_output=True, text=True
+        [sys.executable, "-m", "rods_lab.cli", "config", "validate", str(bad)], capture_output=True, text=True
     )
     assert out.returncode == 2 and "report_to: set by RODS" in out.stderr and "report.to" in out.stderr
 

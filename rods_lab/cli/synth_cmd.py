@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from rods_core.cli._common import emit_json, fail
+from rods_lab.cli._common import emit_json, fail
 
 
 def synth(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from rods_core.cli._common import Split, emit_json, seeds_of_split
+from rods_lab.cli._common import Split, emit_json, seeds_of_split
 
 app = typer.Typer(no_args_is_help=True, help="The BFCL multi-turn seed set: statistics, import.")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from rods_core.cli._common import clean_errors, fail
+from rods_lab.cli._common import clean_errors, fail
 
 config_app = typer.Typer(no_args_is_help=True, help="Run configs: show defaults, validate a file.")
 
@@ -39,7 +39,8 @@ def train(
     # which a process that is about to exec `accelerate launch` would spend for nothing
     from rods_core.ids import new_run_id
     from rods_core.inputs import preflight
-    from rods_core.ranks import handoff_to_accelerate, under_launcher
+    from rods_core.ranks import under_launcher
+    from rods_lab.cli.handoff import handoff_to_accelerate
 
     cfg = _load(config, [*sets, *([f"compute.processes={processes}"] if processes else [])])
     if not under_launcher():  # checked once, before anything is made (the launched ranks skip it)

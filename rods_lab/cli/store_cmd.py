@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer
 
-from rods_core.cli._common import choices, clean_errors, emit_json, fail
+from rods_lab.cli._common import choices, clean_errors, emit_json, fail
 
 runs_app = typer.Typer(no_args_is_help=True, help="Training runs in the control database: list, show, stop.")
 

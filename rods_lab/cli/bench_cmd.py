@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from rods_core.cli._common import fail
+from rods_lab.cli._common import fail
 
 app = typer.Typer(no_args_is_help=True, help="Benchmarks: environment, store, synthesis, buffer, training.")
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from rods_core.cli._common import Split, clean_errors, emit_json, seeds_of_split
+from rods_lab.cli._common import Split, clean_errors, emit_json, seeds_of_split
 
 app = typer.Typer(no_args_is_help=True, help="The BFCL multi-turn environment: replay ground truth, score answers.")
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import typer
 
-from rods_core.cli._common import choices, clean_errors, emit_json, fail
 from rods_core.config import ComputeSettings
 from rods_core.policy.sft import SFTSettings
+from rods_lab.cli._common import choices, clean_errors, emit_json, fail
 
 _S = SFTSettings()
 _C = ComputeSettings()
@@ -95,8 +95,9 @@ def sft(
 
     Example: rods sft --model models/tiny --out models/tiny-demo --demo --variants 2 --processes 2
     """
-    from rods_core.ranks import handoff_to_accelerate, under_launcher
+    from rods_core.ranks import under_launcher
     from rods_core.threads import apply_thread_policy
+    from rods_lab.cli.handoff import handoff_to_accelerate
 
     if processes > 1 and not under_launcher():
         handoff_to_accelerate(processes, sys.argv[1:], cpu=True)

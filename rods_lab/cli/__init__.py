@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import typer
 
-from rods_core.cli import bench_cmd, env_cmd, model_cmd, policy_cmd, seeds_cmd, store_cmd, synth_cmd, train_cmd
 from rods_core.ranks import die_with_launcher
 from rods_core.tracking import network_off_by_default
+from rods_lab.cli import bench_cmd, env_cmd, model_cmd, policy_cmd, seeds_cmd, store_cmd, synth_cmd, train_cmd
 
 app = typer.Typer(
     no_args_is_help=True, add_completion=False, help="RODS Lab: online data synthesis for GRPO tool-use agents."

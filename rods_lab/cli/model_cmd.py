@@ -7,8 +7,8 @@ from typing import get_args
 
 import typer
 
-from rods_core.cli._common import choices, emit_json, fail
 from rods_core.policy.tiny import TinyModelConfig
+from rods_lab.cli._common import choices, emit_json, fail
 
 app = typer.Typer(no_args_is_help=True, help="Build local policy models.")
 _D = TinyModelConfig()
@@ -92,8 +92,9 @@ def demo_cmd(
 
     from rods_core.config import ConfigError, load_config
     from rods_core.policy.build import ModelFolderError, ensure_model
-    from rods_core.ranks import Ranks, handoff_to_accelerate, under_launcher
+    from rods_core.ranks import Ranks, under_launcher
     from rods_core.threads import apply_thread_policy
+    from rods_lab.cli.handoff import handoff_to_accelerate
 
     try:
         cfg = load_config(config, {"compute.processes": processes} if processes else None)
