@@ -256,7 +256,11 @@ def train(
     tracker = StepTracker(cfg.report, run_dir, cfg.model_dump(mode="json"), main=ranks.main)
     status = "failed"
     try:
-        model_dir = ensure_model(cfg, log, ranks=ranks, run_dir=run_dir)
+        from storage.build_progress import write_build_progress
+
+        model_dir = ensure_model(
+            cfg, log, ranks=ranks, run_id=run_id, progress=lambda phase, **f: write_build_progress(run_dir, phase, **f)
+        )
         ckpt = restore(run_dir, run_id, store, curriculum, log) if resume else None
         policy = Policy.load(cfg, model_dir)
         evaluate = HeldOutEval(cfg, policy, seeds, store, curriculum, ranks, log)

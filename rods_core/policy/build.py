@@ -75,14 +75,22 @@ def wait_for_turn(model: Path, holder: str, poll_s: float = 1.0) -> None:
         time.sleep(poll_s)
 
 
+Progress = Callable[..., None]  # progress(phase, **fields): the build's phase, for the run's Home card
+
+
 def ensure_model(
-    cfg: RunConfig, log: Callable[[str], None] = print, *, ranks=None, run_dir: Path | None = None
+    cfg: RunConfig,
+    log: Callable[[str], None] = print,
+    *,
+    ranks=None,
+    run_id: str | None = None,
+    progress: Progress | None = None,
 ) -> Path:
     """The policy folder; builds the tiny model and warm-starts it when allowed and missing.
 
     With several processes every rank takes part in the SFT (data-parallel); rank 0 alone builds the
-    untrained model first and writes the result. The build's phases go to `run_dir`/build.json, and a run
-    waiting for another's build of the same folder says so there. A hub id is resolved from the local
+    untrained model first and writes the result. Rank 0 reports the build's phases to `progress` (a run
+    writes them to its build.json), a wait for another's build of the same folder included. A hub id is resolved from the local
     Hugging Face cache (inputs.model_folder)."""
     path = model_folder(cfg.model.path, cfg.model.build_if_missing)
     if not cfg.model.build_if_missing:
@@ -94,18 +102,10 @@ def ensure_model(
         )
     main = ranks is None or ranks.main
     # every rank of one launch names the same holder: the run id, else the launcher's pid
-    holder = (
-        f"run {run_dir.name}"
-        if run_dir is not None
-        else f"rods model demo (pid {os.getppid() if ranks else os.getpid()})"
-    )
-    progress = None
-    if run_dir is not None and main:
-        from storage.build_progress import write_build_progress
-
-        def progress(phase: str, **fields) -> None:
-            write_build_progress(run_dir, phase, **fields)
-
+    holder = f"run {run_id}" if run_id else f"rods model demo (pid {os.getppid() if ranks else os.getpid()})"
+    if not main:
+        progress = None
+    waited = False
     if not main:
         wait_for_turn(path, holder)
         if ranks.share(None):  # rank 0's verdict, once it holds the lock
@@ -113,6 +113,8 @@ def ensure_model(
         return path
 
     def waiting(other: str) -> None:
+        nonlocal waited
+        waited = True
         log(f"{path} is being built by {other}: waiting for that build")
         if progress is not None:
             progress("waiting", waiting_for=other)
@@ -128,7 +130,7 @@ def ensure_model(
                 if progress is not None:
                     progress("failed", detail=f"{type(e).__name__}: {e}"[:2000])
                 raise
-    if progress is not None and (build or (run_dir / "build.json").exists()):
+    if progress is not None and (build or waited):
         progress("done")
     return path
 
