@@ -4,8 +4,10 @@ Why this rule: a run id becomes a folder name, so it may hold no separator, `..`
 a task id becomes part of a Python name in bfcl-eval's own executor (it `eval()`s
 `<model>_<task id>_<class>_instance.<method>(...)`, after mapping `-./:` to `_`), so anything outside
 `[A-Za-z0-9_]` either breaks every call ("invalid decimal literal") or makes two ids share one cached
-instance. BFCL's own ids (`multi_turn_base_12`) follow the rule; derived ids append `_v<digest>`
-(a synthesized variant) or `_e<n>` (a researcher's edit) and stay within the length bound.
+instance. BFCL's own ids (`multi_turn_base_12`) follow the rule. A synthesized variant is
+`<root>_g<generation>_<8 hex of its content digest>` (`multi_turn_base_38_g7_5eed7155`: seventh generation
+from seed multi_turn_base_38), so an id stays short however deep the lineage; the lineage itself is the
+provenance's parent chain. A researcher's edit appends `_e<n>`. Every derived id stays within the bound.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ MAX_ID_LEN = 128
 ID_RULE = f"1 to {MAX_ID_LEN} characters from A-Z, a-z, 0-9 and _ (no separators, dots, dashes or spaces)"
 _ID = re.compile(r"[A-Za-z0-9_]+", re.ASCII)
 _NOT_ID = re.compile(r"[^A-Za-z0-9_]+", re.ASCII)
+# <root>[_g<generation>_<tag>][_e<n>...]: the shortest root that leaves a variant suffix and edits
+_LINEAGE = re.compile(r"(?P<root>.+?)(?:_g(?P<gen>[0-9]+)_[A-Za-z0-9]{1,8})?(?:_e[0-9]+)*", re.ASCII)
 
 
 class IdError(DoorError):
@@ -59,12 +63,21 @@ def new_run_id(name: str) -> str:
     return check_run_id(_bounded(f"{time.strftime('%Y%m%d_%H%M%S')}_{clean}", f"_{os.urandom(2).hex()}"))
 
 
+def lineage_of(task_id: str) -> tuple[str, int]:
+    """(root id, generation) read from an id: a seed is its own root at generation 0; an edit keeps the
+    generation of what it edited."""
+    m = _LINEAGE.fullmatch(task_id)
+    return (m["root"], int(m["gen"] or 0)) if m else (task_id, 0)
+
+
 def variant_id(parent_id: str, digest: str) -> str:
-    """A synthesized variant's id: the parent's id + `_v` + the first 8 characters of its content digest."""
+    """A synthesized variant's id: its root's id + `_g<parent's generation + 1>_` + the first 8 characters of
+    its content digest."""
     tag = _NOT_ID.sub("", digest)[:8]
     if not tag:
         raise IdError(f"variant digest {digest!r} holds no usable character")
-    return check_task_id(_bounded(check_task_id(parent_id), f"_v{tag}"))
+    root, generation = lineage_of(check_task_id(parent_id))
+    return check_task_id(_bounded(root, f"_g{generation + 1}_{tag}"))
 
 
 def edit_id(task_id: str, n: int) -> str:

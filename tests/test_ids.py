@@ -17,6 +17,7 @@ from rods_core.ids import (
     check_task_id,
     edit_id,
     is_valid_id,
+    lineage_of,
     new_run_id,
     next_edit_id,
     variant_id,
@@ -57,12 +58,18 @@ def test_derived_ids_follow_the_rule_and_stay_bounded():
     rid = new_run_id("my.run-name/../x")
     assert is_valid_id(rid) and "_my_run_name_x_" in rid
     assert is_valid_id(new_run_id("...")) and new_run_id("...").count("_run_") == 1
-    assert variant_id("multi_turn_base_10", "11e2bd2b99") == "multi_turn_base_10_v11e2bd2b"
+    first = variant_id("multi_turn_base_10", "11e2bd2b99")
+    assert first == "multi_turn_base_10_g1_11e2bd2b"
+    # a deep lineage keeps the root and counts generations; an edit keeps the generation it edited
+    assert variant_id(first, "5eed7155ff") == "multi_turn_base_10_g2_5eed7155"
+    assert variant_id(edit_id(first, 3), "0a0b0c0d") == "multi_turn_base_10_g2_0a0b0c0d"
+    assert lineage_of("multi_turn_base_10") == ("multi_turn_base_10", 0)
+    assert lineage_of("multi_turn_base_10_g12_5eed7155_e2") == ("multi_turn_base_10", 12)
     assert edit_id("multi_turn_base_10", 2) == "multi_turn_base_10_e2"
     assert next_edit_id("t", {"t_e1", "t_e2"}) == "t_e3" and next_edit_id("t", set()) == "t_e1"
     long_parent = "p" * MAX_ID_LEN
     deep = variant_id(long_parent, "abcdef0123")
-    assert len(deep) == MAX_ID_LEN and deep.endswith("_vabcdef01") and is_valid_id(edit_id(deep, 12))
+    assert len(deep) == MAX_ID_LEN and deep.endswith("_g1_abcdef01") and is_valid_id(edit_id(deep, 12))
     with pytest.raises(IdError):
         variant_id("a~b", "abc")
     with pytest.raises(IdError):
@@ -86,7 +93,7 @@ def test_exported_variant_replays_under_bfcl_evals_own_executor(tmp_path, train_
 
     parent = next(t for t in train_seeds if len(t.involved_classes) == 2)
     variant = synthesize(parent, 1, set(), SynthConfig(seed=0)).accepted[0]
-    assert variant.id.startswith(f"{parent.id}_v") and variant.provenance.parent_id == parent.id
+    assert variant.id.startswith(f"{parent.id}_g1_") and variant.provenance.parent_id == parent.id
     runs = tmp_path / "runs"
     write_pools_snapshot(runs / "r1", {"seeds": [parent], "active": [variant]}, step=1)
     out = tmp_path / "active.jsonl"
