@@ -85,12 +85,16 @@ def ensure_model(
     ranks=None,
     run_id: str | None = None,
     progress: Progress | None = None,
+    delegate: Callable[[], None] | None = None,
 ) -> Path:
     """The policy folder; builds the tiny model and warm-starts it when allowed and missing.
 
     With several processes every rank takes part in the SFT (data-parallel); rank 0 alone builds the
     untrained model first and writes the result. Rank 0 reports the build's phases to `progress` (a run
-    writes them to its build.json), a wait for another's build of the same folder included. A hub id is resolved from the local
+    writes them to its build.json), a wait for another's build of the same folder included. A run with fewer
+    processes than the machine has cores gives a `delegate` that builds the folder in processes of its own
+    (`rods model demo --for-run`, with every core): the SFT is data-parallel, so a one-process run would
+    otherwise build on one core while the others idle. A hub id is resolved from the local
     Hugging Face cache (inputs.model_folder)."""
     path = model_folder(cfg.model.path, cfg.model.build_if_missing)
     if not cfg.model.build_if_missing:
@@ -104,13 +108,15 @@ def ensure_model(
     # every rank of one launch names the same holder: the run id, else the launcher's pid
     holder = f"run {run_id}" if run_id else f"rods model demo (pid {os.getppid() if ranks else os.getpid()})"
     if not main:
-        progress = None
-    waited = False
-    if not main:
         wait_for_turn(path, holder)
         if ranks.share(None):  # rank 0's verdict, once it holds the lock
             build_demo_model(cfg, log, ranks=ranks)
         return path
+    if delegate is not None and not (path / "config.json").exists():
+        # the delegate takes the same lock under the same holder and reports to the same progress; what is
+        # left here finds the folder built
+        delegate()
+    waited = False
 
     def waiting(other: str) -> None:
         nonlocal waited

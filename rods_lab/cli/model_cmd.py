@@ -82,6 +82,13 @@ def demo_cmd(
     processes: int = typer.Option(
         None, "--processes", min=1, help="SFT processes (default: the config's compute.processes)"
     ),
+    for_run: Path = typer.Option(
+        None,
+        "--for-run",
+        help="build on behalf of this run folder (its build.json shows the phases; the build lock names the run); "
+        "`rods train` passes it when it hands its build to every core",
+        hidden=True,
+    ),
 ) -> None:
     """Build the config's tiny model and warm-start it (init-tiny + SFT on the demo seeds and their variants),
     exactly as `rods train` does when model.build_if_missing is set; nothing happens if the folder holds a model.
@@ -103,10 +110,24 @@ def demo_cmd(
             handoff_to_accelerate(n, sys.argv[1:], cpu=cfg.grpo.use_cpu)
         apply_thread_policy(cfg.compute.threads)
         ranks = Ranks.current(cpu=cfg.grpo.use_cpu) if under_launcher() else None
-        path = ensure_model(cfg, log=typer.echo if ranks is None or ranks.main else lambda *_: None, ranks=ranks)
+        main = ranks is None or ranks.main
+        progress = None
+        if for_run is not None and main:
+            from storage.build_progress import write_build_progress
+
+            def progress(phase: str, **fields) -> None:
+                write_build_progress(for_run, phase, **fields)
+
+        path = ensure_model(
+            cfg,
+            log=typer.echo if main else lambda *_: None,
+            ranks=ranks,
+            run_id=for_run.name if for_run is not None else None,
+            progress=progress,
+        )
         if ranks is not None:
             ranks.close()
-        if ranks is None or ranks.main:
+        if main:
             typer.echo(f"model ready: {path}")
     except (ConfigError, ModelFolderError) as e:
         fail(str(e))
