@@ -1,15 +1,20 @@
-"""Multi-turn episodes on BFCL tasks: the same code for SFT checks, evaluation and GRPO rollouts.
+"""Multi-turn episodes of any benchmark's Environment: the same code for SFT checks, evaluation and GRPO rollouts.
 
-An episode plays the task's user turns in order. The policy writes an assistant message; if it holds
-tool calls they run in the episode's own fresh BfclEnvironment and the results come back as tool
-messages; a turn ends when the policy answers without a call or after `max_steps_per_turn` tool-call
-messages. After each turn TurnChecker judges it (strict: state + execution results), and the episode's
-reward is the progress reward (share of checked turns passed).
+The benchmark (BFCL multi-turn by default; see rods_core/benchmarks/) makes one fresh Environment per episode:
+`reset()` gives the opening messages, each generated assistant message goes to `step()`, which answers with
+tool results and/or the next user turn (BFCL: a turn ends when the policy answers without a call or after
+`max_steps_per_turn` tool-call messages, and is then checked strictly), and `score()` gives the episode's
+reward (BFCL: the progress reward, the share of checked turns passed) and accuracy.
 
-Tokens: `prompt_ids` = system + first user turn + the generation prompt, rendered by the tokenizer's own
-chat template with the task's tools; `completion_ids` = everything after, the model's tokens as generated
+Tokens: `prompt_ids` = the opening messages + the generation prompt, rendered by the tokenizer's own chat
+template with the environment's tools; `completion_ids` = everything after, the model's tokens as generated
 (env_mask 1) interleaved with what the environment and later user turns wrote (env_mask 0), whose tokens
-come from the same template (policy/rendering.py: exact for any template, or a clear TemplateError).
+come from the same template (policy/rendering.py: exact for any template, or a clear TemplateError). Tool
+messages are cut to `PromptConfig.result_chars` here, for every environment.
+A new session (`Step.new_session`, BFCL memory's prerequisite conversations and question) is appended to the
+same sequence as environment tokens: TRL trains one prompt and one completion per rollout, so the sessions
+share one context, where BFCL starts each with a fresh one (the earlier sessions stay readable; see
+docs/benchmarks.md).
 Episodes are played through `Generator.stream`: in rounds (one batched message per active episode), or,
 with the KV-cached decoder, continuously: an episode's next message starts as soon as its last is played.
 Departure from the paper (verl's multi-turn rollout): a message cut by `max_new_tokens` is closed with the
@@ -19,25 +24,19 @@ early with its remaining turns scored as failed.
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rods_core.envs.bfcl import ERROR_PREFIX, BfclEnvironment
-from rods_core.envs.checker import TurnChecker
+from rods_core.benchmarks.protocols import Benchmark, Environment, Message
+from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, make_benchmark
 from rods_core.policy.generation import Completion, Generator, SamplingConfig
-from rods_core.policy.prompting import (
-    PromptConfig,
-    episode_tools,
-    initial_messages,
-    parse_assistant,
-    tool_message,
-    turn_messages,
-)
+from rods_core.policy.prompting import PromptConfig, parse_assistant, tool_message
 from rods_core.policy.rendering import ChatRenderer, renderer_for
-from rods_core.tasks import Task
 
 
 class EpisodeConfig(BaseModel):
@@ -77,17 +76,27 @@ class Episode:
         return sum(self.env_mask)
 
 
-class _Run:
-    """The state machine of one episode, fed one generated message at a time."""
+def episode_benchmark(cfg: EpisodeConfig, name: str = DEFAULT_BENCHMARK, *, hints: bool | None = None, **options):
+    """The named benchmark with this episode config's prompt format, turn limit and hints (`options`:
+    the benchmark's own, e.g. memory's `prereq`)."""
+    return make_benchmark(
+        name,
+        prompt=cfg.prompt,
+        max_steps_per_turn=cfg.max_steps_per_turn,
+        hints=cfg.hints if hints is None else hints,
+        **options,
+    )
 
-    def __init__(self, task: Task, renderer: ChatRenderer, cfg: EpisodeConfig, hints: bool):
-        self.task, self.renderer, self.cfg = task, renderer, cfg
-        self.env = BfclEnvironment(task, hints=hints)
-        self.tools = episode_tools(self.env)
-        self.checker = TurnChecker(task)
-        self.turn, self.step, self.made_calls, self.done = 0, 0, False, False
-        msgs = initial_messages(task, cfg.prompt)
-        self.ep = Episode(task.id, prompt_ids=renderer.prompt_ids(msgs, self.tools), transcript=list(msgs))
+
+class _Run:
+    """The token bookkeeping of one episode, fed one generated message at a time; the Environment plays it."""
+
+    def __init__(self, task_id: str, env: Environment, renderer: ChatRenderer, cfg: EpisodeConfig):
+        self.env, self.renderer, self.cfg = env, renderer, cfg
+        self.tools = env.tools()
+        self.done = False
+        msgs = env.reset()
+        self.ep = Episode(task_id, prompt_ids=renderer.prompt_ids(msgs, self.tools), transcript=list(msgs))
 
     def _append(self, ids: list[int], mask: int, logprobs: list[float] | None = None) -> None:
         ep = self.ep
@@ -107,91 +116,87 @@ class _Run:
         if not comp.finished:  # cut by max_new_tokens: close the message so the format stays valid
             self._append([stop_id], 0)
         text = self.renderer.tok.decode(comp.ids[:-1] if comp.finished else comp.ids, skip_special_tokens=False)
-        parsed = parse_assistant(text)
-        ep.n_messages += 1
-        ep.valid_messages += parsed.valid
-        ep.transcript.append({"role": "assistant", "content": text})
-        new_msgs: list[dict] = []
-        if parsed.is_tool_call:
-            self.step += 1
-            new_msgs += self._run_calls(parsed)
-            turn_over = self.step >= self.cfg.max_steps_per_turn
-        else:
-            turn_over = True
-        if turn_over:
-            self._end_turn()
-            if not self.done:
-                new_msgs += turn_messages(self.task, self.turn, self.cfg.prompt)
-        if not self.done:  # the transcript is the conversation so far, ending with the message just generated
+        self._count(text)
+        message = {"role": "assistant", "content": text}
+        ep.transcript.append(message)
+        t0 = time.perf_counter()
+        step = self.env.step(message)
+        ep.env_seconds += time.perf_counter() - t0
+        new_msgs = [self._shown(m) for m in step.messages]
+        if step.done:
+            self._close()
+        else:  # the transcript is the conversation so far, ending with the message just generated
             self._append(self.renderer.appended_ids(ep.transcript, new_msgs, self.tools), 0)
         ep.transcript.extend(new_msgs)
         if not self.done and len(self.context()) + self.cfg.sampling.max_new_tokens > self.cfg.max_context_tokens:
             self._finish_early()
 
-    def _run_calls(self, parsed) -> list[dict]:
-        t0 = time.perf_counter()
+    def _count(self, text: str) -> None:
+        """Format validity and calls of a message in the policy's chat format (the environment reads the
+        same message for itself)."""
+        parsed = parse_assistant(text)
+        self.ep.n_messages += 1
+        self.ep.valid_messages += parsed.valid
         if parsed.error:
             self.ep.parse_errors += 1
-            results = [ERROR_PREFIX + f"could not parse tool call: {parsed.error}"]
-        else:
-            obs = [self.env.execute_call(c) for c in parsed.calls]
-            self.ep.n_calls += len(obs)
-            self.made_calls = True
-            results = [o.result for o in obs]
-            self.checker.record(results)
-        self.ep.env_seconds += time.perf_counter() - t0
-        return [tool_message(r, self.cfg.prompt) for r in results]
+        elif parsed.is_tool_call:
+            self.ep.n_calls += len(parsed.calls)
 
-    def _end_turn(self) -> None:
-        t0 = time.perf_counter()
-        v = self.checker.check_turn(self.turn, self.env, self.made_calls)
-        self.ep.verdicts.append({"turn": v.turn, "checked": v.checked, "passed": v.passed, "reason": v.reason})
-        self.ep.check_seconds += time.perf_counter() - t0
-        self.turn, self.step, self.made_calls = self.turn + 1, 0, False
-        if self.turn >= self.task.n_turns:
-            self._close()
-        else:
-            self.env.start_turn(self.turn)
+    def _shown(self, message: Message) -> Message:
+        """A message as the policy reads it: tool results cut to `result_chars` (a cut result is not cut again)."""
+        return tool_message(message["content"], self.cfg.prompt) if message["role"] == "tool" else message
 
     def _finish_early(self) -> None:
-        """The context is full: judge the current turn as it stands and the rest as turns without calls."""
+        """The context is full: the environment judges what is left as failed."""
         self.ep.truncated = True
-        while not self.done:
-            self._end_turn()
+        t0 = time.perf_counter()
+        self.env.finish()
+        self.ep.env_seconds += time.perf_counter() - t0
+        self._close()
 
     def _close(self) -> None:
         self.done = True
-        score = self.checker.score
-        self.ep.reward, self.ep.accuracy = score.progress, score.accuracy
+        t0 = time.perf_counter()
+        score = self.env.score()
+        self.ep.check_seconds += time.perf_counter() - t0
+        self.ep.reward, self.ep.accuracy = score.progress, float(score.accuracy)
+        self.ep.verdicts = list(score.detail)
 
 
 def run_episodes(
-    tasks: list[Task],
+    tasks: list,
     generator: Generator,
     cfg: EpisodeConfig,
     *,
+    benchmark: Benchmark | None = None,
     hints: bool | None = None,
+    workdir: Path | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> list[Episode]:
     """Play every task once (repeat a task G times in `tasks` for a GRPO group); order is kept.
 
-    `generator.tokenizer`'s chat template renders messages; `progress(done, total)` is called after each
-    finished episode.
+    `benchmark` makes each episode's environment (default: BFCL multi-turn with `cfg`'s prompt, turn limit
+    and hints, `hints` overriding cfg's); environments write under `workdir` (a temporary folder, removed
+    afterwards, when None). `generator.tokenizer`'s chat template renders messages; `progress(done, total)`
+    is called after each finished episode.
     """
+    bench = benchmark or episode_benchmark(cfg, hints=hints)
     renderer = renderer_for(generator.tokenizer)
-    runs = [_Run(t, renderer, cfg, cfg.hints if hints is None else hints) for t in tasks]
-    active = [r for r in runs if not r.done]
+    with tempfile.TemporaryDirectory(prefix="episodes_") as tmp:
+        where = Path(tmp) if workdir is None else workdir
+        runs = [_Run(t.id, bench.environment(t, where), renderer, cfg) for t in tasks]
+        active = [r for r in runs if not r.done]
 
-    def on_message(i: int, comp: Completion) -> list[int] | None:
-        active[i].feed(comp, generator.stop_id)
-        if not active[i].done:
-            return active[i].context()
-        if progress:
-            progress(sum(r.done for r in runs), len(runs))
-        return None
+        def on_message(i: int, comp: Completion) -> list[int] | None:
+            active[i].feed(comp, generator.stop_id)
+            if not active[i].done:
+                return active[i].context()
+            if progress:
+                progress(sum(r.done for r in runs), len(runs))
+            return None
 
-    if active:
-        generator.stream([r.context() for r in active], on_message, cfg.sampling)
+        if active:
+            generator.stream([r.context() for r in active], on_message, cfg.sampling)
     return [r.ep for r in runs]
 
 

@@ -52,8 +52,8 @@ STEP_METRICS: dict[str, str] = {
     "guard refused the parent",
     "time/rollout_s": "seconds in the rollout function: draw, generation, tool calls, turn checks, chat rendering",
     "time/gen_s": "seconds the generation backend spent producing the step's assistant messages",
-    "time/env_s": "seconds spent executing tool calls in environments",
-    "time/reward_s": "seconds spent checking turns (the progress reward)",
+    "time/env_s": "seconds in the environments' step and finish: tool calls, and BFCL's per-turn checks as turns end",
+    "time/reward_s": "seconds in the environments' score of finished episodes (the reward itself)",
     "time/render_s": "seconds of the rollout outside the three above: chat-template rendering, tokenizing, parsing",
     "time/gather_s": "seconds gathering the reward matrix from every process (0 with one process)",
     "time/update_s": "seconds from the end of the rollouts to the optimizer step: TRL's batching, advantages, "

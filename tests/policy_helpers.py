@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rods_core.envs.bfcl import BfclEnvironment
+from rods_core.benchmarks.bfcl_multi_turn import BfclMultiTurn
+from rods_core.benchmarks.protocols import demonstration
 from rods_core.policy.generation import ScriptedGenerator
-from rods_core.policy.prompting import PromptConfig, demonstration, episode_tools
+from rods_core.policy.prompting import PromptConfig
 from rods_core.policy.rendering import renderer_for
 
 FIXTURE_TEMPLATE = (Path(__file__).parent / "fixtures" / "qwen3_style_chat_template.jinja").read_text()
@@ -25,8 +26,9 @@ def load_tokenizer(model_dir, template: str | None = None):
 
 def demo_texts(tok, task, prompt: PromptConfig | None = None):
     """(assistant texts as the template renders them, the demonstration's messages, the episode's tools)."""
-    prompt = prompt or PromptConfig()
-    msgs, tools = demonstration(task, prompt), episode_tools(BfclEnvironment(task))
+    bench = BfclMultiTurn(prompt or PromptConfig())
+    env = bench.environment(task, Path("."))  # BFCL multi-turn writes nothing
+    msgs, tools = demonstration(env, bench.reference_policy(task)), env.tools()
     r = renderer_for(tok)
     return [r.assistant_text(msgs[:i], m, tools) for i, m in enumerate(msgs) if m["role"] == "assistant"], msgs, tools
 

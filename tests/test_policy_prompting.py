@@ -9,15 +9,14 @@ import json
 import pytest
 from policy_helpers import load_tokenizer
 
-from rods_core.envs.bfcl import BfclEnvironment, function_docs
+from rods_core.benchmarks.bfcl_multi_turn import BfclMultiTurn, call_to_tool_call
+from rods_core.benchmarks.protocols import demonstration
+from rods_core.envs.bfcl import function_docs
 from rods_core.envs.parsing import parse_calls
 from rods_core.policy.prompting import (
     ADDED_FUNCTIONS_NOTE,
     PromptConfig,
-    call_to_tool_call,
     compact_docs,
-    demonstration,
-    episode_tools,
     initial_messages,
     parse_assistant,
     tool_message,
@@ -35,6 +34,13 @@ def tok(tiny_model_dir):
 
 def _task(seeds, category, pred=lambda t: True):
     return next(t for t in seeds if t.category == category and pred(t))
+
+
+def _demo(task, cfg: PromptConfig | None = None) -> tuple[list[dict], list[dict]]:
+    """(the reference policy's whole conversation, the episode's tools), as SFT renders them."""
+    bench = BfclMultiTurn(cfg)
+    env = bench.environment(task, None)  # BFCL multi-turn writes nothing
+    return demonstration(env, bench.reference_policy(task)), env.tools()
 
 
 def test_tool_schemas_are_json_schema():
@@ -77,8 +83,8 @@ def test_tiny_template_shows_tools_compactly_as_compact_docs(tok):
 
 def test_tiny_template_renders_qwen3_tool_calls_that_parse_back(tok, train_seeds):
     task = _task(train_seeds, "base", lambda t: len(t.ground_truth[0]) >= 2)
-    msgs = demonstration(task)
-    text = tok.apply_chat_template(msgs, tools=episode_tools(BfclEnvironment(task)), tokenize=False)
+    msgs, tools = _demo(task)
+    text = tok.apply_chat_template(msgs, tools=tools, tokenize=False)
     first_call_msg = next(m for m in msgs if m.get("tool_calls"))
     rendered = text.split("<|im_start|>assistant\n")[1].split("<|im_end|>")[0]
     blocks = rendered.split("\n")
@@ -106,7 +112,7 @@ def test_assistant_mask_covers_assistant_content_and_stop_token_only(tok, train_
 
     assert has_generation_markers(tok.chat_template) and is_chat_template_stop_token_trained(tok)
     task = _task(train_seeds, "base")
-    msgs, tools = demonstration(task), episode_tools(BfclEnvironment(task))
+    msgs, tools = _demo(task)
     enc = renderer_for(tok).encode(msgs, tools)
     masked = tok.decode([i for i, m in zip(enc.input_ids, enc.assistant_masks, strict=True) if m])
     assert "<|im_start|>" not in masked and "Done.<|im_end|>" in masked
@@ -122,7 +128,7 @@ def test_whole_and_piecewise_tokenization_agree(tok, train_seeds):
     """Rollouts and SFT build tokens message by message; they must equal the whole conversation's."""
     for cat in ("base", "miss_func", "long_context"):
         task = _task(train_seeds, cat)
-        msgs, tools = demonstration(task), episode_tools(BfclEnvironment(task))
+        msgs, tools = _demo(task)
         whole = tok.apply_chat_template(msgs, tools=tools, tokenize=True, return_dict=True)["input_ids"]
         assert renderer_for(tok).encode(msgs, tools).input_ids == list(whole)
 
@@ -132,7 +138,7 @@ def test_miss_func_tools_appear_at_their_turn(train_seeds, docs_mode):
     cfg = PromptConfig(docs_mode=docs_mode)
     task = _task(train_seeds, "miss_func")
     ((turn, fns),) = task.missed_function.items()
-    tools = [s["function"]["name"] for s in episode_tools(BfclEnvironment(task))]
+    tools = [s["function"]["name"] for s in _demo(task)[1]]
     assert not set(fns) & set(tools)  # not in the template's tools: they arrive later
     for t in range(task.n_turns):
         text = "\n".join(m["content"] for m in turn_messages(task, t, cfg))
@@ -144,7 +150,7 @@ def test_miss_func_tools_appear_at_their_turn(train_seeds, docs_mode):
         assert [json.loads(line) for line in listing.splitlines()] == tool_schemas(fns)
     else:
         assert listing == compact_docs(fns)
-    demo = demonstration(task, cfg)
+    demo = _demo(task, cfg)[0]
     note_idx = next(i for i, m in enumerate(demo) if ADDED_FUNCTIONS_NOTE in (m.get("content") or ""))
     used_before = [tc["function"]["name"] for m in demo[:note_idx] for tc in m.get("tool_calls", [])]
     assert not set(fns) & set(used_before)
@@ -155,7 +161,7 @@ def test_system_message_is_short_or_absent(train_seeds):
     msgs = initial_messages(task, PromptConfig())
     assert msgs[0]["role"] == "system" and "Tools" not in msgs[0]["content"]  # the template adds the tools
     assert [m["role"] for m in initial_messages(task, PromptConfig(system_prompt=""))] == ["user"]
-    assert demonstration(task, PromptConfig(system_prompt=""))[0]["role"] == "user"
+    assert _demo(task, PromptConfig(system_prompt=""))[0][0]["role"] == "user"
 
 
 def test_tool_results_are_cut_for_tiny_models():
@@ -197,7 +203,7 @@ def test_parse_assistant(text, valid, is_call, n):
 def test_a_demonstration_shows_each_call_as_the_ground_truth_wrote_it():
     # TwitterAPI.mention appends to its list argument when executed: the message must not share that list.
     task = next(t for s in ("train", "test") for t in load_seeds(s) if t.id == "multi_turn_base_90")
-    shown = [c for m in demonstration(task) if m.get("tool_calls") for c in m["tool_calls"]]
+    shown = [c for m in _demo(task)[0] if m.get("tool_calls") for c in m["tool_calls"]]
     truth = [call_to_tool_call(c) for turn in task.ground_truth for s in turn for c in parse_calls(s)]
     assert any(c["function"]["name"] == "mention" for c in truth)
     assert shown == truth

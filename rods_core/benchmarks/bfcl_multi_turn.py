@@ -8,6 +8,7 @@ scores with the strict per-turn checker (progress = share of checked turns passe
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 from rods_core.benchmarks.messages import read_message
@@ -21,29 +22,38 @@ from rods_core.benchmarks.protocols import (
     scripted_policy,
     verify_with,
 )
-from rods_core.envs.bfcl import ERROR_PREFIX, BfclEnvironment
+from rods_core.envs.bfcl import ERROR_PREFIX, BfclEnvironment, named_arguments
 from rods_core.envs.checker import TurnChecker
+from rods_core.envs.parsing import Call, parse_calls
 from rods_core.policy.prompting import (
     DONE_ANSWER,
     NOTHING_TO_DO_ANSWER,
     ParsedMessage,
     PromptConfig,
-    episode_tools,
     initial_messages,
     tool_message,
+    tool_schemas,
     turn_messages,
 )
 from rods_core.seeds import leak_guard, load_seeds
 from rods_core.tasks import Task
 
 
+def call_to_tool_call(call: Call) -> dict:
+    """A parsed call as an OpenAI-style tool call with named arguments (positional ones bound by name)."""
+    # A copy: the same call is then executed, and some API methods mutate their list arguments in place
+    # (TwitterAPI.mention appends to mentioned_usernames), which would rewrite the message after the fact.
+    return {"type": "function", "function": {"name": call.name, "arguments": copy.deepcopy(named_arguments(call))}}
+
+
 def reference_messages(task: Task) -> list[Message]:
-    """The ground truth as assistant messages: per turn its call strings (parsed afresh by the environment,
-    so no argument list is shared with the state it builds), then the closing answer."""
+    """The ground truth as assistant messages: per turn one message with its calls as OpenAI-style tool calls
+    (named arguments, as a demonstration shows them), then the closing answer."""
     msgs: list[Message] = []
-    for calls in task.ground_truth:
+    for turn in task.ground_truth:
+        calls = [call_to_tool_call(c) for s in turn for c in parse_calls(s)]
         if calls:
-            msgs.append({"role": "assistant", "content": "", "tool_calls": list(calls)})
+            msgs.append({"role": "assistant", "content": "", "tool_calls": calls})
         msgs.append({"role": "assistant", "content": DONE_ANSWER if calls else NOTHING_TO_DO_ANSWER})
     return msgs
 
@@ -59,7 +69,8 @@ class BfclMultiTurnEnvironment:
         self.parse_errors = 0
 
     def tools(self) -> list[dict]:
-        return episode_tools(self.env)
+        """The functions available at turn 0 (miss_func's later ones arrive in a user note)."""
+        return tool_schemas(self.env.available_functions(0))
 
     def reset(self) -> list[Message]:
         return initial_messages(self.task, self.prompt)

@@ -169,14 +169,19 @@ class MemoryEnvironment:
 
 
 # ----- the reference path ----------------------------------------------------------------------------
-def _reference_calls(backend: Backend, answer: str) -> tuple[str, str]:
-    """(store call, retrieve call) of the reference path: the answer kept in long-term memory, read back."""
+def _tool_call(name: str, **arguments: str) -> dict:
+    return {"type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def _reference_calls(backend: Backend, answer: str) -> tuple[dict, dict]:
+    """(store call, retrieve call) of the reference path as OpenAI-style tool calls (so a demonstration
+    renders in any chat template): the answer kept in long-term memory, read back."""
     if backend == "kv":
         return (
-            f"archival_memory_add(key={REFERENCE_KEY!r}, value={answer!r})",
-            f"archival_memory_retrieve(key={REFERENCE_KEY!r})",
+            _tool_call("archival_memory_add", key=REFERENCE_KEY, value=answer),
+            _tool_call("archival_memory_retrieve", key=REFERENCE_KEY),
         )
-    return f"memory_append(text={answer!r})", "memory_retrieve()"
+    return _tool_call("memory_append", text=answer), _tool_call("memory_retrieve")
 
 
 def reference_policy(task: MemoryTask, backend: Backend, *, fact: str | None = None, at: int = 0) -> Policy:

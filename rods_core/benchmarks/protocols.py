@@ -118,21 +118,34 @@ class Benchmark(Protocol):
         ...
 
 
+def _episode(env: Environment, policy: Policy, max_messages: int) -> tuple[list[Message], EpisodeScore]:
+    """Run one episode; (every message of every session in order, the score)."""
+    convo = list(env.reset())
+    whole = list(convo)
+    for _ in range(max_messages):
+        msg = policy(convo)
+        step = env.step(msg)
+        convo = list(step.messages) if step.new_session else [*convo, msg, *step.messages]
+        whole += [msg, *step.messages]
+        if step.done:
+            return whole, env.score()
+    env.finish()
+    return whole, env.score()
+
+
 def play(env: Environment, policy: Policy, *, max_messages: int = 10_000) -> EpisodeScore:
     """Run one episode to the end with a policy (no tokens: for verification, evaluation and tests).
 
     The policy sees the current session's conversation; after `max_messages` assistant messages the
     episode is finished early, so a policy that never stops cannot hang the loop.
     """
-    convo = list(env.reset())
-    for _ in range(max_messages):
-        msg = policy(convo)
-        step = env.step(msg)
-        convo = list(step.messages) if step.new_session else [*convo, msg, *step.messages]
-        if step.done:
-            return env.score()
-    env.finish()
-    return env.score()
+    return _episode(env, policy, max_messages)[1]
+
+
+def demonstration(env: Environment, policy: Policy, *, max_messages: int = 10_000) -> list[Message]:
+    """The whole conversation of one episode played by `policy` (a benchmark's reference policy: SFT data),
+    every session in one list as the rollout lays them out in one sequence; render it with `env.tools()`."""
+    return _episode(env, policy, max_messages)[0]
 
 
 def verify_with(bench: Benchmark, task: Any, workdir: Path) -> Verdict:

@@ -103,6 +103,16 @@ def _signature(cls: str, fn: str) -> inspect.Signature:
     return sig.replace(parameters=list(sig.parameters.values())[1:])  # drop `self`
 
 
+def named_arguments(call: Call) -> dict[str, Any]:
+    """A call's arguments by name: positional ones bound through the documented method's signature."""
+    if not call.args:
+        return dict(call.kwargs)
+    doc = function_docs().get(call.name)
+    if doc is None:
+        raise ValueError(f"{call.name}: positional arguments of an unknown function cannot be named")
+    return dict(_signature(doc.cls, call.name).bind(*call.args, **call.kwargs).arguments)
+
+
 def format_result(value: Any) -> str:
     """BFCL's formatting of an execution result (multi_turn_utils.execute_multi_turn_func_call)."""
     if type(value) is str:

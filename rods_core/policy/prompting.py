@@ -18,14 +18,13 @@ note keeps the rendered conversation a growing prefix.
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rods_core.envs.bfcl import BfclEnvironment, _signature, function_docs, json_schema
+from rods_core.envs.bfcl import function_docs, json_schema
 from rods_core.envs.parsing import Call, CallParseError, parse_calls
 from rods_core.tasks import Task
 
@@ -114,11 +113,6 @@ def tool_schemas(names: list[str]) -> list[dict]:
     ]
 
 
-def episode_tools(env: BfclEnvironment) -> list[dict]:
-    """The tools passed to the chat template for a whole episode: those available at turn 0."""
-    return tool_schemas(env.available_functions(0))
-
-
 def compact_docs(names: list[str]) -> str:
     """`f(req, opt?) g()`: the functions as CHAT_TEMPLATE renders its tools (a test holds them equal)."""
     docs = function_docs()
@@ -170,20 +164,7 @@ def initial_messages(task: Task, cfg: PromptConfig) -> list[dict]:
     return [*system_messages(cfg), *turn_messages(task, 0, cfg)]
 
 
-# ----- tool calls --------------------------------------------------------------------------------
-def call_to_tool_call(call: Call) -> dict:
-    """A parsed call as an OpenAI-style tool call with named arguments (positional ones bound by name)."""
-    doc = function_docs().get(call.name)
-    kwargs = dict(call.kwargs)
-    if call.args:
-        if doc is None:
-            raise ValueError(f"{call.name}: positional arguments of an unknown function cannot be named")
-        kwargs = dict(_signature(doc.cls, call.name).bind(*call.args, **call.kwargs).arguments)
-    # A copy: the same call is then executed, and some API methods mutate their list arguments in place
-    # (TwitterAPI.mention appends to mentioned_usernames), which would rewrite the message after the fact.
-    return {"type": "function", "function": {"name": call.name, "arguments": copy.deepcopy(kwargs)}}
-
-
+# ----- reading assistant messages ---------------------------------------------------------------
 class ParsedMessage(BaseModel):
     """An assistant message read back: its calls, or why they did not parse, or a plain answer."""
 
@@ -227,25 +208,3 @@ def parse_assistant(text: str) -> ParsedMessage:
     if (bare.startswith("[") and "(" in bare) or (bare.startswith(("{", "[")) and '"name"' in bare):
         return _read_calls(text, [bare])
     return ParsedMessage(text=text)
-
-
-# ----- demonstrations ----------------------------------------------------------------------------
-def demonstration(task: Task, cfg: PromptConfig | None = None) -> list[dict]:
-    """The task's ground truth as a full conversation, tool results from a real environment run.
-
-    Per turn: the user side, one assistant message with the turn's calls (if any), their results, and a
-    short answer. Turns with an empty ground truth (miss_param asks, miss_func's missing tool) get the
-    plain refusal answer. Render it with `episode_tools(BfclEnvironment(task))` as the tools.
-    """
-    cfg = cfg or PromptConfig()
-    env = BfclEnvironment(task)
-    msgs = system_messages(cfg)
-    for t in range(task.n_turns):
-        env.start_turn(t)
-        msgs.extend(turn_messages(task, t, cfg))
-        calls = [c for s in task.ground_truth[t] for c in parse_calls(s)]
-        if calls:
-            msgs.append({"role": "assistant", "content": "", "tool_calls": [call_to_tool_call(c) for c in calls]})
-            msgs.extend(tool_message(env.execute_call(c).result, cfg) for c in calls)
-        msgs.append({"role": "assistant", "content": DONE_ANSWER if calls else NOTHING_TO_DO_ANSWER})
-    return msgs

@@ -12,14 +12,16 @@ Departure from the paper: the paper starts GRPO from an instruction-tuned 4B mod
 from __future__ import annotations
 
 import resource
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rods_core.envs.bfcl import BfclEnvironment
-from rods_core.policy.prompting import PromptConfig, demonstration, episode_tools
+from rods_core.benchmarks.bfcl_multi_turn import BfclMultiTurn
+from rods_core.benchmarks.protocols import Benchmark, demonstration
+from rods_core.policy.prompting import PromptConfig
 from rods_core.policy.rendering import renderer_for
 from rods_core.tasks import Task
 
@@ -46,13 +48,20 @@ class SFTSettings(BaseModel):
     )
 
 
-def tokenize_demonstrations(tasks: list[Task], tokenizer, prompt: PromptConfig) -> list[dict[str, list[int]]]:
-    """input_ids + assistant_masks for each task's ground-truth conversation, as a rollout would tokenize it."""
+def tokenize_demonstrations(
+    tasks: list[Task], tokenizer, prompt: PromptConfig, benchmark: Benchmark | None = None
+) -> list[dict[str, list[int]]]:
+    """input_ids + assistant_masks for each task's ground-truth conversation (the benchmark's reference
+    policy played in its environment; BFCL multi-turn by default), as a rollout would tokenize it."""
+    bench = benchmark or BfclMultiTurn(prompt)
     renderer = renderer_for(tokenizer)
     rows = []
-    for task in tasks:
-        enc = renderer.encode(demonstration(task, prompt), episode_tools(BfclEnvironment(task)))
-        rows.append({"input_ids": enc.input_ids, "assistant_masks": enc.assistant_masks})
+    with tempfile.TemporaryDirectory(prefix="demonstrations_") as tmp:
+        for task in tasks:
+            env = bench.environment(task, Path(tmp))
+            tools = env.tools()
+            enc = renderer.encode(demonstration(env, bench.reference_policy(task)), tools)
+            rows.append({"input_ids": enc.input_ids, "assistant_masks": enc.assistant_masks})
     return rows
 
 

@@ -26,8 +26,6 @@ from rods_core.policy.prompting import (
     TOOL_CALL_OPEN,
     PromptConfig,
     compact_docs,
-    demonstration,
-    episode_tools,
     json_docs,
 )
 
@@ -65,15 +63,19 @@ def tokenizer_corpus(prompt: PromptConfig) -> list[str]:
     """
     from transformers.utils.chat_template_utils import render_jinja_template
 
-    from rods_core.envs.bfcl import BfclEnvironment, function_docs
-    from rods_core.seeds import load_seeds
+    from rods_core.benchmarks.bfcl_multi_turn import BfclMultiTurn
+    from rods_core.benchmarks.protocols import demonstration
+    from rods_core.envs.bfcl import function_docs
 
     names = list(function_docs())
     texts = [compact_docs(names), json_docs(names)]
     special = re.compile("|".join(re.escape(t) for t in SPECIAL_TOKENS))
-    for task in load_seeds("train"):
+    bench = BfclMultiTurn(prompt)
+    for task in bench.seeds("train"):
+        env = bench.environment(task, Path("."))  # BFCL multi-turn writes nothing
+        tools = env.tools()
         (rendered,), _ = render_jinja_template(
-            [demonstration(task, prompt)], tools=episode_tools(BfclEnvironment(task)), chat_template=CHAT_TEMPLATE
+            [demonstration(env, bench.reference_policy(task))], tools=tools, chat_template=CHAT_TEMPLATE
         )
         texts.extend(special.split(rendered))
     return [t for t in texts if t]

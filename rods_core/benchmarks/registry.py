@@ -1,0 +1,46 @@
+"""The benchmarks by name (the config's and `rods eval`'s `benchmark` value): one factory that builds any of
+them with the episode settings they share (prompt format, tool-call messages per turn, hints, prereq)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from rods_core.benchmarks.bfcl_multi_turn import BfclMultiTurn
+from rods_core.benchmarks.protocols import Benchmark
+from rods_core.policy.prompting import PromptConfig
+
+BenchmarkName = Literal["bfcl_multi_turn", "bfcl_memory_kv", "bfcl_memory_rec_sum"]
+BENCHMARK_NAMES: tuple[str, ...] = BenchmarkName.__args__
+DEFAULT_BENCHMARK = "bfcl_multi_turn"
+Prereq = Literal["all", "fact"]
+
+
+def benchmark_problem(name: str, *, hints: bool = False) -> str | None:
+    """Why `name` (with these options) names no benchmark, or None: a rule the config and the CLI share."""
+    if name not in BENCHMARK_NAMES:
+        return f"unknown benchmark {name!r}; choose one of {', '.join(BENCHMARK_NAMES)}"
+    if hints and name != "bfcl_multi_turn":
+        return f"hints (the env_augment baseline) exist for bfcl_multi_turn only, not {name!r}"
+    return None
+
+
+def make_benchmark(
+    name: str = DEFAULT_BENCHMARK,
+    *,
+    prompt: PromptConfig | None = None,
+    max_steps_per_turn: int = 4,
+    hints: bool = False,
+    prereq: Prereq = "all",
+) -> Benchmark:
+    """The named benchmark. `prompt` shapes BFCL multi-turn's messages (memory speaks BFCL's own memory
+    prompts); `prereq` is memory's ("all" prerequisite conversations, as BFCL, or only the "fact" one)."""
+    problem = benchmark_problem(name, hints=hints)
+    if problem:
+        raise ValueError(problem)
+    if name == "bfcl_multi_turn":
+        return BfclMultiTurn(prompt, max_steps_per_turn=max_steps_per_turn, hints=hints)
+    # Imported here, not at the top: the memory classes load bfcl-eval's memory modules (~0.3 s), which
+    # commands that only train or evaluate BFCL multi-turn never need.
+    from rods_core.benchmarks.bfcl_memory import BfclMemory
+
+    return BfclMemory(name.removeprefix("bfcl_memory_"), max_steps_per_turn=max_steps_per_turn, prereq=prereq)
