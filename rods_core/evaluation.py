@@ -1,7 +1,10 @@
-"""Evaluation with the training episode code: BFCL multi-turn accuracy, progress reward, format validity,
-and the sampled reward variance that tells whether a warm start gives GRPO any signal.
+"""Evaluation with the training episode code on any benchmark: accuracy and progress reward overall and per
+group (`Benchmark.group_of`: BFCL's category, memory's scenario), format validity, and the sampled reward
+variance that tells whether a warm start gives GRPO any signal.
 
-Accuracy is BFCL's multi-turn accuracy (every checked turn passes); progress is the strict progress reward.
+Accuracy is the benchmark's own verdict (BFCL multi-turn: every checked turn passes; memory: the final answer
+holds an accepted answer); progress is its reward (BFCL: the strict progress reward). A model trained on one
+benchmark evaluates on another as it is (the paper's out-of-distribution table).
 Departure from BFCL's harness: prompts go through the model folder's own chat template with `tools=`
 (prompting.py, rendering.py) and calls are read in Qwen3's `<tool_call>` JSON form (or a Python call list),
 not through a function-calling handler written per model family.
@@ -18,10 +21,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rods_core.benchmarks.protocols import Benchmark
+from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, BenchmarkName, Prereq, make_benchmark
 from rods_core.policy.backends import choose_generator
 from rods_core.policy.generation import SamplingConfig
-from rods_core.rollout import Episode, EpisodeConfig, run_episodes, summarize
-from rods_core.tasks import Task
+from rods_core.rollout import Episode, EpisodeConfig, episode_benchmark, run_episodes, summarize
 
 
 class EvalConfig(BaseModel):
@@ -36,10 +40,18 @@ class EvalConfig(BaseModel):
     kv_cache: bool = Field(
         True, description="on CPU, keep each episode's KV cache across messages (CachedHFGenerator); GPUs use generate"
     )
+    benchmark: BenchmarkName = Field(
+        DEFAULT_BENCHMARK, description="the benchmark whose environments play the tasks (rods_core/benchmarks/registry)"
+    )
+    prereq: Prereq = Field(
+        "all",
+        description="memory benchmarks: play all prerequisite conversations (BFCL) or only the one stating the "
+        "answer (fact: shorter episodes for small contexts); ignored by bfcl_multi_turn",
+    )
 
 
 def _generator(policy, cfg: EvalConfig):
-    """(generator, episode config) for a model folder or a (model, tokenizer) pair."""
+    """(generator, episode config, benchmark) for a model folder or a (model, tokenizer) pair."""
     episode = cfg.episode
     if isinstance(policy, (str, Path)):
         from rods_core.policy.tiny import load_policy
@@ -50,24 +62,27 @@ def _generator(policy, cfg: EvalConfig):
         model, tokenizer = policy
     # The training rule without vLLM: during training its engine holds the weights of the step's start, one
     # update behind the model evaluated here.
-    return choose_generator(model, tokenizer, kv_cache=cfg.kv_cache, max_batch=cfg.max_batch), episode
+    gen = choose_generator(model, tokenizer, kv_cache=cfg.kv_cache, max_batch=cfg.max_batch)
+    return gen, episode, episode_benchmark(episode, cfg.benchmark, prereq=cfg.prereq)
 
 
-def _play(tasks: list[Task], gen, episode: EpisodeConfig, max_batch: int, progress) -> list[Episode]:
+def _play(tasks: list, gen, episode: EpisodeConfig, bench: Benchmark, max_batch: int, progress) -> list[Episode]:
     """Episodes in chunks of `max_batch` (one batched KV cache per chunk), progress counted over all."""
     out: list[Episode] = []
     for i in range(0, len(tasks), max_batch):
         done = len(out)
         step = (lambda d, _t, done=done: progress(done + d, len(tasks))) if progress else None
-        out += run_episodes(tasks[i : i + max_batch], gen, episode, progress=step)
+        out += run_episodes(tasks[i : i + max_batch], gen, episode, benchmark=bench, progress=step)
     return out
 
 
-def metrics(episodes: list[Episode], tasks: list[Task], prefix: str = "eval") -> dict[str, Any]:
-    """Overall and per-category accuracy and progress (namespaced), plus format validity."""
-    by_cat: dict[str, list[Episode]] = defaultdict(list)
+def metrics(episodes: list[Episode], tasks: list, prefix: str = "eval", benchmark: Benchmark | None = None) -> dict:
+    """Overall and per-group accuracy and progress (namespaced; groups by `benchmark.group_of`, BFCL
+    multi-turn's categories by default), plus format validity and the share of episodes ended by a full context."""
+    bench = benchmark or make_benchmark()
+    by_group: dict[str, list[Episode]] = defaultdict(list)
     for ep, task in zip(episodes, tasks, strict=True):
-        by_cat[task.category].append(ep)
+        by_group[bench.group_of(task)].append(ep)
     s = summarize(episodes)
     out: dict[str, Any] = {
         f"{prefix}/tasks": len(episodes),
@@ -75,32 +90,33 @@ def metrics(episodes: list[Episode], tasks: list[Task], prefix: str = "eval") ->
         f"{prefix}/progress": s["rollout/progress_mean"],
         f"{prefix}/format_valid": s["rollout/format_valid"],
         f"{prefix}/calls_per_episode": s["rollout/calls_per_episode"],
+        f"{prefix}/truncated": s["rollout/truncated"],
     }
-    for cat, eps in sorted(by_cat.items()):
-        out[f"{prefix}/accuracy/{cat}"] = sum(e.accuracy for e in eps) / len(eps)
-        out[f"{prefix}/progress/{cat}"] = sum(e.reward for e in eps) / len(eps)
+    for group, eps in sorted(by_group.items()):
+        out[f"{prefix}/accuracy/{group}"] = sum(e.accuracy for e in eps) / len(eps)
+        out[f"{prefix}/progress/{group}"] = sum(e.reward for e in eps) / len(eps)
     return out
 
 
 def evaluate(
-    policy, tasks: list[Task], cfg: EvalConfig | None = None, *, progress: Callable[[int, int], None] | None = None
+    policy, tasks: list, cfg: EvalConfig | None = None, *, progress: Callable[[int, int], None] | None = None
 ) -> dict[str, Any]:
     """Play every task once (greedy unless configured) and report metrics; `policy` is a folder or (model, tokenizer).
 
     The trainer calls this on its eval cadence with its live (model, tokenizer).
     """
     cfg = cfg or EvalConfig()
-    gen, ep_cfg = _generator(policy, cfg)
+    gen, ep_cfg, bench = _generator(policy, cfg)
     t0 = time.perf_counter()
-    episodes = _play(tasks, gen, ep_cfg, cfg.max_batch, progress)
-    out = metrics(episodes, tasks)
+    episodes = _play(tasks, gen, ep_cfg, bench, cfg.max_batch, progress)
+    out = metrics(episodes, tasks, benchmark=bench)
     out["eval/seconds"] = time.perf_counter() - t0
     out["eval/gen_tokens_per_s"] = gen.stats.tokens_per_s
     out["per_task"] = {e.task_id: {"progress": e.reward, "accuracy": e.accuracy} for e in episodes}
     return out
 
 
-def evaluate_sharded(policy: tuple, tasks: list[Task], cfg: EvalConfig, ranks) -> dict[str, Any]:
+def evaluate_sharded(policy: tuple, tasks: list, cfg: EvalConfig, ranks) -> dict[str, Any]:
     """`evaluate` split across training processes: rank r plays tasks r, r+N, ...; every rank gets the
     metrics over all tasks (a collective: every rank must call it)."""
     import torch
@@ -112,13 +128,13 @@ def evaluate_sharded(policy: tuple, tasks: list[Task], cfg: EvalConfig, ranks) -
     t0 = time.perf_counter()
     try:
         with torch.no_grad():
-            gen, ep_cfg = _generator(policy, cfg)
-            episodes = _play(mine, gen, ep_cfg, cfg.max_batch, None) if mine else []
+            gen, ep_cfg, bench = _generator(policy, cfg)
+            episodes = _play(mine, gen, ep_cfg, bench, cfg.max_batch, None) if mine else []
     finally:
         model.train(was_training)
     played = ranks.gather([(ranks.rank + i * ranks.world, e) for i, e in enumerate(episodes)])
     episodes = [e for _, e in sorted(played, key=lambda x: x[0])]
-    out = metrics(episodes, tasks)
+    out = metrics(episodes, tasks, benchmark=bench)
     out["eval/seconds"] = time.perf_counter() - t0
     out["per_task"] = {e.task_id: {"progress": e.reward, "accuracy": e.accuracy} for e in episodes}
     return out
@@ -126,7 +142,7 @@ def evaluate_sharded(policy: tuple, tasks: list[Task], cfg: EvalConfig, ranks) -
 
 def variance_report(
     policy,
-    tasks: list[Task],
+    tasks: list,
     *,
     samples: int = 8,
     temperature: float = 1.0,
@@ -137,10 +153,10 @@ def variance_report(
     cfg = cfg or EvalConfig()
     sampling = cfg.episode.sampling.model_copy(update={"temperature": temperature})
     cfg = cfg.model_copy(update={"episode": cfg.episode.model_copy(update={"sampling": sampling})})
-    gen, ep_cfg = _generator(policy, cfg)
+    gen, ep_cfg, bench = _generator(policy, cfg)
     t0 = time.perf_counter()
     repeated = [t for t in tasks for _ in range(samples)]
-    episodes = _play(repeated, gen, ep_cfg, cfg.max_batch, progress)
+    episodes = _play(repeated, gen, ep_cfg, bench, cfg.max_batch, progress)
     groups = [episodes[i * samples : (i + 1) * samples] for i in range(len(tasks))]
     rewards = [[e.reward for e in g] for g in groups]
     differing = [len(set(r)) > 1 for r in rewards]

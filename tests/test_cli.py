@@ -75,7 +75,8 @@ def test_choice_options_list_their_values_in_help_and_match_the_library():
         (["seeds", "stats"], "<train|test|all>"),
         (["env", "replay"], "<train|test|all>"),
         (["export"], "<seeds|staged|active|retired|all>"),
-        (["eval"], "<test|train>"),
+        (["eval"], "<train|test|all>"),
+        (["eval"], "<bfcl_multi_turn|bfcl_memory_kv|bfcl_memory_rec_sum>"),
         (["model", "init-tiny"], "<qwen2|qwen3>"),
     ]:
         assert listed in runner.invoke(app, [*path, "--help"], env=wide).output, path

@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
 from pathlib import Path
 
 import typer
 
+from rods_core.benchmarks.registry import BENCHMARK_NAMES
 from rods_core.config import ComputeSettings
+from rods_core.evaluation import EvalConfig
 from rods_core.policy.sft import SFTSettings
-from rods_lab.cli._common import choices, clean_errors, emit_json, fail
+from rods_lab.cli._common import Split, choices, clean_errors, emit_json, fail
 
 _S = SFTSettings()
 _C = ComputeSettings()
-EvalSplit = choices("EvalSplit", ("test", "train"))
+_E = EvalConfig()
+BenchmarkChoice = choices("BenchmarkChoice", BENCHMARK_NAMES)
+PrereqChoice = choices("PrereqChoice", ("all", "fact"))
 
 
 def _load_tasks(tasks_file: Path | None, demo: bool, where: str):
@@ -150,42 +155,61 @@ def sft(
     emit_json(report) if json_out else _print(report, f"SFT {model} -> {out}")
 
 
-def eval_cmd(
-    model: Path = typer.Option(..., help="model folder"),
-    split: EvalSplit = typer.Option(EvalSplit.test.value, help="which seeds (without --tasks)"),
-    limit: int | None = typer.Option(None, help="evaluate the first N tasks only"),
-    categories: list[str] | None = typer.Option(None, "--categories", help="categories to include (repeatable)"),
-    tasks_file: Path | None = typer.Option(None, "--tasks", help="JSONL task file instead of the seed split"),
-    json_out: bool = typer.Option(False, "--json", help="print JSON"),
-    per_task: bool = typer.Option(False, help="include per-task results in the JSON"),
-) -> None:
-    """Greedy episodes: BFCL multi-turn accuracy (overall, per category) and mean progress reward.
-
-    Example: rods eval --model models/tiny-sft --split train --limit 20 --json
-    """
-    from rods_core.evaluation import evaluate
+def _eval_tasks(bench, split: str, categories: list[str] | None, tasks_file: Path | None) -> list:
+    """The tasks `rods eval` plays: a JSONL file or a seed split, categories filtering BFCL multi-turn's."""
     from rods_core.seeds import load_seeds
     from rods_core.tasks import CATEGORIES
-    from rods_core.threads import apply_thread_policy
 
-    apply_thread_policy()
-
+    multi_turn = bench.name == "bfcl_multi_turn"
+    if not multi_turn and (categories or tasks_file):
+        fail(f"--categories and --tasks are BFCL multi-turn's; {bench.name} evaluates its seed split (--split)")
     bad = [c for c in categories or [] if c not in CATEGORIES]
     if bad:
         raise typer.BadParameter(f"unknown {bad}; choose from {list(CATEGORIES)}", param_hint="--categories")
+    if tasks_file:
+        return _load_tasks(tasks_file, False, "rods eval --tasks")
+    return load_seeds(split, tuple(categories) if categories else None) if multi_turn else bench.seeds(split)
+
+
+def eval_cmd(
+    model: Path = typer.Option(..., help="model folder"),
+    benchmark: BenchmarkChoice = typer.Option(_E.benchmark, help="the benchmark to play (any policy on any one)"),
+    split: Split = typer.Option("test", help="which seeds (without --tasks)"),
+    prereq: PrereqChoice = typer.Option(
+        _E.prereq, help="memory: all prerequisite conversations, or only the one stating the answer"
+    ),
+    limit: int | None = typer.Option(None, min=1, help="evaluate the first N tasks only"),
+    categories: list[str] | None = typer.Option(None, "--categories", help="categories to include (repeatable)"),
+    tasks_file: Path | None = typer.Option(None, "--tasks", help="JSONL task file instead of the seed split"),
+    json_out: bool = typer.Option(False, "--json", help="print JSON"),
+    out: Path | None = typer.Option(None, "--out", help="also write the JSON report to this file"),
+    per_task: bool = typer.Option(False, help="include per-task results in the JSON"),
+) -> None:
+    """Greedy episodes: accuracy and mean progress reward, overall and per group (category, scenario).
+
+    Example: rods eval --model models/tiny-demo --benchmark bfcl_memory_kv --prereq fact --limit 20 --json
+    """
+    from rods_core.benchmarks.registry import make_benchmark
+    from rods_core.evaluation import evaluate
+    from rods_core.threads import apply_thread_policy
+
+    apply_thread_policy()
     _model(model)
-    tasks = (
-        _load_tasks(tasks_file, False, "rods eval --tasks")
-        if tasks_file
-        else load_seeds(split.value, tuple(categories) if categories else None)
-    )
+    cfg = EvalConfig(benchmark=benchmark.value, prereq=prereq.value)
+    bench = make_benchmark(cfg.benchmark, prereq=cfg.prereq)
+    tasks = _eval_tasks(bench, split.value, categories, tasks_file)
+    if out is not None and not out.parent.is_dir():
+        fail(f"--out: folder {out.parent} does not exist; create it or choose another path")
     tasks = tasks[:limit] if limit else tasks
     bar, step = _bar(f"eval {len(tasks)} tasks")
     with bar:
-        report = evaluate(model, tasks, progress=step)
+        report = evaluate(model, tasks, cfg, progress=step)
     if not per_task:
         report.pop("per_task")
     source = str(tasks_file) if tasks_file else split.value  # what was evaluated: a task file or a seed split
-    emit_json({"model": str(model), "split": source, **report}) if json_out else _print(
-        report, f"eval {model} ({source})"
-    )
+    report = {"model": str(model), "benchmark": bench.name, "split": source, **report}
+    if bench.name != "bfcl_multi_turn":
+        report["prereq"] = cfg.prereq
+    if out is not None:
+        out.write_text(json.dumps(report, indent=2, default=str) + "\n")
+    emit_json(report) if json_out else _print(report, f"eval {model} on {bench.name} ({source})")

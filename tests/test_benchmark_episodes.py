@@ -1,0 +1,183 @@
+"""The token path plays any benchmark: the registry names them, a memory episode's sessions share one
+sequence with the tokens laid out as the chat template renders the whole conversation, tool results are cut
+for every environment, evaluation groups through the benchmark, and `rods eval --benchmark` reports it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from policy_helpers import load_tokenizer, replay
+
+from rods_core.benchmarks.bfcl_memory import BfclMemory
+from rods_core.benchmarks.memory_env import AGENTIC_FORMAT
+from rods_core.benchmarks.protocols import EpisodeScore, Step, demonstration, scripted_policy
+from rods_core.benchmarks.registry import BENCHMARK_NAMES, make_benchmark
+from rods_core.evaluation import metrics
+from rods_core.policy.prompting import PromptConfig
+from rods_core.policy.rendering import renderer_for
+from rods_core.rollout import Episode, EpisodeConfig, run_episodes
+
+WHOLE = EpisodeConfig(max_context_tokens=10**6)
+
+
+@pytest.fixture(scope="module")
+def tok(tiny_model_dir):
+    return load_tokenizer(tiny_model_dir)
+
+
+def test_the_registry_builds_every_named_benchmark_and_refuses_others():
+    for name in BENCHMARK_NAMES:
+        assert make_benchmark(name).name == name
+    with pytest.raises(ValueError, match="unknown benchmark 'memory'; choose one of bfcl_multi_turn"):
+        make_benchmark("memory")
+    with pytest.raises(ValueError, match="hints .* bfcl_multi_turn only"):
+        make_benchmark("bfcl_memory_kv", hints=True)
+    assert make_benchmark("bfcl_memory_rec_sum", prereq="fact").prereq == "fact"
+
+
+def _memory_texts(tok, bench, task, tmp_path) -> list[str]:
+    """The reference path's assistant messages as the template renders them (what a policy would write)."""
+    env = bench.environment(task, tmp_path)
+    msgs, tools = demonstration(env, bench.reference_policy(task)), env.tools()
+    r = renderer_for(tok)
+    return [r.assistant_text(msgs[:i], m, tools) for i, m in enumerate(msgs) if m["role"] == "assistant"]
+
+
+@pytest.mark.parametrize("backend", ["kv", "rec_sum"])
+def test_a_memory_episode_plays_its_sessions_in_one_sequence(tok, tmp_path, backend):
+    bench = BfclMemory(backend, prereq="fact")
+    task = min(bench.seeds("train")[:20], key=lambda t: len(json.dumps(t.model_dump())))
+    texts = _memory_texts(tok, bench, task, tmp_path / "demo")
+    (ep,) = run_episodes([task], replay(tok, texts), WHOLE, benchmark=bench, workdir=tmp_path / "run")
+    assert (ep.reward, ep.accuracy) == (1.0, 1.0), ep.verdicts
+    # Two sessions (the fact's conversation, then the question), each opened by BFCL's memory system prompt:
+    # the second arrives as environment tokens in the same sequence.
+    systems = [m for m in ep.transcript if m["role"] == "system"]
+    assert len(systems) == 2 and AGENTIC_FORMAT in systems[1]["content"]
+    env_text = tok.decode([t for t, m in zip(ep.completion_ids, ep.env_mask, strict=True) if not m])
+    assert AGENTIC_FORMAT in env_text and task.question in env_text
+    # The layout is the whole conversation as the template renders it, the model's messages marked 1.
+    tools = bench.environment(task, tmp_path / "tools").tools()
+    whole = renderer_for(tok).encode(ep.transcript, tools)
+    assert ep.prompt_ids + ep.completion_ids == whole.input_ids
+    assert sum(ep.env_mask) == sum(whole.assistant_masks)
+    assert ep.n_calls == 2 and ep.parse_errors == 0  # store, then retrieve
+    assert list((tmp_path / "run").rglob("*.json")), "BFCL's snapshots are written under the given workdir"
+
+
+class _LongResults:
+    """A benchmark whose only tool returns 500 characters: shows the cut applies to any environment."""
+
+    name, task_type, synthesizer = "long_results", dict, None
+
+    class Env:
+        def tools(self):
+            return [{"type": "function", "function": {"name": "read", "parameters": {"properties": {}}}}]
+
+        def reset(self):
+            return [{"role": "user", "content": "Read it."}]
+
+        def step(self, message):
+            if "<tool_call>" in message["content"]:
+                return Step([{"role": "tool", "content": "x" * 500}], False)
+            return Step([], True)
+
+        def finish(self):
+            pass
+
+        def score(self):
+            return EpisodeScore(1.0, True)
+
+    def environment(self, task, workdir):
+        return self.Env()
+
+
+def test_tool_results_are_cut_for_every_environment(tok):
+    call = '<tool_call>\n{"name": "read", "arguments": {}}\n</tool_call>'
+    cfg = WHOLE.model_copy(update={"prompt": PromptConfig(result_chars=40)})
+    (ep,) = run_episodes([type("T", (), {"id": "t0"})()], replay(tok, [call, "ok"]), cfg, benchmark=_LongResults())
+    (tool,) = [m for m in ep.transcript if m["role"] == "tool"]
+    assert tool["content"] == "x" * 37 + "..."
+    assert ep.n_calls == 1 and ep.reward == 1.0
+
+
+def test_metrics_group_through_the_benchmark():
+    bench = BfclMemory("kv")
+    tasks = [t for s in ("customer", "finance") for t in bench.seeds("train") if t.scenario == s][:50]
+    tasks = [next(t for t in tasks if t.scenario == "customer"), next(t for t in tasks if t.scenario == "finance")]
+    eps = [Episode(t.id, [1], reward=r, accuracy=r) for t, r in zip(tasks, (1.0, 0.0), strict=True)]
+    out = metrics(eps, tasks, benchmark=bench)
+    assert out["eval/accuracy"] == 0.5
+    assert (out["eval/accuracy/customer"], out["eval/accuracy/finance"]) == (1.0, 0.0)
+    assert not any(k.endswith("/base") for k in out)
+
+
+def test_rods_eval_refuses_bad_benchmark_input(tiny_model_dir, tmp_path):
+    from typer.testing import CliRunner
+
+    from rods_lab.cli import app
+
+    runner = CliRunner()
+    base = ["eval", "--model", str(tiny_model_dir)]
+    r = runner.invoke(app, [*base, "--benchmark", "memory"])
+    assert r.exit_code == 2 and "'memory' is not one of" in r.output
+    r = runner.invoke(app, [*base, "--benchmark", "bfcl_memory_kv", "--categories", "base"])
+    assert r.exit_code == 2 and "--categories and --tasks are BFCL multi-turn's" in r.output
+    r = runner.invoke(app, [*base, "--benchmark", "bfcl_memory_kv", "--out", str(tmp_path / "no" / "r.json")])
+    assert r.exit_code == 2 and "does not exist" in r.output
+    r = runner.invoke(app, [*base, "--prereq", "some"])
+    assert r.exit_code == 2 and "'some' is not one of" in r.output
+
+
+def test_rods_eval_reports_a_memory_benchmark_per_scenario(tiny_model_dir, tmp_path):
+    from typer.testing import CliRunner
+
+    from rods_lab.cli import app
+
+    out = tmp_path / "memory.json"
+    args = ["eval", "--model", str(tiny_model_dir), "--benchmark", "bfcl_memory_rec_sum", "--prereq", "fact"]
+    r = CliRunner().invoke(app, [*args, "--split", "test", "--limit", "2", "--out", str(out), "--json"])
+    assert r.exit_code == 0, r.output
+    report = json.loads(out.read_text())
+    assert report["benchmark"] == "bfcl_memory_rec_sum" and report["prereq"] == "fact"
+    assert report["eval/tasks"] == 2 and 0.0 <= report["eval/accuracy"] <= 1.0
+    scenarios = {t.scenario for t in BfclMemory("rec_sum").seeds("test")[:2]}
+    assert {k.removeprefix("eval/accuracy/") for k in report if k.startswith("eval/accuracy/")} == scenarios
+
+
+def test_scripted_policy_and_demonstration_keep_every_session():
+    """demonstration() keeps all sessions in order, where play() hands the policy only the current one."""
+    seen: list[int] = []
+
+    class TwoSessions:
+        def __init__(self):
+            self.n = 0
+
+        def tools(self):
+            return []
+
+        def reset(self):
+            return [{"role": "user", "content": "first"}]
+
+        def step(self, message):
+            self.n += 1
+            if self.n == 1:
+                return Step([{"role": "user", "content": "second"}], False, new_session=True)
+            return Step([], True)
+
+        def finish(self):
+            pass
+
+        def score(self):
+            return EpisodeScore(1.0, True)
+
+    inner = scripted_policy([{"role": "assistant", "content": "a"}, {"role": "assistant", "content": "b"}])
+
+    def policy(convo):
+        seen.append(len(convo))
+        return inner(convo)
+
+    msgs = demonstration(TwoSessions(), policy)
+    assert [m["content"] for m in msgs] == ["first", "a", "second", "b"]
+    assert seen == [1, 1]
