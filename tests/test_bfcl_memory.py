@@ -177,3 +177,14 @@ def test_fact_mode_plays_only_the_conversation_that_states_the_answer(tmp_path):
     assert answer_matches(" ".join(env.sessions[0]), task.answers)
     with pytest.raises(ValueError, match="prereq must be"):
         BfclMemory("kv", prereq="some")
+
+
+def test_content_key_sees_through_ids_case_and_spacing_and_records_round_trip():
+    task = load_memory_seeds("train")[0]
+    same = task.model_copy(
+        update={"id": "my_copy", "question": "  " + task.question.upper(), "answers": task.answers[::-1]}
+    )
+    assert same.content_key() == task.content_key()
+    other = task.model_copy(update={"answers": [task.answers[0] + " and more"]})
+    assert other.content_key() != task.content_key()
+    assert type(task).model_validate(task.to_record()) == task

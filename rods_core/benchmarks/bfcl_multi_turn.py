@@ -120,16 +120,36 @@ class BfclMultiTurnEnvironment:
         return EpisodeScore(s.progress, bool(s.accuracy), detail)
 
 
+class BfclPipelineSynthesizer:
+    """BFCL's five-stage synthesis (rods_core.synth.pipeline: Plan -> Execute -> Rewrite -> Critique -> Augment)
+    as a Synthesizer: up to n variants of a train task, each verified by execution inside the pipeline."""
+
+    def __init__(self, cfg=None):
+        """`cfg`: the pipeline's SynthConfig (its defaults when None); `variants` overrides its seed."""
+        self.cfg = cfg
+
+    def variants(self, task: Task, n: int, seed: int) -> list[Task]:
+        # Imported here, not at the top: the pipeline's stages cost ~0.4 s to import, which episodes,
+        # evaluation and the commands that only play or list tasks never need.
+        from rods_core.synth.pipeline import SynthConfig, synthesize
+
+        cfg = (self.cfg or SynthConfig()).model_copy(update={"seed": seed})
+        return synthesize(task, n, {task.content_key()}, cfg).accepted
+
+
 class BfclMultiTurn:
     """The BFCL v3 multi-turn benchmark: 800 seeds (400 train / 400 test by scenario), the strict checker."""
 
     name = "bfcl_multi_turn"
     task_type = Task
-    synthesizer = None  # the five-stage pipeline (rods_core.synth) moves behind Synthesizer later
 
-    def __init__(self, prompt: PromptConfig | None = None, *, max_steps_per_turn: int = 4, hints: bool = False):
+    def __init__(
+        self, prompt: PromptConfig | None = None, *, max_steps_per_turn: int = 4, hints: bool = False, synth=None
+    ):
+        """`synth`: the SynthConfig of the five-stage synthesizer (its defaults when None)."""
         self.prompt = prompt or PromptConfig()
         self.max_steps_per_turn, self.hints = max_steps_per_turn, hints
+        self.synthesizer = BfclPipelineSynthesizer(synth)
 
     def seeds(self, split: Split) -> list[Task]:
         return load_seeds(split)

@@ -48,6 +48,17 @@ class MemoryTask(BaseModel):
             raise ValueError(f"unknown scenario {v!r}; known: {list(SCENARIOS)} (BFCL's memory system prompts)")
         return v
 
+    # ----- what the training path asks of any task (the buffer, the store) ----------------------------
+    def content_key(self) -> str:
+        """A hash of what the agent sees and must answer, insensitive to id, case and whitespace (the buffer
+        and the synthesis door recognise the same task under another id by it)."""
+        sessions = [[_norm(u) for u in s] for s in self.sessions]
+        return _key({"q": _norm(self.question), "a": sorted(_norm(a) for a in self.answers), "s": sessions})
+
+    def to_record(self) -> dict:
+        """The task as JSON-ready data (`MemoryTask.model_validate` reads it back)."""
+        return self.model_dump(mode="json")
+
 
 # ----- seeds and split -------------------------------------------------------------------------------
 def _jsonl(*parts: str) -> list[dict]:
