@@ -28,6 +28,7 @@ from datasets import Dataset
 from transformers.trainer import OPTIMIZER_NAME, SCHEDULER_NAME
 from trl import GRPOConfig, GRPOTrainer
 
+from rods_core.benchmarks.protocols import Benchmark
 from rods_core.config import RunConfig
 from rods_core.policy.backends import choose_generator
 from rods_core.policy.vllm_sync import sync_colocated_weights
@@ -137,7 +138,8 @@ class RodsGRPOTrainer(GRPOTrainer):
     `draw(n)` returns the task ids of the next generation batch (identical on every rank); `task_of(id)`
     resolves them; `on_rollout(report)` receives each step's RolloutReport on every rank; `cost_of(id)`, when
     given, is a task's expected generated tokens (None: unknown), by which `grpo.balance_ranks` spreads the
-    batch over the processes.
+    batch over the processes. `benchmark` makes each episode's environment (default: BFCL multi-turn with
+    `episode_cfg`'s prompt, turn limit and hints).
     """
 
     def __init__(
@@ -155,10 +157,12 @@ class RodsGRPOTrainer(GRPOTrainer):
         reward_funcs: list | None = None,
         cost_of: Callable[[str], float | None] | None = None,
         run_name: str | None = None,
+        benchmark: Benchmark | None = None,
     ):
         self.cfg, self._draw, self._task_of, self._on_rollout = cfg, draw, task_of, on_rollout
         self._cost_of = cost_of
         self.episode_cfg = episode_cfg
+        self.benchmark = benchmark
         self.ranks = Ranks.current(cpu=cfg.grpo.use_cpu)
         # tasks_per_step is per process; the slots (and each draw) cover the whole generation batch
         self.n_slots = cfg.grpo.tasks_per_step * self.ranks.world
@@ -258,7 +262,7 @@ class RodsGRPOTrainer(GRPOTrainer):
         try:
             with torch.no_grad(), torch.random.fork_rng(devices=devices), whole_weights(model):
                 torch.manual_seed(derive_seed(self.cfg.seed, "rollout", step, self.ranks.rank))
-                episodes = run_episodes(tasks, generator, self.episode_cfg)
+                episodes = run_episodes(tasks, generator, self.episode_cfg, benchmark=self.benchmark)
         finally:
             model.train(was_training)
         rollout_s = time.perf_counter() - t0
