@@ -43,6 +43,11 @@ class EvalConfig(BaseModel):
     benchmark: BenchmarkName = Field(
         DEFAULT_BENCHMARK, description="the benchmark whose environments play the tasks (rods_core/benchmarks/registry)"
     )
+    fresh_sessions: bool = Field(
+        True,
+        description="a new session (memory's conversations and question) starts a fresh context, as BFCL "
+        "evaluates; false appends it to one sequence, as GRPO rollouts do",
+    )
     prereq: Prereq = Field(
         "all",
         description="memory benchmarks: play all prerequisite conversations (BFCL) or only the one stating the "
@@ -66,13 +71,14 @@ def _generator(policy, cfg: EvalConfig):
     return gen, episode, episode_benchmark(episode, cfg.benchmark, prereq=cfg.prereq)
 
 
-def _play(tasks: list, gen, episode: EpisodeConfig, bench: Benchmark, max_batch: int, progress) -> list[Episode]:
-    """Episodes in chunks of `max_batch` (one batched KV cache per chunk), progress counted over all."""
+def _play(tasks: list, gen, episode: EpisodeConfig, bench: Benchmark, cfg: EvalConfig, progress) -> list[Episode]:
+    """Episodes in chunks of `cfg.max_batch` (one batched KV cache per chunk), progress counted over all."""
     out: list[Episode] = []
-    for i in range(0, len(tasks), max_batch):
+    for i in range(0, len(tasks), cfg.max_batch):
         done = len(out)
         step = (lambda d, _t, done=done: progress(done + d, len(tasks))) if progress else None
-        out += run_episodes(tasks[i : i + max_batch], gen, episode, benchmark=bench, progress=step)
+        chunk = tasks[i : i + cfg.max_batch]
+        out += run_episodes(chunk, gen, episode, benchmark=bench, fresh_sessions=cfg.fresh_sessions, progress=step)
     return out
 
 
@@ -108,7 +114,7 @@ def evaluate(
     cfg = cfg or EvalConfig()
     gen, ep_cfg, bench = _generator(policy, cfg)
     t0 = time.perf_counter()
-    episodes = _play(tasks, gen, ep_cfg, bench, cfg.max_batch, progress)
+    episodes = _play(tasks, gen, ep_cfg, bench, cfg, progress)
     out = metrics(episodes, tasks, benchmark=bench)
     out["eval/seconds"] = time.perf_counter() - t0
     out["eval/gen_tokens_per_s"] = gen.stats.tokens_per_s
@@ -129,7 +135,7 @@ def evaluate_sharded(policy: tuple, tasks: list, cfg: EvalConfig, ranks) -> dict
     try:
         with torch.no_grad():
             gen, ep_cfg, bench = _generator(policy, cfg)
-            episodes = _play(mine, gen, ep_cfg, bench, cfg.max_batch, None) if mine else []
+            episodes = _play(mine, gen, ep_cfg, bench, cfg, None) if mine else []
     finally:
         model.train(was_training)
     played = ranks.gather([(ranks.rank + i * ranks.world, e) for i, e in enumerate(episodes)])
@@ -152,11 +158,13 @@ def variance_report(
     """Sample each task `samples` times: the share of tasks whose rewards differ (GRPO has signal there)."""
     cfg = cfg or EvalConfig()
     sampling = cfg.episode.sampling.model_copy(update={"temperature": temperature})
-    cfg = cfg.model_copy(update={"episode": cfg.episode.model_copy(update={"sampling": sampling})})
+    # sessions in one sequence, as GRPO's rollouts play them: this measures the signal GRPO would get
+    episode = cfg.episode.model_copy(update={"sampling": sampling})
+    cfg = cfg.model_copy(update={"episode": episode, "fresh_sessions": False})
     gen, ep_cfg, bench = _generator(policy, cfg)
     t0 = time.perf_counter()
     repeated = [t for t in tasks for _ in range(samples)]
-    episodes = _play(repeated, gen, ep_cfg, bench, cfg.max_batch, progress)
+    episodes = _play(repeated, gen, ep_cfg, bench, cfg, progress)
     groups = [episodes[i * samples : (i + 1) * samples] for i in range(len(tasks))]
     rewards = [[e.reward for e in g] for g in groups]
     differing = [len(set(r)) > 1 for r in rewards]

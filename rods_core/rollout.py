@@ -14,7 +14,7 @@ messages are cut to `PromptConfig.result_chars` here, for every environment.
 A new session (`Step.new_session`, BFCL memory's prerequisite conversations and question) is appended to the
 same sequence as environment tokens: TRL trains one prompt and one completion per rollout, so the sessions
 share one context, where BFCL starts each with a fresh one (the earlier sessions stay readable; see
-docs/benchmarks.md).
+docs/benchmarks.md). Evaluation can start each session fresh, as BFCL does (`fresh_sessions`).
 Episodes are played through `Generator.stream`: in rounds (one batched message per active episode), or,
 with the KV-cached decoder, continuously: an episode's next message starts as soon as its last is played.
 Departure from the paper (verl's multi-turn rollout): a message cut by `max_new_tokens` is closed with the
@@ -91,11 +91,14 @@ def episode_benchmark(cfg: EpisodeConfig, name: str = DEFAULT_BENCHMARK, *, hint
 class _Run:
     """The token bookkeeping of one episode, fed one generated message at a time; the Environment plays it."""
 
-    def __init__(self, task_id: str, env: Environment, renderer: ChatRenderer, cfg: EpisodeConfig):
-        self.env, self.renderer, self.cfg = env, renderer, cfg
+    def __init__(
+        self, task_id: str, env: Environment, renderer: ChatRenderer, cfg: EpisodeConfig, fresh_sessions: bool
+    ):
+        self.env, self.renderer, self.cfg, self.fresh_sessions = env, renderer, cfg, fresh_sessions
         self.tools = env.tools()
         self.done = False
         msgs = env.reset()
+        self.session = list(msgs)  # the conversation the tokens hold (the whole transcript, or this session's)
         self.ep = Episode(task_id, prompt_ids=renderer.prompt_ids(msgs, self.tools), transcript=list(msgs))
 
     def _append(self, ids: list[int], mask: int, logprobs: list[float] | None = None) -> None:
@@ -123,13 +126,25 @@ class _Run:
         step = self.env.step(message)
         ep.env_seconds += time.perf_counter() - t0
         new_msgs = [self._shown(m) for m in step.messages]
+        ep.transcript.extend(new_msgs)
         if step.done:
             self._close()
-        else:  # the transcript is the conversation so far, ending with the message just generated
-            self._append(self.renderer.appended_ids(ep.transcript, new_msgs, self.tools), 0)
-        ep.transcript.extend(new_msgs)
+        elif step.new_session and self.fresh_sessions:
+            self._restart(new_msgs)
+        else:  # the session so far ends with the message just generated
+            self.session.append(message)
+            self._append(self.renderer.appended_ids(self.session, new_msgs, self.tools), 0)
+            self.session.extend(new_msgs)
         if not self.done and len(self.context()) + self.cfg.sampling.max_new_tokens > self.cfg.max_context_tokens:
             self._finish_early()
+
+    def _restart(self, msgs: list[Message]) -> None:
+        """A new session in a fresh context: the tokens now hold this session only (evaluation)."""
+        self.session = list(msgs)
+        self.ep.prompt_ids = self.renderer.prompt_ids(msgs, self.tools)
+        self.ep.completion_ids, self.ep.env_mask = [], []
+        if self.ep.logprobs is not None:
+            self.ep.logprobs = []
 
     def _count(self, text: str) -> None:
         """Format validity and calls of a message in the policy's chat format (the environment reads the
@@ -171,20 +186,23 @@ def run_episodes(
     benchmark: Benchmark | None = None,
     hints: bool | None = None,
     workdir: Path | None = None,
+    fresh_sessions: bool = False,
     progress: Callable[[int, int], None] | None = None,
 ) -> list[Episode]:
     """Play every task once (repeat a task G times in `tasks` for a GRPO group); order is kept.
 
     `benchmark` makes each episode's environment (default: BFCL multi-turn with `cfg`'s prompt, turn limit
     and hints, `hints` overriding cfg's); environments write under `workdir` (a temporary folder, removed
-    afterwards, when None). `generator.tokenizer`'s chat template renders messages; `progress(done, total)`
-    is called after each finished episode.
+    afterwards, when None). A new session is appended to the episode's one sequence, or with
+    `fresh_sessions` (evaluation, as BFCL runs memory) starts a fresh context, the episode's tokens then
+    holding its last session only. `generator.tokenizer`'s chat template renders messages;
+    `progress(done, total)` is called after each finished episode.
     """
     bench = benchmark or episode_benchmark(cfg, hints=hints)
     renderer = renderer_for(generator.tokenizer)
     with tempfile.TemporaryDirectory(prefix="episodes_") as tmp:
         where = Path(tmp) if workdir is None else workdir
-        runs = [_Run(t.id, bench.environment(t, where), renderer, cfg) for t in tasks]
+        runs = [_Run(t.id, bench.environment(t, where), renderer, cfg, fresh_sessions) for t in tasks]
         active = [r for r in runs if not r.done]
 
         def on_message(i: int, comp: Completion) -> list[int] | None:

@@ -10,10 +10,11 @@ import pytest
 from policy_helpers import load_tokenizer, replay
 
 from rods_core.benchmarks.bfcl_memory import BfclMemory
-from rods_core.benchmarks.memory_env import AGENTIC_FORMAT
+from rods_core.benchmarks.memory_env import AGENTIC_FORMAT, played_sessions
 from rods_core.benchmarks.protocols import EpisodeScore, Step, demonstration, scripted_policy
 from rods_core.benchmarks.registry import BENCHMARK_NAMES, make_benchmark
 from rods_core.evaluation import metrics
+from rods_core.policy.generation import ScriptedGenerator
 from rods_core.policy.prompting import PromptConfig
 from rods_core.policy.rendering import renderer_for
 from rods_core.rollout import Episode, EpisodeConfig, run_episodes
@@ -64,6 +65,53 @@ def test_a_memory_episode_plays_its_sessions_in_one_sequence(tok, tmp_path, back
     assert sum(ep.env_mask) == sum(whole.assistant_masks)
     assert ep.n_calls == 2 and ep.parse_errors == 0  # store, then retrieve
     assert list((tmp_path / "run").rglob("*.json")), "BFCL's snapshots are written under the given workdir"
+
+
+def test_evaluation_starts_each_memory_session_in_a_fresh_context(tok, tmp_path):
+    bench = BfclMemory("kv", prereq="fact")
+    task = min(bench.seeds("train")[:20], key=lambda t: len(json.dumps(t.model_dump())))
+    texts, contexts = iter(_memory_texts(tok, bench, task, tmp_path / "demo")), []
+
+    def policy(ctx):
+        contexts.append(tok.decode(ctx))
+        return next(texts)
+
+    gen = ScriptedGenerator(tok, policy)
+    (ep,) = run_episodes([task], gen, WHOLE, benchmark=bench, workdir=tmp_path / "run", fresh_sessions=True)
+    assert (ep.reward, ep.accuracy) == (1.0, 1.0), ep.verdicts
+    (played,) = played_sessions(task, "fact")
+    question = [c for c in contexts if task.question in c]
+    assert question and all(AGENTIC_FORMAT in c and c.count("<|im_start|>system") == 1 for c in question)
+    assert any(played[0] in c for c in contexts)
+    assert not any(played[0] in c for c in question)  # the fact's conversation is not in the question's context
+    assert task.question in tok.decode(ep.prompt_ids)  # the tokens hold the last session only
+
+
+def test_the_cached_decoder_restarts_a_row_whose_next_context_is_fresh(tiny_model_dir):
+    """A context that does not extend the row's is played from position 0: the same greedy messages as
+    transformers' `generate` in rounds."""
+    import torch
+
+    from rods_core.policy.cached_generation import CachedHFGenerator
+    from rods_core.policy.generation import HFGenerator, SamplingConfig
+    from rods_core.policy.tiny import load_policy
+
+    model, tok, _ = load_policy(tiny_model_dir)
+    g = torch.Generator().manual_seed(1)
+    starts = [torch.randint(10, 900, (n,), generator=g).tolist() for n in (30, 12, 21)]
+    fresh = [torch.randint(10, 900, (n,), generator=g).tolist() for n in (9, 40, 17)]
+
+    def play(gen) -> list[list[int]]:
+        said: list[list[int]] = []
+
+        def on_message(i, comp):
+            said.append((i, comp.ids))
+            return fresh[i] if sum(j == i for j, _ in said) == 1 else None
+
+        gen.stream([list(s) for s in starts], on_message, SamplingConfig(temperature=0.0, max_new_tokens=6))
+        return sorted(said)
+
+    assert play(CachedHFGenerator(model, tok)) == play(HFGenerator(model, tok))
 
 
 class _LongResults:

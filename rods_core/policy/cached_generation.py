@@ -349,7 +349,10 @@ class CachedHFGenerator:
                     over[r] = True
                     continue
                 if context[: len(self.rows[r])] != self.rows[r]:
-                    raise RuntimeError(f"episode {episode[r]}: the new context does not extend the generated one")
+                    # a fresh context (a new session evaluated as BFCL does): the row starts over at position
+                    # 0; its old keys are overwritten as the new ones are written, and masked until then
+                    self.rows[r] = []
+                    self.lens[r] = 0
                 chunks[r] = context[len(self.rows[r]) :]
             if bool(over.all()):
                 self._check_lengths()
