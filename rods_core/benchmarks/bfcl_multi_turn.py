@@ -1,9 +1,7 @@
-"""BFCL v3 multi-turn behind the Benchmark/Environment protocols: a wrapper over envs.bfcl, envs.checker,
-seeds and policy.prompting that plays an episode exactly as rollout._Run does (same messages, same checks).
-
-Nothing here changes those modules: the environment owns a BfclEnvironment and a TurnChecker, reads
-assistant messages with prompting.parse_assistant, speaks with prompting's turn and tool messages, and
-scores with the strict per-turn checker (progress = share of checked turns passed, accuracy = all pass).
+"""BFCL v3 multi-turn behind the Benchmark/Environment protocols: the environment the rollout plays for BFCL
+(envs.bfcl's executor, envs.checker's strict per-turn check, policy.prompting's messages), its seeds and leak
+guard, its reference policy (the ground truth as OpenAI-style tool calls: the SFT demonstrations) and the
+five-stage synthesis pipeline as its Synthesizer. Progress = share of checked turns passed, accuracy = all pass.
 """
 
 from __future__ import annotations

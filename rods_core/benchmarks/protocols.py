@@ -4,7 +4,8 @@
 Messages are chat dicts (`{"role": ..., "content": ...}`); an assistant message may also carry `tool_calls`
 (OpenAI-style dicts or BFCL call strings). Environments parse calls themselves (rods_core.envs.parsing) and
 never execute text. A step may open a new session (`Step.new_session`): the returned messages then replace
-the conversation, as BFCL's memory category starts each prerequisite conversation and the question afresh.
+the conversation, as BFCL's memory category starts each prerequisite conversation and the question afresh
+(`play` and evaluation do so; GRPO rollouts append the session to one sequence: rods_core/rollout.py).
 """
 
 from __future__ import annotations
