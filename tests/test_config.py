@@ -15,9 +15,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from rods_core import launch
-from rods_core.boundary import BoundaryConfig
-from rods_core.buffer import BufferConfig
-from rods_core.config import ConfigError, RunConfig, load_config, parse_overrides
+from rods_core.config import BoundaryConfig, BufferConfig, ConfigError, RunConfig, load_config, parse_overrides
 from rods_core.inputs import DoorError
 from tests.door_helpers import DEEP, FUZZ, JSON, NOT_UTF8, clean_or_valid, files, invoke, refused, run_config
 

@@ -13,8 +13,8 @@ import yaml
 from trl import GRPOConfig
 
 from rods_core.config import ConfigError, RunConfig, load_config
+from rods_core.config.trl_options import OWNED, grpo_config_fields
 from rods_core.trainer import grpo_args
-from rods_core.trl_options import OWNED, grpo_config_fields
 
 
 def test_the_cheap_field_reader_matches_grpoconfig_and_owned_fields_are_grpoconfig_fields():

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from rods_core.config import RunConfig
-from rods_core.inputs import model_folder
+from rods_core.model_folders import model_folder
 from rods_core.policy.tiny import ModelFolderError
 
 LOCK_SUFFIX = ".build.lock"  # beside the folder: `models/tiny-demo.build.lock`
@@ -91,7 +91,7 @@ def ensure_model(
     With several processes every rank takes part in the SFT (data-parallel); rank 0 alone builds the
     untrained model first and writes the result. Rank 0 reports the build's phases to `progress` (a run
     writes them to its build.json), a wait for another's build of the same folder included. A hub id is resolved from the local
-    Hugging Face cache (inputs.model_folder)."""
+    Hugging Face cache (model_folders.model_folder)."""
     path = model_folder(cfg.model.path, cfg.model.build_if_missing)
     if not cfg.model.build_if_missing:
         if (path / "config.json").exists():

@@ -46,8 +46,9 @@ def score(
 
     Example: rods env score --answers answers.jsonl --json
     """
+    from rods_core.task_files import load_task_file
+
     from rods_core.envs.scoring import read_answers, score_answers
-    from rods_core.inputs import load_task_file
     from rods_core.seeds import load_seeds
 
     with clean_errors():
