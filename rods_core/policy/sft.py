@@ -7,6 +7,9 @@ tokens it later generates and reads, with any chat template (no {% generation %}
 because Arrow would turn every call's argument dict into one struct with the union of all keys,
 rendering missing arguments as `null`. TRL builds the labels from the `assistant_masks` column.
 Departure from the paper: the paper starts GRPO from an instruction-tuned 4B model, with no SFT stage.
+
+Length: run_sft is the warm start's steps in order (data, TRL config, trainer, stop rule, card), sharing the
+trainer's state.
 """
 
 from __future__ import annotations
