@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 
 from rods_core.boundary import BoundaryDetector
-from rods_core.buffer import BufferConfig, ReplayBuffer
+from rods_core.buffer import ReplayBuffer
+from rods_core.config import BufferConfig
 from rods_core.seeds import load_seeds
 from rods_core.tasks import Message, Provenance, Task
 

@@ -56,11 +56,11 @@ def run_config(work: Path, model: Path, gpu: bool, steps: int, use_vllm: bool = 
 def main(smoke: bool, hidden: int, layers: int, sft_tokens: int, steps: int, keep: bool) -> dict:
     import torch
 
-    from rods_core.config import RunConfig
+    from rods_core.config import RunConfig, SFTSettings, TinyModelConfig
     from rods_core.loop import StepWatcher, train
     from rods_core.policy.demo import demo_seeds
-    from rods_core.policy.sft import SFTSettings, run_sft
-    from rods_core.policy.tiny import TinyModelConfig, init_tiny
+    from rods_core.policy.sft import run_sft
+    from rods_core.policy.tiny import init_tiny
     from rods_core.threads import apply_thread_policy
 
     gpu = not smoke

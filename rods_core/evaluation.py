@@ -18,9 +18,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rods_core.config import EpisodeConfig, SamplingConfig
 from rods_core.policy.backends import choose_generator
-from rods_core.policy.generation import SamplingConfig
-from rods_core.rollout import Episode, EpisodeConfig, run_episodes, summarize
+from rods_core.rollout import Episode, run_episodes, summarize
 from rods_core.tasks import Task
 
 

@@ -323,7 +323,7 @@ def check_run_inputs(cfg: RunConfig, run_id: str | None, resume: bool, ranks: Ra
 
 def check_model_source(cfg: RunConfig) -> None:
     """Refuse a model folder that is neither a model nor allowed to be built, before the run is created."""
-    from rods_core.inputs import check_model_dir, model_folder
+    from rods_core.model_folders import check_model_dir, model_folder
 
     path = model_folder(cfg.model.path, cfg.model.build_if_missing)
     if cfg.model.build_if_missing and not (path / "config.json").exists():

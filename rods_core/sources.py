@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
-from rods_core.boundary import BoundaryConfig, BoundaryDetector, group_stats, is_informative
-from rods_core.buffer import BufferConfig, BufferDecision, BufferEvent, ReplayBuffer, TaskSource
+from rods_core.boundary import BoundaryDetector, group_stats, is_informative
+from rods_core.buffer import BufferDecision, BufferEvent, ReplayBuffer, TaskSource
+from rods_core.config import METHODS, BoundaryConfig, BufferConfig
 from rods_core.rng import rng_state, set_rng_state
 from rods_core.tasks import Task
-
-Method = Literal["static", "dapo_filter", "uniform_synth", "env_augment", "rods"]
-METHODS: tuple[str, ...] = ("static", "dapo_filter", "uniform_synth", "env_augment", "rods")
 
 
 class StaticSource:

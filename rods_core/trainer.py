@@ -28,12 +28,12 @@ from datasets import Dataset
 from transformers.trainer import OPTIMIZER_NAME, SCHEDULER_NAME
 from trl import GRPOConfig, GRPOTrainer
 
-from rods_core.config import RunConfig
+from rods_core.config import EpisodeConfig, RunConfig
 from rods_core.policy.backends import choose_generator
 from rods_core.policy.vllm_sync import sync_colocated_weights
 from rods_core.ranks import Ranks, balance
 from rods_core.rng import derive_seed
-from rods_core.rollout import EpisodeConfig, rollout_output, run_episodes
+from rods_core.rollout import rollout_output, run_episodes
 from rods_core.tasks import Task
 
 SLOT_PREFIX = "slot:"
@@ -105,7 +105,7 @@ def grpo_args(cfg: RunConfig, out_dir: str, run_name: str | None = None) -> GRPO
         # when ranks make different numbers of calls (a shared-prompt pass makes one per distinct prompt and
         # rollout). A causal LM's buffers are constants (rotary tables), so there is nothing to broadcast.
         ddp_broadcast_buffers=False,
-        **g.trainer_args,  # checked against GRPOConfig's fields by the config (rods_core/trl_options.py)
+        **g.trainer_args,  # checked against GRPOConfig's fields by the config (rods_core/config/trl_options.py)
     )
 
 

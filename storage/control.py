@@ -9,6 +9,9 @@ one advisory lock, the same one-writer-at-a-time rule. Decisions are delivered e
 changes a claimed/pending row, so a second marker gets False. Every change of a decision is also written
 to `decision_events` in the same transaction: who, when, what, at which step.
 A `claimed` status sits between pending and applied/refused, so a claim whose process dies can be reopened.
+
+Length: one store's tables share one transaction rule (BEGIN IMMEDIATE, the advisory lock); split apart, each
+part would restate it.
 """
 
 from __future__ import annotations

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rods_core.config import PromptConfig
 from rods_core.envs.bfcl import BfclEnvironment
 from rods_core.policy.generation import ScriptedGenerator
-from rods_core.policy.prompting import PromptConfig, demonstration, episode_tools
+from rods_core.policy.prompting import demonstration, episode_tools
 from rods_core.policy.rendering import renderer_for
 
 FIXTURE_TEMPLATE = (Path(__file__).parent / "fixtures" / "qwen3_style_chat_template.jinja").read_text()

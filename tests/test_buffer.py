@@ -9,9 +9,10 @@ from collections import Counter
 import pytest
 from pydantic import ValidationError
 
-from rods_core.boundary import BoundaryConfig, BoundaryDetector
-from rods_core.buffer import REASONS, BufferConfig, BufferDecision, ReplayBuffer, TaskSource
-from rods_core.sources import METHODS, StaticSource, build_source
+from rods_core.boundary import BoundaryDetector
+from rods_core.buffer import REASONS, BufferDecision, ReplayBuffer, TaskSource
+from rods_core.config import METHODS, BoundaryConfig, BufferConfig
+from rods_core.sources import StaticSource, build_source
 from rods_core.tasks import Message, Provenance, Task
 
 MASTERED, BOUNDARY, HARD = [1.0] * 16, [1.0] * 8 + [0.0] * 8, [0.0] * 16

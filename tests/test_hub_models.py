@@ -9,7 +9,9 @@ import pytest
 from huggingface_hub import constants
 
 from rods_core.config import RunConfig
-from rods_core.inputs import DoorError, model_folder, preflight
+from rods_core.inputs import DoorError
+from rods_core.model_folders import model_folder
+from rods_core.preflight import preflight
 from tests.conftest import smoke_config
 
 REV = "0123456789abcdef0123456789abcdef01234567"

@@ -9,11 +9,11 @@ import json
 import pytest
 from policy_helpers import load_tokenizer
 
+from rods_core.config import PromptConfig
 from rods_core.envs.bfcl import BfclEnvironment, function_docs
 from rods_core.envs.parsing import parse_calls
 from rods_core.policy.prompting import (
     ADDED_FUNCTIONS_NOTE,
-    PromptConfig,
     call_to_tool_call,
     compact_docs,
     demonstration,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from rods_core.config import RunConfig
-from rods_core.tracking import ReportSettings, tracker_environment
+from rods_core.config import ReportSettings, RunConfig
+from rods_core.tracking import tracker_environment
 from storage.reader import RunReader
 from storage.schema import STEP_METRICS
 from tests.conftest import smoke_config

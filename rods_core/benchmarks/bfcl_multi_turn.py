@@ -21,13 +21,13 @@ from rods_core.benchmarks.protocols import (
     scripted_policy,
     verify_with,
 )
+from rods_core.config import PromptConfig
 from rods_core.envs.bfcl import ERROR_PREFIX, BfclEnvironment
 from rods_core.envs.checker import TurnChecker
 from rods_core.policy.prompting import (
     DONE_ANSWER,
     NOTHING_TO_DO_ANSWER,
     ParsedMessage,
-    PromptConfig,
     episode_tools,
     initial_messages,
     tool_message,

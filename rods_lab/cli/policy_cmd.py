@@ -9,8 +9,7 @@ from pathlib import Path
 
 import typer
 
-from rods_core.config import ComputeSettings
-from rods_core.policy.sft import SFTSettings
+from rods_core.config import ComputeSettings, SFTSettings
 from rods_lab.cli._common import choices, clean_errors, emit_json, fail
 
 _S = SFTSettings()
@@ -20,8 +19,8 @@ EvalSplit = choices("EvalSplit", ("test", "train"))
 
 def _load_tasks(tasks_file: Path | None, demo: bool, where: str):
     """The tasks of --tasks (schema, replay by execution and the leak guard), the demo seeds, or None."""
-    from rods_core.inputs import load_task_file
     from rods_core.policy.demo import demo_seeds
+    from rods_core.task_files import load_task_file
 
     if tasks_file is None:
         return demo_seeds() if demo else None
@@ -30,7 +29,7 @@ def _load_tasks(tasks_file: Path | None, demo: bool, where: str):
 
 
 def _model(path: Path) -> Path:
-    from rods_core.inputs import check_model_dir
+    from rods_core.model_folders import check_model_dir
 
     with clean_errors():
         return check_model_dir(path, "--model")
@@ -163,9 +162,9 @@ def eval_cmd(
 
     Example: rods eval --model models/tiny-sft --split train --limit 20 --json
     """
+    from rods_core.config import CATEGORIES
     from rods_core.evaluation import evaluate
     from rods_core.seeds import load_seeds
-    from rods_core.tasks import CATEGORIES
     from rods_core.threads import apply_thread_policy
 
     apply_thread_policy()

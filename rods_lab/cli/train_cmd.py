@@ -38,7 +38,7 @@ def train(
     # light imports only until the hand-off: importing rods_core.loop (torch, transformers, TRL) takes ~10 s,
     # which a process that is about to exec `accelerate launch` would spend for nothing
     from rods_core.ids import new_run_id
-    from rods_core.inputs import preflight
+    from rods_core.preflight import preflight
     from rods_core.ranks import under_launcher
     from rods_lab.cli.handoff import handoff_to_accelerate
 
