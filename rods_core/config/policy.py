@@ -48,7 +48,7 @@ class EpisodeConfig(BaseModel):
 
 
 class TinyModelConfig(BaseModel):
-    """Size of the tiny model and its tokenizer; the defaults are the 3.9M-parameter model measured in docs/ARCHITECTURE.md."""
+    """Size of the tiny model and its tokenizer; the defaults make the 3.9M-parameter demo model."""
 
     model_config = ConfigDict(extra="forbid")
     arch: Literal["qwen2", "qwen3"] = Field("qwen3", description="architecture family (config class)")

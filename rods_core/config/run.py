@@ -102,8 +102,9 @@ class GRPOSettings(_Strict):
         description="score each task's prompt once per pass: its G rollouts run one at a time against the "
         "prompt's cached keys and values, so the prompt's forward and backward are paid once per group, and no "
         "rollout pays for another's padding (the same loss and gradients up to float rounding). Sharing needs "
-        "a group's rollouts in one pass (micro_batch None: TRL shuffles rollouts across passes). On CPU it cut "
-        "a demo update by 16-23% (bench/update_bench.py); a GPU run's batched passes are usually faster without it",
+        "a group's rollouts in one pass (micro_batch None: TRL shuffles rollouts across passes). It pays on CPU, "
+        "where each pass runs unbatched anyway (docs/measurements.md: the shared-prompt update); a GPU run's "
+        "batched passes are usually faster without it",
     )
     balance_ranks: bool = Field(
         True,
@@ -131,8 +132,8 @@ class GRPOSettings(_Strict):
     bf16: bool = Field(False, description="bfloat16 training (GPU); CPU runs keep fp32")
     gradient_checkpointing: bool = Field(
         False,
-        description="recompute activations in the backward pass: saves memory on large models, costs "
-        "~30% more optimizer time (TRL's default is on; a tiny model on CPU never needs it)",
+        description="recompute activations in the backward pass: saves memory on large models at the cost of a "
+        "second forward in the backward (TRL's default is on; a tiny model on CPU never needs it)",
     )
     use_cpu: bool = Field(True, description="train on CPU even when a GPU is visible")
     save_steps: int = Field(10, ge=1, description="checkpoint every N steps (buffer and detector included)")
@@ -201,8 +202,9 @@ class ComputeSettings(_Strict):
         1,
         ge=1,
         le=256,
-        description="torch intra-op threads per process; 1 on CPU (a second thread gained nothing on 2 cores and "
-        "lost 20x beside any other process); a GPU run may raise it for data loading",
+        description="torch intra-op threads per process; 1 on CPU, where parallelism comes from processes "
+        "(rods_core/threads.py says why; docs/measurements.md has the figures); a GPU run may raise it for "
+        "data loading",
     )
 
 
