@@ -84,12 +84,14 @@ class BufferDecision(BaseModel):
 
 @runtime_checkable
 class TaskSource(Protocol):
-    """What the trainer draws tasks from, and feeds reward matrices and decisions to."""
+    """What the trainer draws tasks from, and feeds reward matrices and decisions to. Each step updates
+    `detector` with the matrix (the ids `reprobes` names start fresh), then calls `observe`."""
 
     detector: BoundaryDetector | None
 
     def sample(self, n: int) -> list[str]: ...
     def task(self, task_id: str) -> Task: ...
+    def reprobes(self, matrix: Mapping[str, Sequence[float]]) -> list[str]: ...
     def observe(self, step: int, matrix: Mapping[str, Sequence[float]]) -> list[BufferEvent]: ...
     def offer(self, variants: list[Task], step: int) -> list[BufferEvent]: ...
     def apply_decision(self, decision: BufferDecision) -> tuple[bool, str]: ...
@@ -202,14 +204,18 @@ class ReplayBuffer:
         return {"boundary": cfg.weight_boundary, "hard": cfg.weight_hard, "mastered": cfg.weight_mastered}[region]
 
     # ----- observation ----------------------------------------------------------------------------
-    def observe(self, step: int, matrix: Mapping[str, Sequence[float]]) -> list[BufferEvent]:
-        """Feed one generation step's reward matrix; return the pool transitions it caused (plus any
-        queued by decisions since the last call)."""
+    def reprobes(self, matrix: Mapping[str, Sequence[float]]) -> list[str]:
+        """The matrix's tasks that are dormant seeds' re-probes: the detector starts their statistics fresh
+        (`detector.update(..., fresh=)`), before `observe` judges them."""
         unknown = [t for t in matrix if t not in self._entries]
         if unknown:
             raise ValueError(f"reward matrix names task(s) the buffer never held: {unknown[:5]}")
-        reprobes = [t for t in matrix if self._entries[t].pool == "dormant"]
-        self.detector.update(step, matrix, fresh=reprobes)
+        return [t for t in matrix if self._entries[t].pool == "dormant"]
+
+    def observe(self, step: int, matrix: Mapping[str, Sequence[float]]) -> list[BufferEvent]:
+        """Judge one generation step's reward matrix, once the detector holds it; return the pool
+        transitions it caused (plus any queued by decisions since the last call)."""
+        self.reprobes(matrix)  # refuses a task it never held
         self.step = max(self.step, step)
         events, self._outbox = self._outbox, []
         for tid in matrix:

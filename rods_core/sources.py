@@ -24,8 +24,8 @@ from rods_core.tasks import Task
 class StaticSource:
     """Fixed seeds in shuffled epochs without replacement; optionally DAPO-style skipping of flat tasks.
 
-    A detector, when given, is fed every matrix so the static baselines report the same regions and
-    variances as RODS; it never changes what is sampled.
+    A detector, when given, is fed every matrix by the step (rods_core/step.py) so the static baselines
+    report the same regions and variances as RODS; it never changes what is sampled.
     """
 
     def __init__(
@@ -66,9 +66,10 @@ class StaticSource:
             out.append(tid)
         return out
 
+    def reprobes(self, matrix: Mapping[str, Sequence[float]]) -> list[str]:
+        return []  # no dormant pool
+
     def observe(self, step: int, matrix: Mapping[str, Sequence[float]]) -> list[BufferEvent]:
-        if self.detector is not None:
-            self.detector.update(step, matrix)
         if self.skip_flat:
             cfg = self.detector.config if self.detector is not None else BoundaryConfig()
             for tid, rewards in matrix.items():

@@ -137,7 +137,7 @@ class RodsGRPOTrainer(GRPOTrainer):
     `draw(n)` returns the task ids of the next generation batch (identical on every rank); `task_of(id)`
     resolves them; `on_rollout(report)` receives each step's RolloutReport on every rank; `cost_of(id)`, when
     given, is a task's expected generated tokens (None: unknown), by which `grpo.balance_ranks` spreads the
-    batch over the processes.
+    batch over the processes. `ranks`: the run's ranks, built once by the caller (default: this launch's).
     """
 
     def __init__(
@@ -155,11 +155,12 @@ class RodsGRPOTrainer(GRPOTrainer):
         reward_funcs: list | None = None,
         cost_of: Callable[[str], float | None] | None = None,
         run_name: str | None = None,
+        ranks: Ranks | None = None,
     ):
         self.cfg, self._draw, self._task_of, self._on_rollout = cfg, draw, task_of, on_rollout
         self._cost_of = cost_of
         self.episode_cfg = episode_cfg
-        self.ranks = Ranks.current(cpu=cfg.grpo.use_cpu)
+        self.ranks = ranks if ranks is not None else Ranks.current(cpu=cfg.grpo.use_cpu)
         # tasks_per_step is per process; the slots (and each draw) cover the whole generation batch
         self.n_slots = cfg.grpo.tasks_per_step * self.ranks.world
         self._generator = None

@@ -11,6 +11,7 @@ import pytest
 
 from rods_core.boundary import BoundaryDetector, check_matrix, classify, group_stats, variance_share
 from rods_core.config import BoundaryConfig
+from tests.test_buffer import observe
 
 CFG = BoundaryConfig()  # mastered >= 0.8, hard <= 0.2, flat below 1% of the Popoviciu bound, alpha 0.5
 
@@ -220,7 +221,7 @@ def test_detection_makes_no_generation_and_no_environment_call(monkeypatch, trai
     for step in range(60):
         batch = buf.sample(8)
         matrix = {tid: flips((step * 3 + i * 5) % 17) for i, tid in enumerate(dict.fromkeys(batch))}
-        buf.observe(step, matrix)
+        observe(buf, step, matrix)
         observed |= matrix.keys()
     assert calls == {}
     assert all(buf.detector.stats(t).observations >= 1 for t in observed) and len(observed) >= 20

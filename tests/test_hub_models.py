@@ -31,7 +31,7 @@ def hub_cache(tmp_path, tiny_model_dir, monkeypatch):
 
 
 def test_a_hub_id_resolves_to_its_cached_snapshot_and_trains(tmp_path, hub_cache, monkeypatch):
-    from rods_core.loop import train
+    from rods_lab.run import train
 
     monkeypatch.chdir(tmp_path)  # no local folder named rods-test/
     assert model_folder("rods-test/tiny-policy") == hub_cache

@@ -19,7 +19,6 @@ LENGTH_REASON = "Length:"  # a module docstring paragraph saying why the module 
 # lead empties this after merging): (importer, imported). Every other edge must follow the layering.
 KNOWN_EXCEPTIONS: set[tuple[str, str]] = {
     ("rods_core.charts", "plotly"),
-    ("rods_core.curriculum", "storage.decisions"),
     ("rods_core.experiments", "storage.reader"),
     ("rods_core.lab", "storage.build_progress"),
     ("rods_core.lab", "storage.pools"),
@@ -28,11 +27,6 @@ KNOWN_EXCEPTIONS: set[tuple[str, str]] = {
     ("rods_core.launch", "storage.catalog"),
     ("rods_core.launch", "storage.control"),
     ("rods_core.launch", "storage.store_engine"),
-    ("rods_core.loop", "storage.build_progress"),
-    ("rods_core.loop", "storage.control"),
-    ("rods_core.loop", "storage.decisions"),
-    ("rods_core.loop", "storage.events"),
-    ("rods_core.loop", "storage.pools"),
 }
 
 

@@ -14,7 +14,7 @@ from tests.conftest import smoke_config
 
 
 def test_a_run_logs_every_step_metric_to_tensorboard_under_its_own_name(tmp_path, tiny_model_dir, monkeypatch):
-    from rods_core.loop import train
+    from rods_lab.run import train
 
     monkeypatch.delenv("TENSORBOARD_LOGGING_DIR", raising=False)
     cfg = RunConfig.model_validate(
