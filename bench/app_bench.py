@@ -5,6 +5,8 @@ steps x 50 tasks x 16 rollouts, step rows, variants with lineage, buffer moves, 
 of 800 tasks (400 BFCL train seeds + 400 variants), registers it in a control DB, then renders each page
 with streamlit's AppTest: `cold` is the first render (query caches empty), `warm` a re-render.
 Prints figures; asserts nothing. Run: `python -m bench.app_bench [--keep DIR]`.
+
+Length: build_store writes every table of the synthetic run in one pass, in the order the pages read them.
 """
 
 from __future__ import annotations

@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 
 from rods_core.boundary import BoundaryDetector
-from rods_core.buffer import BufferConfig, ReplayBuffer
+from rods_core.buffer import ReplayBuffer
+from rods_core.config import BufferConfig
 from rods_core.seeds import load_seeds
 from rods_core.tasks import Message, Provenance, Task
 
@@ -82,6 +83,7 @@ def timed_steps(
         matrix = policy.matrix(ids)
         offers = [stock.pop() for _ in range(min(4, len(stock)))]
         t0 = time.perf_counter()
+        buf.detector.update(step, matrix, fresh=buf.reprobes(matrix))  # as the RODS step feeds it
         buf.observe(step, matrix)
         buf.boundary_tasks(4)
         buf.offer(offers[: buf.room()], step)
@@ -125,7 +127,9 @@ def scenario(seeds: list[Task], p_max: int, steps: int, whole_pool: bool = False
     if p_max > 50:  # fill the pool to 800 active before timing: variants offered and probed as boundary
         fill = [stock.pop() for _ in range(p_max)]
         buf.offer(fill, 0)
-        buf.observe(0, {t.id: [1.0] * 8 + [0.0] * 8 for t in fill})
+        matrix = {t.id: [1.0] * 8 + [0.0] * 8 for t in fill}
+        buf.detector.update(0, matrix, fresh=buf.reprobes(matrix))
+        buf.observe(0, matrix)
     ms = timed_steps(buf, policy, stock, steps, 32, start=1, whole_pool=whole_pool)
     pools = {k: len(v) for k, v in buf.pools().items()}
     t0 = time.perf_counter()

@@ -22,9 +22,8 @@ from pathlib import Path
 
 import yaml
 
-from rods_core.config import RunConfig, dump_config, load_config
+from rods_core.config import METHODS, RunConfig, dump_config, load_config
 from rods_core.experiments import EXPERIMENTS as RESULTS
-from rods_core.sources import METHODS
 
 
 def parse_methods(text: str) -> list[str]:
@@ -156,29 +155,6 @@ def run(
     (out / "manifest.json").write_text(json.dumps({"settings": settings, "runs": runs}, indent=2))
     write_report(out, settings, runs, log)
     return out
-
-
-def latest_systems_overhead(results: Path = Path("bench/results/systems")) -> dict | None:
-    """The rods-over-plain step overhead of the latest `rods bench systems`, if one was run.
-
-    The CPU-time figure when present: on a shared machine the wall-time one mostly measures the neighbours.
-    """
-    latest = results / "latest.json"
-    if not latest.exists():
-        return None
-    o = json.loads(latest.read_text()).get("overhead") or {}
-    if o.get("drift"):
-        return {
-            "pct": o.get("overhead_cpu_pct", o.get("overhead_pct")),
-            "ci95": None,
-            "undecided": True,
-            "basis": f"not decided: load drifted between the arms; RODS hooks {o.get('direct_pct')}% of a plain step",
-        }
-    if "overhead_cpu_pct" in o:
-        return {"pct": o["overhead_cpu_pct"], "ci95": o.get("ci95_cpu_pct"), "basis": "process CPU time per step"}
-    if "overhead_pct" in o:
-        return {"pct": o["overhead_pct"], "ci95": o.get("ci95_pct"), "basis": "wall time per step"}
-    return None
 
 
 def read_manifest(folder: Path) -> dict:

@@ -19,11 +19,12 @@ import time
 
 import torch
 
+from rods_core.config import EpisodeConfig, SamplingConfig
 from rods_core.policy.cached_generation import CachedHFGenerator
 from rods_core.policy.demo import demo_seeds
-from rods_core.policy.generation import HFGenerator, SamplingConfig
+from rods_core.policy.generation import HFGenerator
 from rods_core.policy.tiny import load_policy
-from rods_core.rollout import EpisodeConfig, run_episodes
+from rods_core.rollout import run_episodes
 
 
 def _time(tasks, gen, cfg) -> tuple[list, dict]:

@@ -56,12 +56,13 @@ def run_config(work: Path, model: Path, gpu: bool, steps: int, use_vllm: bool = 
 def main(smoke: bool, hidden: int, layers: int, sft_tokens: int, steps: int, keep: bool) -> dict:
     import torch
 
-    from rods_core.config import RunConfig
+    from rods_core.config import RunConfig, SFTSettings, TinyModelConfig
     from rods_core.loop import StepWatcher, train
     from rods_core.policy.demo import demo_seeds
-    from rods_core.policy.sft import SFTSettings, run_sft
-    from rods_core.policy.tiny import TinyModelConfig, init_tiny
+    from rods_core.policy.sft import run_sft
+    from rods_core.policy.tiny import init_tiny
     from rods_core.threads import apply_thread_policy
+    from storage.run_recorder import open_run_recorder
 
     gpu = not smoke
     if gpu and not torch.cuda.is_available():
@@ -95,7 +96,7 @@ def main(smoke: bool, hidden: int, layers: int, sft_tokens: int, steps: int, kee
     # vLLM on the GPU when installed; the CPU smoke (the test suite) keeps HF generation, a minute's engine load less
     use_vllm = gpu and importlib.util.find_spec("vllm") is not None
     cfg = RunConfig.model_validate(run_config(work, work / "model", gpu, steps, use_vllm))
-    train(cfg, run_id="gpu_check", log=lambda *_: None, watcher=Keep())
+    train(cfg, open_recorder=open_run_recorder, run_id="gpu_check", log=lambda *_: None, watcher=Keep())
     report = {
         "device": torch.cuda.get_device_name(0) if gpu else "cpu (smoke)",
         "params": card["params"],

@@ -30,8 +30,9 @@ CONFIGS = [  # (name, torch threads per process, processes, busy neighbour)
 
 def child(model: str, out: str, tokens: int, threads: int) -> None:
     """One SFT run (inside this process, or one rank of an accelerate launch); rank 0 prints its figures."""
+    from rods_core.config import SFTSettings
     from rods_core.policy.demo import demo_seeds
-    from rods_core.policy.sft import SFTSettings, run_sft
+    from rods_core.policy.sft import run_sft
     from rods_core.threads import apply_thread_policy
 
     apply_thread_policy(threads)
@@ -70,7 +71,8 @@ def _run(model: Path, tokens: int, threads: int, processes: int, neighbour: bool
 
 def run(tokens: int) -> dict:
     from bench.machine import describe
-    from rods_core.policy.tiny import TinyModelConfig, init_tiny
+    from rods_core.config import TinyModelConfig
+    from rods_core.policy.tiny import init_tiny
 
     model = Path(tempfile.mkdtemp(prefix="rods-threads-model-")) / "tiny"
     init_tiny(TinyModelConfig(), model)

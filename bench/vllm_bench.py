@@ -95,8 +95,9 @@ def grpo_steps(model_dir: Path, work: Path, backend: str, tasks: list, steps: in
 
 def rollout_throughput(trainer, tasks: list, samples: int) -> dict:
     """The same greedy episodes (each task `samples` times) with each backend, on the trainer's current weights."""
+    from rods_core.config import SamplingConfig
     from rods_core.policy.cached_generation import CachedHFGenerator
-    from rods_core.policy.generation import HFGenerator, SamplingConfig, VLLMGenerator
+    from rods_core.policy.generation import HFGenerator, VLLMGenerator
     from rods_core.policy.vllm_sync import sync_colocated_weights
     from rods_core.rollout import run_episodes
 
@@ -132,8 +133,9 @@ def rollout_throughput(trainer, tasks: list, samples: int) -> dict:
 def main(model: str | None, n_tasks: int, samples: int) -> dict:
     import torch
 
+    from rods_core.config import TinyModelConfig
     from rods_core.policy.demo import demo_seeds
-    from rods_core.policy.tiny import TinyModelConfig, init_tiny
+    from rods_core.policy.tiny import init_tiny
 
     torch.set_num_threads(1)
     work = Path(tempfile.mkdtemp(prefix="rods-vllm-bench-"))

@@ -6,10 +6,9 @@ import streamlit as st
 from pydantic import ValidationError
 
 import lab_ui
-from rods_core.config import ConfigError, load_config, parse_overrides
+from rods_core.config import METHODS, ConfigError, load_config, parse_overrides
 from rods_core.inputs import DoorError
 from rods_core.launch import build_config, field_errors, launch_pair, launch_run, list_configs, read_prefs, tail
-from rods_core.sources import METHODS
 
 lab_ui.page_setup("Launch", "🚀")
 st.title("Launch a run")

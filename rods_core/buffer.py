@@ -24,7 +24,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from rods_core.boundary import BoundaryConfig, BoundaryDetector, TaskStats
+from rods_core.boundary import BoundaryDetector, TaskStats
+from rods_core.config import BoundaryConfig, BufferConfig
 from rods_core.ids import next_edit_id
 from rods_core.retirement import (
     Verdict,
@@ -46,58 +47,6 @@ REASONS: tuple[str, ...] = (
     "dormant/mastered", "reprobe/mastered", "wake/boundary", "wake/hard",
     "decision/approve", "decision/reject", "decision/edit", "decision/reseed", "offer/static",
 )  # fmt: skip
-
-
-class BufferConfig(BaseModel):
-    """Staged injection, retirement, budget and sampling of the replay buffer (`buffer:` in a run config)."""
-
-    model_config = ConfigDict(extra="forbid")
-    seed: int = Field(0, description="seed of the buffer's sampling RNG")
-    target_active: int | None = Field(
-        None,
-        ge=1,
-        description="active pool size above which variants are evicted by lowest information; "
-        "None = twice the number of seeds (the paper: ~800 active from 400 seeds)",
-    )
-    p_max: int = Field(50, ge=0, description="expansion budget: most variants alive in active + staged (paper: 50)")
-    probe_slots: int = Field(4, ge=0, description="batch slots per step given to staged variants being probed")
-    max_probe_wait: int = Field(
-        4,
-        ge=1,
-        description="steps a new variant may wait for its first probe: variants are admitted (and synthesis "
-        "asked for more) only while probe_slots x max_probe_wait covers the staged backlog. Larger: more "
-        "variants queued, older by the time they are probed; smaller: synthesis idles more often",
-    )
-    probe_obs: int = Field(
-        2, ge=1, description="probes after which a staged variant that never read as boundary is retired"
-    )
-    mastered_streak: int = Field(
-        2, ge=1, description="k: consecutive mastered observations that retire a variant / put a seed to rest"
-    )
-    hard_streak: int = Field(3, ge=1, description="n: consecutive hard observations that retire an active variant")
-    # At paper scale (800 active, batch 32) an active task is drawn about every 25 steps.
-    stale_steps: int = Field(100, ge=1, description="S: steps without an informative group that retire a variant")
-    reprobe_every: int = Field(20, ge=1, description="R: steps between re-probes of a dormant (mastered) seed")
-    reprobe_slots: int = Field(2, ge=0, description="batch slots per step given to dormant seeds due a re-probe")
-    review: Literal["auto", "gated"] = Field(
-        "auto", description="auto: new variants are probed at once; gated: they wait in staged for an approve"
-    )
-    synth_parents: Literal["boundary", "uniform"] = Field(
-        "boundary", description="boundary_tasks() returns boundary tasks (rods) or random seeds (uniform_synth)"
-    )
-    weight_boundary: float = Field(4.0, ge=0, description="sampling weight of an active task in the boundary zone")
-    weight_unseen: float = Field(2.0, ge=0, description="sampling weight of an active task never observed yet")
-    weight_hard: float = Field(1.0, ge=0, description="sampling weight of an active hard task")
-    weight_mastered: float = Field(0.5, ge=0, description="sampling weight of an active mastered task")
-
-    @model_validator(mode="after")
-    def _probes_possible(self) -> BufferConfig:
-        if self.p_max > 0 and self.probe_slots == 0:
-            raise ValueError(
-                "buffer.probe_slots is 0 but buffer.p_max > 0: staged variants could never be probed; "
-                "set probe_slots >= 1, or p_max: 0 to admit no variants"
-            )
-        return self
 
 
 # ----- events, decisions, the interface --------------------------------------------------------------
@@ -135,12 +84,14 @@ class BufferDecision(BaseModel):
 
 @runtime_checkable
 class TaskSource(Protocol):
-    """What the trainer draws tasks from, and feeds reward matrices and decisions to."""
+    """What the trainer draws tasks from, and feeds reward matrices and decisions to. Each step updates
+    `detector` with the matrix (the ids `reprobes` names start fresh), then calls `observe`."""
 
     detector: BoundaryDetector | None
 
     def sample(self, n: int) -> list[str]: ...
     def task(self, task_id: str) -> Task: ...
+    def reprobes(self, matrix: Mapping[str, Sequence[float]]) -> list[str]: ...
     def observe(self, step: int, matrix: Mapping[str, Sequence[float]]) -> list[BufferEvent]: ...
     def offer(self, variants: list[Task], step: int) -> list[BufferEvent]: ...
     def apply_decision(self, decision: BufferDecision) -> tuple[bool, str]: ...
@@ -253,14 +204,18 @@ class ReplayBuffer:
         return {"boundary": cfg.weight_boundary, "hard": cfg.weight_hard, "mastered": cfg.weight_mastered}[region]
 
     # ----- observation ----------------------------------------------------------------------------
-    def observe(self, step: int, matrix: Mapping[str, Sequence[float]]) -> list[BufferEvent]:
-        """Feed one generation step's reward matrix; return the pool transitions it caused (plus any
-        queued by decisions since the last call)."""
+    def reprobes(self, matrix: Mapping[str, Sequence[float]]) -> list[str]:
+        """The matrix's tasks that are dormant seeds' re-probes: the detector starts their statistics fresh
+        (`detector.update(..., fresh=)`), before `observe` judges them."""
         unknown = [t for t in matrix if t not in self._entries]
         if unknown:
             raise ValueError(f"reward matrix names task(s) the buffer never held: {unknown[:5]}")
-        reprobes = [t for t in matrix if self._entries[t].pool == "dormant"]
-        self.detector.update(step, matrix, fresh=reprobes)
+        return [t for t in matrix if self._entries[t].pool == "dormant"]
+
+    def observe(self, step: int, matrix: Mapping[str, Sequence[float]]) -> list[BufferEvent]:
+        """Judge one generation step's reward matrix, once the detector holds it; return the pool
+        transitions it caused (plus any queued by decisions since the last call)."""
+        self.reprobes(matrix)  # refuses a task it never held
         self.step = max(self.step, step)
         events, self._outbox = self._outbox, []
         for tid in matrix:

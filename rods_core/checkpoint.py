@@ -3,8 +3,8 @@
 TRL (transformers' Trainer) saves the model, optimizer, scheduler and RNG states in
 `checkpoints/checkpoint-N/`; this module adds `rods_state.json` (buffer, detector, counters) last, so a
 checkpoint counts only once its RODS state is complete (a kill mid-save leaves the previous one). On
-resume the store goes back to the checkpoint's step: later events are dropped and later decisions
-reopened (storage.decisions.prepare_resume); with no complete checkpoint the run restarts from step 0
+resume the record goes back to the checkpoint's step: later events are dropped and later decisions
+reopened (the recorder's `resume_to`); with no complete checkpoint the run restarts from step 0
 with every event dropped and every decision pending again.
 """
 

@@ -23,9 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rods_core.benchmarks.protocols import Benchmark
 from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, BenchmarkName, Prereq, make_benchmark
+from rods_core.config import EpisodeConfig, SamplingConfig
 from rods_core.policy.backends import choose_generator
-from rods_core.policy.generation import SamplingConfig
-from rods_core.rollout import Episode, EpisodeConfig, episode_benchmark, run_episodes, summarize
+from rods_core.rollout import Episode, episode_benchmark, run_episodes, summarize
 
 
 class EvalConfig(BaseModel):

@@ -23,7 +23,9 @@ from pydantic import ValidationError
 
 from rods_core.config import RunConfig, dump_config, read_config_data, set_dotted
 from rods_core.ids import check_run_id, new_run_id
-from rods_core.inputs import HUB_ID, DoorError, check_model_dir, load_task_file, model_folder, read_bytes
+from rods_core.inputs import DoorError, read_bytes
+from rods_core.model_folders import HUB_ID, check_model_dir, model_folder
+from rods_core.task_files import load_task_file
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 LOG_FILE = "train.log"

@@ -1,11 +1,12 @@
 """A run from a config; one training step reads top to bottom.
 
-One step: the curriculum draws the batch and the episodes are played (trainer.RodsGRPOTrainer's rollout
-function → rollout.py, rewards from envs/checker.py) → TRL computes advantages and updates the policy →
-`StepCallback.on_step_end`: the curriculum (curriculum.py: detector → buffer → synthesis → decisions) →
-the store (storage/events.py, rank 0 only) → `on_log`: the step's row, with TRL's loss → `on_save`: the
-RODS state beside TRL's checkpoint (checkpoint.py). Every process of a multi-process run (accelerate)
-runs the same path on the same gathered reward matrix; only rank 0 writes the run folder.
+One step: the RODS step draws the batch and the episodes are played (trainer.RodsGRPOTrainer's rollout
+function → rollout.py, rewards from envs/checker.py); rank 0 claims the researcher's pending decisions
+(`StepCallback.rollout_done`) → TRL computes advantages and updates the policy → `StepCallback.on_step_end`:
+the decisions shared to every rank, the RODS hooks (step.py: detector → buffer → synthesis → decisions),
+the outcome recorded → `on_log`: the step's row, with TRL's loss → `on_save`: the RODS state beside TRL's
+checkpoint (checkpoint.py). Every process of a multi-process run (accelerate) runs the same path on the
+same gathered reward matrix; only rank 0 records (a `RunRecorder` its caller opens; recording.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +23,12 @@ from transformers import TrainerCallback
 
 from rods_core.checkpoint import checkpoint_dir, last_checkpoint, load_state, save_state
 from rods_core.config import RunConfig, dump_config
-from rods_core.curriculum import Curriculum, StepOutcome
 from rods_core.ranks import Ranks, sharding_refusal
+from rods_core.recording import Decision, NullRecorder, OpenRecorder, RunRecorder
+from rods_core.step import RodsStep, StepOutcome
 from rods_core.tracking import StepTracker, tracker_environment
 from rods_core.trainer import RolloutReport, whole_weights
 
-HEARTBEAT_S = 10.0  # seconds between liveness writes to the control database
 # TRL's logged names -> ours (storage/schema.py lists every step metric)
 TRL_METRICS = {
     "loss": "train/loss",
@@ -36,7 +39,7 @@ TRL_METRICS = {
 
 
 def step_row(step: int, outcome: StepOutcome, timings: dict[str, float], trl_logs: dict[str, Any]) -> dict:
-    """The one place a step's row is assembled: curriculum metrics, measured timings, TRL's metrics."""
+    """The one place a step's row is assembled: the RODS step's metrics, measured timings, TRL's metrics."""
     row = {"step": step, "wall_s": timings["time/step_s"], **outcome.metrics, **timings}
     row.update({ours: float(trl_logs[theirs]) for theirs, ours in TRL_METRICS.items() if theirs in trl_logs})
     # TRL logs "kl" only when beta > 0; with no reference model the KL term is exactly 0.
@@ -55,63 +58,13 @@ def step_line(row: dict, max_steps: int) -> str:
     )
 
 
-class RunStore:
-    """The run's event log and control-database row, on rank 0; a no-op on other ranks."""
-
-    def __init__(self, cfg: RunConfig, run_dir: Path, run_id: str, ranks: Ranks):
-        from storage.control import open_store
-        from storage.events import EventLog
-
-        self.run_id, self.main, self.run_dir = run_id, ranks.main, run_dir
-        self._beat = float("-inf")
-        self._pools_version: str | None = None
-        self.events = EventLog(run_dir) if ranks.main else None
-        self.db = open_store(cfg.workspace) if ranks.main else None
-
-    def write(self, events: dict[str, list[dict]]) -> None:
-        if self.events is not None:
-            for kind, rows in events.items():
-                if rows:
-                    self.events.append(kind, rows)
-
-    def flush(self) -> None:
-        if self.events is not None:
-            self.events.flush()
-
-    def write_pools(self, step: int, curriculum: Curriculum) -> None:
-        """runs/<id>/pools.json (the tasks of every pool, for the app and exports), when the pools changed."""
-        from storage.pools import write_pools_snapshot
-
-        if self.events is None:
-            return
-        version = curriculum.pools_version()
-        if version != self._pools_version:
-            write_pools_snapshot(self.run_dir, curriculum.pool_tasks(), step)
-            self._pools_version = version
-
-    def heartbeat(self, step: int) -> None:
-        """At most every HEARTBEAT_S seconds: each write waits for the disk (fsync), and the app reads the
-        step from the event log anyway; the liveness timeout is 120 s."""
-        now = time.monotonic()
-        if self.db is not None and now - self._beat >= HEARTBEAT_S:
-            self.db.heartbeat(self.run_id, step)
-            self._beat = now
-
-    def close(self, status: str) -> None:
-        if self.events is not None:
-            self.events.flush()
-            self.events.close()
-        if self.db is not None:
-            self.db.update_run(self.run_id, status=status)
-
-
 class RunSetupError(ValueError):
     """The run cannot start (seeds, model folder, resume target); nothing was created."""
 
 
 def _fault(moment: str, step: int) -> None:
     """Fault injection for the resume tests: RODS_FAULT=<moment>:<step> SIGKILLs this process there
-    (moments: step_end — after the curriculum, before the step's row; save — after TRL wrote the
+    (moments: step_end — after the RODS step, before the step's row; save — after TRL wrote the
     checkpoint, before the RODS state). Unset in every real run."""
     if os.environ.get("RODS_FAULT") == f"{moment}:{step}":
         os.kill(os.getpid(), signal.SIGKILL)
@@ -126,13 +79,26 @@ class StepWatcher:
     def after_step(self, row: dict, drawn: list) -> None: ...
 
 
+@dataclass
+class StepInFlight:
+    """One step's parts as TRL's hooks hand them over. TRL delivers a step in separate hooks (rollout, update,
+    step end, then the log that carries its loss), so what one hook learns waits here for a later one;
+    `on_step_begin` starts it and `on_log` consumes it."""
+
+    clock: dict[str, float]
+    report: RolloutReport | None = None
+    claimed: list[Decision] = field(default_factory=list)  # rank 0's claim; empty on the other ranks
+    outcome: StepOutcome | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+
 class StepCallback(TrainerCallback):
-    """Connects TRL's step cycle to the curriculum and the store: one step's path, in call order."""
+    """Connects TRL's step cycle to the RODS step and the recorder: one step's path, in call order."""
 
     def __init__(
         self,
-        curriculum: Curriculum,
-        store: RunStore,
+        rods: RodsStep,
+        recorder: RunRecorder,
         evaluate,
         eval_every: int,
         ranks: Ranks,
@@ -141,19 +107,18 @@ class StepCallback(TrainerCallback):
         log=print,
     ):
         self.log = log if ranks.main else (lambda *_: None)
-        self.curriculum, self.store, self.ranks, self.tracker = curriculum, store, ranks, tracker
+        self.rods, self.recorder, self.ranks, self.tracker = rods, recorder, ranks, tracker
         self.evaluate, self.eval_every = evaluate, eval_every
         self.watcher = watcher or StepWatcher()
         self.stop_requested = False
-        self._report: RolloutReport | None = None
-        self._clock: dict[str, float] = {}
-        self._pending: tuple[int, StepOutcome, dict[str, float]] | None = None
+        self._step: StepInFlight | None = None
 
     # -- wired into the trainer at construction: the rollout hands its report over ------------------
     def rollout_done(self, report: RolloutReport) -> None:
-        self._report = report
-        self._clock["rollout_end"] = time.perf_counter()
-        self.curriculum.begin_claim()  # the update runs next: the control database answers meanwhile
+        self._step.report = report
+        self._step.clock["rollout_end"] = time.perf_counter()
+        # claimed before the update (seconds), so a decision made meanwhile is applied at this step's end
+        self._step.claimed = self.recorder.claim_decisions()
 
     # -- TRL's cycle -------------------------------------------------------------------------------
     def on_train_begin(self, args, state, control, model=None, **kw):
@@ -163,26 +128,30 @@ class StepCallback(TrainerCallback):
 
     def on_step_begin(self, args, state, control, **kw):
         self.watcher.before_step()
-        self._clock = {"begin": time.perf_counter()}
+        self._step = StepInFlight(clock={"begin": time.perf_counter()})
 
     def on_pre_optimizer_step(self, args, state, control, **kw):
-        self._clock["pre_opt"] = time.perf_counter()
+        self._step.clock["pre_opt"] = time.perf_counter()
 
     def on_optimizer_step(self, args, state, control, **kw):
-        self._clock["post_opt"] = time.perf_counter()
+        self._step.clock["post_opt"] = time.perf_counter()
 
     def on_step_end(self, args, state, control, **kw):
-        step, report, clock = state.global_step, self._report, self._clock
+        step, flight = state.global_step, self._step
+        report, clock = flight.report, flight.clock
         t0 = time.perf_counter()
-        outcome = self.curriculum.after_step(step, report)
+        outcome = self.rods.after_step(step, report, self.ranks.share(flight.claimed))
         t1 = time.perf_counter()
         digests = self.ranks.gather([(self.ranks.rank, outcome.digest)])
         outcome.events["state_digest"] = [{"step": step, "rank": r, "digest": d} for r, d in digests]
-        self.store.write(outcome.events)
-        self.store.write_pools(step, self.curriculum)
+        self.recorder.record_outcomes(step, outcome.decisions)
+        self.recorder.write(outcome.events)
+        if outcome.pools is not None:
+            self.recorder.write_pools(step, outcome.pools)
         t2 = time.perf_counter()
         _fault("step_end", step)
-        timings = {
+        flight.outcome = outcome
+        flight.timings = {
             **report.timings,
             "time/update_s": clock["pre_opt"] - clock["rollout_end"],
             "time/optimizer_s": clock["post_opt"] - clock["pre_opt"],
@@ -190,23 +159,23 @@ class StepCallback(TrainerCallback):
             "time/store_s": t2 - t1,
             "time/step_s": t2 - clock["begin"],
         }
-        self._pending = (step, outcome, timings)
         # every rank stops at the same step: rank 0's request (SIGTERM to it, or the app's Stop) decides
         if self.ranks.share(self.stop_requested):
             control.should_save = True
             control.should_training_stop = True
 
     def on_log(self, args, state, control, logs=None, model=None, **kw):
-        if not logs or "loss" not in logs or self._pending is None:
+        flight = self._step
+        if not logs or "loss" not in logs or flight is None or flight.outcome is None:
             return
-        step, outcome, timings = self._pending
-        self._pending = None
-        row = step_row(step, outcome, timings, logs)
-        self.store.write({"step": [row]})
-        self.store.flush()
+        self._step = None
+        step = state.global_step
+        row = step_row(step, flight.outcome, flight.timings, logs)
+        self.recorder.write({"step": [row]})
+        self.recorder.flush()
         self.tracker.log(row, step, logged_by_trl={f"train/{k}" for k in logs})
-        self.store.heartbeat(step)
-        self.watcher.after_step(row, [self.curriculum.task(tid) for tid, _ in self._report.groups])
+        self.recorder.heartbeat(step)
+        self.watcher.after_step(row, [self.rods.task(tid) for tid, _ in flight.report.groups])
         self.log(step_line(row, state.max_steps))
         # evaluation runs after the step's row is written, so it never counts as step time
         if self.eval_every and step % self.eval_every == 0 and step < state.max_steps:
@@ -217,9 +186,9 @@ class StepCallback(TrainerCallback):
             return
         ckpt = checkpoint_dir(Path(args.output_dir).parent, state.global_step)
         _fault("save", state.global_step)
-        save_state(ckpt, state.global_step, self.curriculum.state_dict())
-        self.store.write({"checkpoint": [{"step": state.global_step, "path": str(ckpt)}]})
-        self.store.flush()
+        save_state(ckpt, state.global_step, self.rods.state_dict())
+        self.recorder.write({"checkpoint": [{"step": state.global_step, "path": str(ckpt)}]})
+        self.recorder.flush()
 
 
 def install_stop_handler(callback: StepCallback) -> None:
@@ -232,13 +201,25 @@ def install_stop_handler(callback: StepCallback) -> None:
 
 
 def train(
-    cfg: RunConfig, *, run_id: str | None = None, resume: bool = False, log=print, watcher: StepWatcher | None = None
+    cfg: RunConfig,
+    *,
+    open_recorder: OpenRecorder,
+    run_id: str | None = None,
+    resume: bool = False,
+    log=print,
+    watcher: StepWatcher | None = None,
+    build_delegate: Callable[[RunConfig, Path], Callable[[], None] | None] | None = None,
 ) -> Path:
     """Run (or resume) one training run; returns its folder. Its processes are the only writers of it.
 
-    The path of a run, in order: inputs checked (nothing created on bad input) -> run folder and control
-    row -> model built if missing -> RODS state restored -> policy loaded -> TRL's GRPO trains, each step
-    through StepCallback -> held-out evaluation and the final model.
+    `build_delegate(cfg, run_dir)`, for a one-process run, may return a builder that makes a missing model in
+    processes of its own (policy/build.ensure_model's `delegate`); None builds it in this run's processes.
+
+    The path of a run, in order: inputs checked (nothing created on bad input) -> run folder and its
+    recorder (`open_recorder`, rank 0) -> model built if missing -> RODS state restored -> policy loaded ->
+    TRL's GRPO trains, each step through StepCallback -> held-out evaluation and the final model. The
+    recorder is opened here, not by the caller, because the run's id and folder are settled only once the
+    inputs are checked and every rank agrees on them.
     """
     import torch
 
@@ -250,33 +231,33 @@ def train(
     torch.manual_seed(cfg.seed)
     ranks = Ranks.current(cpu=cfg.grpo.use_cpu)
     run_id, run_dir, seeds = check_run_inputs(cfg, run_id, resume, ranks)
-    store = open_run(cfg, run_dir, run_id, resume, ranks)
-    curriculum = Curriculum(cfg, seeds, ranks, store.db, run_id)
+    recorder = open_run(cfg, run_dir, run_id, resume, ranks, open_recorder)
+    rods = RodsStep(cfg, seeds, ranks)
     tracker_environment(cfg.report, run_dir)
     tracker = StepTracker(cfg.report, run_dir, cfg.model_dump(mode="json"), main=ranks.main)
     status = "failed"
     try:
-        from storage.build_progress import write_build_progress
-
+        delegate = build_delegate(cfg, run_dir) if build_delegate is not None and ranks.world == 1 else None
         model_dir = ensure_model(
-            cfg, log, ranks=ranks, run_id=run_id, progress=lambda phase, **f: write_build_progress(run_dir, phase, **f)
+            cfg, log, ranks=ranks, run_id=run_id, progress=recorder.build_progress, delegate=delegate
         )
-        ckpt = restore(run_dir, run_id, store, curriculum, log) if resume else None
+        ckpt = restore(run_dir, run_id, recorder, rods, log) if resume else None
         policy = Policy.load(cfg, model_dir)
-        evaluate = HeldOutEval(cfg, policy, seeds, store, curriculum, ranks, log)
-        callback = StepCallback(curriculum, store, evaluate, cfg.eval.every, ranks, tracker, watcher, log)
+        evaluate = HeldOutEval(cfg, policy, seeds, recorder, rods, ranks, log)
+        callback = StepCallback(rods, recorder, evaluate, cfg.eval.every, ranks, tracker, watcher, log)
         trainer = RodsGRPOTrainer(
             model=policy.model,
             tokenizer=policy.tokenizer,
             cfg=cfg,
             out_dir=str(run_dir / "checkpoints"),
-            draw=curriculum.draw,
-            task_of=curriculum.task,
-            cost_of=curriculum.expected_tokens,
+            draw=rods.draw,
+            task_of=rods.task,
+            cost_of=rods.expected_tokens,
             on_rollout=callback.rollout_done,
             episode_cfg=policy.episode,
             callbacks=[callback],
             run_name=run_id,
+            ranks=ranks,
         )
         install_stop_handler(callback)
         trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
@@ -288,8 +269,8 @@ def train(
             status = "finished"
     finally:
         tracker.close()
-        curriculum.close()
-        store.close(status)
+        rods.close()
+        recorder.close(status)
     if status != "failed":  # after an exception the other ranks may never reach the barrier
         ranks.close()
     return run_dir
@@ -323,7 +304,7 @@ def check_run_inputs(cfg: RunConfig, run_id: str | None, resume: bool, ranks: Ra
 
 def check_model_source(cfg: RunConfig) -> None:
     """Refuse a model folder that is neither a model nor allowed to be built, before the run is created."""
-    from rods_core.inputs import check_model_dir, model_folder
+    from rods_core.model_folders import check_model_dir, model_folder
 
     path = model_folder(cfg.model.path, cfg.model.build_if_missing)
     if cfg.model.build_if_missing and not (path / "config.json").exists():
@@ -331,32 +312,27 @@ def check_model_source(cfg: RunConfig) -> None:
     check_model_dir(path)
 
 
-def open_run(cfg: RunConfig, run_dir: Path, run_id: str, resume: bool, ranks: Ranks) -> RunStore:
-    """The run folder, its config.yaml and its control-database row (rank 0; a no-op store elsewhere)."""
-    if ranks.main:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        if not resume:
-            (run_dir / "config.yaml").write_text(dump_config(cfg))
-    store = RunStore(cfg, run_dir, run_id, ranks)
-    if store.db is not None:
-        if store.db.get_run(run_id) is None:
-            store.db.create_run(run_id, run_dir, cfg.model_dump(mode="json"), cfg.method, name=cfg.name)
-        store.db.register_process(run_id)
-        store.db.update_run(run_id, status="running")
-    return store
+def open_run(
+    cfg: RunConfig, run_dir: Path, run_id: str, resume: bool, ranks: Ranks, open_recorder: OpenRecorder
+) -> RunRecorder:
+    """The run folder, its config.yaml and its recorder (rank 0; a recorder of nothing elsewhere)."""
+    if not ranks.main:
+        return NullRecorder()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if not resume:
+        (run_dir / "config.yaml").write_text(dump_config(cfg))
+    return open_recorder(cfg, run_dir, run_id, resume)
 
 
-def restore(run_dir: Path, run_id: str, store: RunStore, curriculum: Curriculum, log) -> Path | None:
-    """Resume: the RODS state from the newest complete checkpoint, the store put back to that step
+def restore(run_dir: Path, run_id: str, recorder: RunRecorder, rods: RodsStep, log) -> Path | None:
+    """Resume: the RODS state from the newest complete checkpoint, the record put back to that step
     (events after it truncated, decisions it had not applied reopened). Returns the checkpoint for TRL,
     None when the run restarts from step 0."""
-    from storage.decisions import prepare_resume
-
     ckpt, ckpt_step = last_checkpoint(run_dir), -1
     if ckpt is not None:
         ckpt_step, state = load_state(ckpt)
-        curriculum.load_state_dict(state)
-    counts = prepare_resume(store.events, store.db, run_id, ckpt_step)
+        rods.load_state_dict(state)
+    counts = recorder.resume_to(ckpt_step)
     log(f"resuming {run_id} from {ckpt.name if ckpt else 'step 0 (no complete checkpoint)'}: {counts}")
     return ckpt
 
@@ -397,13 +373,13 @@ class HeldOutEval:
     """Greedy episodes on the held-out tasks, sharded over the ranks; one `eval` event per call (rank 0)."""
 
     def __init__(
-        self, cfg: RunConfig, policy: Policy, seeds: list, store: RunStore, curriculum: Curriculum, ranks: Ranks, log
+        self, cfg: RunConfig, policy: Policy, seeds: list, recorder: RunRecorder, rods: RodsStep, ranks: Ranks, log
     ):
         from rods_core.evaluation import EvalConfig
         from rods_core.tasksets import eval_tasks
 
         self.split, self.policy, self.ranks = cfg.eval.split, policy, ranks
-        self.store, self.curriculum = store, curriculum
+        self.recorder, self.rods = recorder, rods
         self.log = log if ranks.main else (lambda *_: None)
         self.tasks = eval_tasks(cfg, seeds, policy.sft_task_ids())
         sampling = policy.episode.sampling.model_copy(update={"temperature": 0.0})
@@ -423,8 +399,8 @@ class HeldOutEval:
             "accuracy": result["eval/accuracy"],
             "progress": result["eval/progress"],
             "per_category": per_cat,
-            "trajectories": self.curriculum.trajectories,
+            "trajectories": self.rods.trajectories,
         }
-        self.store.write({"eval": [row]})
-        self.store.flush()
+        self.recorder.write({"eval": [row]})
+        self.recorder.flush()
         self.log(f"step {step}: eval {self.split} progress {row['progress']:.3f} accuracy {row['accuracy']:.3f}")

@@ -30,24 +30,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from rods_core.benchmarks.protocols import Benchmark, Environment, Message
 from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, make_benchmark
-from rods_core.policy.generation import Completion, Generator, SamplingConfig
-from rods_core.policy.prompting import PromptConfig, parse_assistant, tool_message
+from rods_core.config import EpisodeConfig
+from rods_core.policy.generation import Completion, Generator
+from rods_core.policy.prompting import parse_assistant, tool_message
 from rods_core.policy.rendering import ChatRenderer, renderer_for
-
-
-class EpisodeConfig(BaseModel):
-    """How episodes are played."""
-
-    model_config = ConfigDict(extra="forbid")
-    sampling: SamplingConfig = Field(default_factory=SamplingConfig, description="sampling of each assistant message")
-    max_steps_per_turn: int = Field(4, ge=1, description="tool-call messages per user turn before the turn is cut")
-    max_context_tokens: int = Field(4096, ge=64, description="end an episode before its context exceeds this")
-    prompt: PromptConfig = Field(default_factory=PromptConfig, description="chat format (from the model's card)")
-    hints: bool = Field(False, description="corrective hints in error observations (env_augment baseline)")
 
 
 @dataclass

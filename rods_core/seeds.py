@@ -16,8 +16,9 @@ from functools import cache
 from importlib import resources
 from typing import Literal
 
+from rods_core.config import CATEGORIES
 from rods_core.inputs import DoorError
-from rods_core.tasks import CATEGORIES, Task
+from rods_core.tasks import Task
 
 Split = Literal["train", "test", "all"]
 SPLIT_SALT = "rods-split-v1"

@@ -12,22 +12,20 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
-from rods_core.boundary import BoundaryConfig, BoundaryDetector, group_stats, is_informative
-from rods_core.buffer import BufferConfig, BufferDecision, BufferEvent, ReplayBuffer, TaskSource
+from rods_core.boundary import BoundaryDetector, group_stats, is_informative
+from rods_core.buffer import BufferDecision, BufferEvent, ReplayBuffer, TaskSource
+from rods_core.config import METHODS, BoundaryConfig, BufferConfig
 from rods_core.rng import rng_state, set_rng_state
 from rods_core.tasks import Task
-
-Method = Literal["static", "dapo_filter", "uniform_synth", "env_augment", "rods"]
-METHODS: tuple[str, ...] = ("static", "dapo_filter", "uniform_synth", "env_augment", "rods")
 
 
 class StaticSource:
     """Fixed seeds in shuffled epochs without replacement; optionally DAPO-style skipping of flat tasks.
 
-    A detector, when given, is fed every matrix so the static baselines report the same regions and
-    variances as RODS; it never changes what is sampled.
+    A detector, when given, is fed every matrix by the step (rods_core/step.py) so the static baselines
+    report the same regions and variances as RODS; it never changes what is sampled.
     """
 
     def __init__(
@@ -68,9 +66,10 @@ class StaticSource:
             out.append(tid)
         return out
 
+    def reprobes(self, matrix: Mapping[str, Sequence[float]]) -> list[str]:
+        return []  # no dormant pool
+
     def observe(self, step: int, matrix: Mapping[str, Sequence[float]]) -> list[BufferEvent]:
-        if self.detector is not None:
-            self.detector.update(step, matrix)
         if self.skip_flat:
             cfg = self.detector.config if self.detector is not None else BoundaryConfig()
             for tid, rewards in matrix.items():

@@ -19,11 +19,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from rods_core.config import CATEGORIES, Category
 from rods_core.ids import check_task_id
 from rods_core.inputs import Bad, DoorError, jsonl_lines, read_bytes
 
-Category = Literal["base", "miss_func", "miss_param", "long_context"]
-CATEGORIES: tuple[str, ...] = ("base", "miss_func", "miss_param", "long_context")
 Source = Literal["seed", "synth", "import", "edit"]
 
 # The eight BFCL multi-turn API classes (the memory and web-search classes belong to other suites).
@@ -235,7 +234,7 @@ def parse_task_lines(data: bytes, source: str) -> list[tuple[int, Task]]:
 
 def read_tasks(path: str | Path) -> list[Task]:
     """Read a JSONL task file by the schema alone (DoorError if unreadable, TaskFileError per line).
-    Doors into training also verify by execution: rods_core.inputs.load_task_file."""
+    Doors into training also verify by execution: rods_core.task_files.load_task_file."""
     return [t for _, t in parse_task_lines(read_bytes(path, "task file"), str(path))]
 
 

@@ -1,6 +1,6 @@
 """The task sets of a run: its seeds (from the config) and its held-out evaluation tasks.
 
-A seed file passes the task-file door (rods_core.inputs.load_task_file: schema, replay by execution, the
+A seed file passes the task-file door (rods_core.task_files.load_task_file: schema, replay by execution, the
 leak guard) whatever route it came through (`seeds.subset: file`, `--set seeds.file=…`, the app's seed
 subsets), before anything of the run is created.
 """
@@ -25,7 +25,7 @@ def select_seeds(cfg: RunConfig) -> list[Task]:
 
         tasks = demo_seeds()
     elif s.subset == "file":
-        from rods_core.inputs import load_task_file
+        from rods_core.task_files import load_task_file
 
         # the task-file door: schema, replay by execution, and the leak guard, all or nothing
         tasks = load_task_file(s.file, "seeds.file")

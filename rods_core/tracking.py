@@ -14,40 +14,11 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from rods_core.config import ReportSettings
 
-Tracker = Literal["trackio", "tensorboard", "wandb", "mlflow", "none"]
 TENSORBOARD_DIR = "tensorboard"  # in the run folder: TRL's TensorBoard callback and the step rows write here
-
-
-class ReportSettings(BaseModel):
-    """Where the run is reported besides its own event log."""
-
-    model_config = ConfigDict(extra="forbid")
-    to: list[Tracker] = Field(
-        default_factory=lambda: ["none"],
-        min_length=1,
-        description="trackers that receive TRL's logs and every step row (TRL's report_to): trackio, tensorboard "
-        "(files in <run folder>/tensorboard), wandb, mlflow, or none; each needs its package installed",
-    )
-    project: str = Field("rods", min_length=1, description="the tracker's project (trackio, wandb) or experiment "
-                         "(mlflow) the run is filed under")  # fmt: skip
-
-    @model_validator(mode="after")
-    def _check(self) -> ReportSettings:
-        if "none" in self.to and len(self.to) > 1:
-            raise ValueError(f"report.to {self.to}: 'none' cannot be combined with a tracker; drop 'none'")
-        return self
-
-    @property
-    def trackers(self) -> list[str]:
-        return [t for t in self.to if t != "none"]
-
-    def report_to(self) -> list[str] | str:
-        """TRL's `report_to` value."""
-        return self.trackers or "none"
 
 
 def network_off_by_default(environ=os.environ) -> None:

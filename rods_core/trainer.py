@@ -29,12 +29,12 @@ from transformers.trainer import OPTIMIZER_NAME, SCHEDULER_NAME
 from trl import GRPOConfig, GRPOTrainer
 
 from rods_core.benchmarks.protocols import Benchmark
-from rods_core.config import RunConfig
+from rods_core.config import EpisodeConfig, RunConfig
 from rods_core.policy.backends import choose_generator
 from rods_core.policy.vllm_sync import sync_colocated_weights
 from rods_core.ranks import Ranks, balance
 from rods_core.rng import derive_seed
-from rods_core.rollout import EpisodeConfig, rollout_output, run_episodes
+from rods_core.rollout import rollout_output, run_episodes
 from rods_core.tasks import Task
 
 SLOT_PREFIX = "slot:"
@@ -106,7 +106,7 @@ def grpo_args(cfg: RunConfig, out_dir: str, run_name: str | None = None) -> GRPO
         # when ranks make different numbers of calls (a shared-prompt pass makes one per distinct prompt and
         # rollout). A causal LM's buffers are constants (rotary tables), so there is nothing to broadcast.
         ddp_broadcast_buffers=False,
-        **g.trainer_args,  # checked against GRPOConfig's fields by the config (rods_core/trl_options.py)
+        **g.trainer_args,  # checked against GRPOConfig's fields by the config (rods_core/config/trl_options.py)
     )
 
 
@@ -138,8 +138,9 @@ class RodsGRPOTrainer(GRPOTrainer):
     `draw(n)` returns the task ids of the next generation batch (identical on every rank); `task_of(id)`
     resolves them; `on_rollout(report)` receives each step's RolloutReport on every rank; `cost_of(id)`, when
     given, is a task's expected generated tokens (None: unknown), by which `grpo.balance_ranks` spreads the
-    batch over the processes. `benchmark` makes each episode's environment (default: BFCL multi-turn with
-    `episode_cfg`'s prompt, turn limit and hints).
+    batch over the processes. `ranks`: the run's ranks, built once by the caller (default: this launch's).
+    `benchmark` makes each episode's environment (default: BFCL multi-turn with `episode_cfg`'s prompt, turn
+    limit and hints).
     """
 
     def __init__(
@@ -157,13 +158,14 @@ class RodsGRPOTrainer(GRPOTrainer):
         reward_funcs: list | None = None,
         cost_of: Callable[[str], float | None] | None = None,
         run_name: str | None = None,
+        ranks: Ranks | None = None,
         benchmark: Benchmark | None = None,
     ):
         self.cfg, self._draw, self._task_of, self._on_rollout = cfg, draw, task_of, on_rollout
         self._cost_of = cost_of
         self.episode_cfg = episode_cfg
         self.benchmark = benchmark
-        self.ranks = Ranks.current(cpu=cfg.grpo.use_cpu)
+        self.ranks = ranks if ranks is not None else Ranks.current(cpu=cfg.grpo.use_cpu)
         # tasks_per_step is per process; the slots (and each draw) cover the whole generation batch
         self.n_slots = cfg.grpo.tasks_per_step * self.ranks.world
         self._generator = None

@@ -35,7 +35,7 @@ def import_seeds(
     """Verify a whole seed file's bytes (schema naming file:line:field, replay by execution, and the leak
     guard unless allow_test), and only then add its tasks to the catalog in one transaction. `db` may be
     a factory, so a refused file does not even create the database. Raises DoorError subclasses."""
-    from rods_core.inputs import parse_task_bytes
+    from rods_core.task_files import parse_task_bytes
 
     tasks = parse_task_bytes(data, source, where, guard=not allow_test)
     cdb = db() if callable(db) else db

@@ -9,6 +9,9 @@ one advisory lock, the same one-writer-at-a-time rule. Decisions are delivered e
 changes a claimed/pending row, so a second marker gets False. Every change of a decision is also written
 to `decision_events` in the same transaction: who, when, what, at which step.
 A `claimed` status sits between pending and applied/refused, so a claim whose process dies can be reopened.
+
+Length: one store's tables share one transaction rule (BEGIN IMMEDIATE, the advisory lock); split apart, each
+part would restate it.
 """
 
 from __future__ import annotations
@@ -84,7 +87,10 @@ class Run(SQLModel, table=True):
         return json.loads(self.config or "{}")
 
 
-class Decision(SQLModel, table=True):
+class DecisionRecord(SQLModel, table=True):
+    """A researcher's decision as the store keeps it, status and audit fields included; the trainer sees
+    it as the plain `rods_core.recording.Decision`."""
+
     __tablename__ = "decisions"
     __table_args__ = {"sqlite_autoincrement": True}  # an id is never handed out twice, even after a delete
     id: int | None = Field(default=None, primary_key=True)
@@ -208,12 +214,12 @@ class ControlDB:
         if self.legacy is None or not self.legacy.exists():
             return False
         old = read_legacy_store(self.legacy)
-        for model, key, table in ((Run, "id", "runs"), (Seed, "task_id", "seeds"), (Decision, "id", "decisions")):
+        for model, key, table in ((Run, "id", "runs"), (Seed, "task_id", "seeds"), (DecisionRecord, "id", "decisions")):
             have = set(s.exec(select(getattr(model, key))))
             new = [model(**row) for row in old[table] if row[key] not in have]
             s.add_all(new)
             s.flush()
-            if model is Decision:
+            if model is DecisionRecord:
                 s.add_all(
                     DecisionEvent(
                         decision_id=d.id,
@@ -326,9 +332,9 @@ class ControlDB:
     # ----- decisions ----------------------------------------------------------------------------
     def add_decision(
         self, run_id: str, task_id: str, action: str, payload: dict | None = None, author: str = "researcher"
-    ) -> Decision:
+    ) -> DecisionRecord:
         _check_decision(action, payload)
-        d = Decision(
+        d = DecisionRecord(
             run_id=run_id,
             task_id=task_id,
             action=action,
@@ -337,7 +343,7 @@ class ControlDB:
             payload=json.dumps(payload) if payload is not None else None,
         )
 
-        def fn(s: Session) -> Decision:
+        def fn(s: Session) -> DecisionRecord:
             s.add(d)
             s.flush()
             self._audit(s, [(d.id, run_id)], "added", author)
@@ -345,16 +351,16 @@ class ControlDB:
 
         return self._tx(fn)
 
-    def decisions(self, run_id: str, status: str | None = None) -> list[Decision]:
-        def fn(s: Session) -> list[Decision]:
-            q = select(Decision).where(Decision.run_id == run_id)
+    def decisions(self, run_id: str, status: str | None = None) -> list[DecisionRecord]:
+        def fn(s: Session) -> list[DecisionRecord]:
+            q = select(DecisionRecord).where(DecisionRecord.run_id == run_id)
             if status:
-                q = q.where(Decision.status == status)
-            return list(s.exec(q.order_by(Decision.id)))
+                q = q.where(DecisionRecord.status == status)
+            return list(s.exec(q.order_by(DecisionRecord.id)))
 
         return self._read(fn)
 
-    def pending_decisions(self, run_id: str) -> list[Decision]:
+    def pending_decisions(self, run_id: str) -> list[DecisionRecord]:
         return self.decisions(run_id, "pending")
 
     def decision_events(self, run_id: str, decision_id: int | None = None) -> list[DecisionEvent]:
@@ -368,22 +374,22 @@ class ControlDB:
 
         return self._read(fn)
 
-    def claim_decisions(self, run_id: str, claimer: str | None = None) -> list[Decision]:
+    def claim_decisions(self, run_id: str, claimer: str | None = None) -> list[DecisionRecord]:
         """Take every pending decision of a run, atomically: each is returned to one caller only."""
         claimer = claimer or f"pid:{os.getpid()}"
 
-        def fn(s: Session) -> list[Decision]:
+        def fn(s: Session) -> list[DecisionRecord]:
             stmt = (
-                update(Decision)
-                .where(Decision.run_id == run_id, Decision.status == "pending")
+                update(DecisionRecord)
+                .where(DecisionRecord.run_id == run_id, DecisionRecord.status == "pending")
                 .values(status="claimed", claimed_by=claimer)
-                .returning(Decision.id)
+                .returning(DecisionRecord.id)
             )
             ids = [r[0] for r in s.exec(stmt).all()]
             if not ids:
                 return []
             self._audit(s, [(i, run_id) for i in ids], "claimed", claimer)
-            return list(s.exec(select(Decision).where(Decision.id.in_(ids)).order_by(Decision.id)))
+            return list(s.exec(select(DecisionRecord).where(DecisionRecord.id.in_(ids)).order_by(DecisionRecord.id)))
 
         return self._tx(fn)
 
@@ -398,10 +404,10 @@ class ControlDB:
         if outcome not in ("applied", "refused"):
             raise ValueError(f"outcome must be 'applied' or 'refused', got {outcome!r}")
         stmt = (
-            update(Decision)
-            .where(Decision.id == decision_id, Decision.status.in_(("pending", "claimed")))
+            update(DecisionRecord)
+            .where(DecisionRecord.id == decision_id, DecisionRecord.status.in_(("pending", "claimed")))
             .values(status=outcome, reason=reason, applied_step=step)
-            .returning(Decision.run_id)
+            .returning(DecisionRecord.run_id)
         )
 
         def fn(s: Session) -> bool:
@@ -415,14 +421,14 @@ class ControlDB:
         """On resume from a checkpoint at `step`: decisions applied later, or claimed and never
         marked, were lost with the process; make them pending again. Returns how many."""
         stmt = (
-            update(Decision)
+            update(DecisionRecord)
             .where(
-                Decision.run_id == run_id,
-                (Decision.status == "claimed")
-                | (Decision.status.in_(("applied", "refused")) & (Decision.applied_step > step)),
+                DecisionRecord.run_id == run_id,
+                (DecisionRecord.status == "claimed")
+                | (DecisionRecord.status.in_(("applied", "refused")) & (DecisionRecord.applied_step > step)),
             )
             .values(status="pending", claimed_by=None, reason=None, applied_step=None)
-            .returning(Decision.id)
+            .returning(DecisionRecord.id)
         )
 
         def fn(s: Session) -> int:
@@ -483,7 +489,7 @@ class ControlDB:
         reviewer: str = "researcher",
         comment: str | None = None,
         seen_step: int | None = None,
-    ) -> list[Decision]:
+    ) -> list[DecisionRecord]:
         """Record (task_id, action, payload) decisions in ONE transaction under one new batch id: the trainer
         claims a run's pending decisions all at once, so a batch is applied whole at one step boundary."""
         batch, now = uuid.uuid4().hex[:12], _now()
@@ -491,7 +497,7 @@ class ControlDB:
         for task_id, action, payload in items:
             _check_decision(action, payload)
             rows.append(
-                Decision(
+                DecisionRecord(
                     run_id=run_id,
                     task_id=task_id,
                     action=action,
@@ -506,7 +512,7 @@ class ControlDB:
         if not rows:
             raise ValueError("a batch needs at least one decision")
 
-        def fn(s: Session) -> list[Decision]:
+        def fn(s: Session) -> list[DecisionRecord]:
             s.add_all(rows)
             s.flush()  # assigns the ids; every other field was set here
             self._audit(s, [(d.id, run_id) for d in rows], "added", reviewer)
@@ -529,18 +535,20 @@ class ControlDB:
 
         return self._read(fn)
 
-    def audit(self, run_id: str, **equal: Any) -> list[Decision]:
+    def audit(self, run_id: str, **equal: Any) -> list[DecisionRecord]:
         """The run's decisions, oldest first, keeping those whose columns equal the given values
         (e.g. author="ana", status="refused", batch_id=...); an unknown column raises ValueError."""
-        unknown = set(equal) - set(Decision.model_fields)
+        unknown = set(equal) - set(DecisionRecord.model_fields)
         if unknown:
-            raise ValueError(f"unknown decision column(s) {sorted(unknown)}; columns: {sorted(Decision.model_fields)}")
+            raise ValueError(
+                f"unknown decision column(s) {sorted(unknown)}; columns: {sorted(DecisionRecord.model_fields)}"
+            )
 
-        def fn(s: Session) -> list[Decision]:
-            q = select(Decision).where(Decision.run_id == run_id)
+        def fn(s: Session) -> list[DecisionRecord]:
+            q = select(DecisionRecord).where(DecisionRecord.run_id == run_id)
             for col, value in equal.items():
-                q = q.where(getattr(Decision, col) == value)
-            return list(s.exec(q.order_by(Decision.id)))
+                q = q.where(getattr(DecisionRecord, col) == value)
+            return list(s.exec(q.order_by(DecisionRecord.id)))
 
         return self._read(fn)
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from rods_core.tasks import Task
-from storage.control import ControlDB, Decision
+from storage.control import ControlDB, DecisionRecord
 from storage.pools import PoolsSnapshot
 
 VIEWS = ("awaiting_review", "probing", "decided", "all")
@@ -143,7 +143,7 @@ def _stages_text(stages: Sequence[Mapping]) -> str:
     return " ".join(f"{s.get('stage', '?')}{'✓' if s.get('accepted') else '✗'}" for s in stages)
 
 
-def _decision_text(d: Decision) -> str:
+def _decision_text(d: DecisionRecord) -> str:
     return f"{d.action}: {d.status}" + (f" @ {d.applied_step}" if d.applied_step is not None else "")
 
 
@@ -152,7 +152,7 @@ def review_rows(
     reasons: Mapping[str, tuple[str, int]],
     outcomes: Mapping[str, tuple[list[dict], str]],
     stats: pd.DataFrame,
-    decisions: Iterable[Decision],
+    decisions: Iterable[DecisionRecord],
     comments: Mapping[str, int] | None = None,
 ) -> pd.DataFrame:
     """One row per staged task and per variant with a decision (wherever it is now), oldest first.
@@ -256,7 +256,7 @@ def send_batch(
     reviewer: str,
     comment: str = "",
     seen_step: int | None = None,
-) -> list[Decision]:
+) -> list[DecisionRecord]:
     """One action of the reviewer: its decisions in one transaction under one batch id, stamped with the
     run's last finished step (from its event log; the heartbeat's step lags by design), so the audit shows
     how many steps each decision took to apply."""
@@ -266,7 +266,7 @@ def send_batch(
 
 
 # ----- the audit trail ---------------------------------------------------------------------------------
-def audit_frame(decisions: Iterable[Decision]) -> pd.DataFrame:
+def audit_frame(decisions: Iterable[DecisionRecord]) -> pd.DataFrame:
     """Who decided what and when, its outcome (pending, claimed, applied, refused) with the reason, the
     step it took effect, and how many steps after the step its reviewer saw."""
     rows = []

@@ -25,7 +25,8 @@ def train_seeds():
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     """An untrained tiny model (a few seconds to build): enough to run the training machinery."""
-    from rods_core.policy.tiny import TinyModelConfig, init_tiny
+    from rods_core.config import TinyModelConfig
+    from rods_core.policy.tiny import init_tiny
 
     out = tmp_path_factory.mktemp("tiny") / "model"
     init_tiny(TinyModelConfig(hidden=64, layers=2, heads=2, kv_heads=1, ffn=128, vocab=1000), out)

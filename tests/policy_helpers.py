@@ -7,8 +7,8 @@ from pathlib import Path
 
 from rods_core.benchmarks.bfcl_multi_turn import BfclMultiTurn
 from rods_core.benchmarks.protocols import demonstration
+from rods_core.config import PromptConfig
 from rods_core.policy.generation import ScriptedGenerator
-from rods_core.policy.prompting import PromptConfig
 from rods_core.policy.rendering import renderer_for
 
 FIXTURE_TEMPLATE = (Path(__file__).parent / "fixtures" / "qwen3_style_chat_template.jinja").read_text()

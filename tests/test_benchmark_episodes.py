@@ -13,11 +13,11 @@ from rods_core.benchmarks.bfcl_memory import BfclMemory
 from rods_core.benchmarks.memory_env import AGENTIC_FORMAT, played_sessions
 from rods_core.benchmarks.protocols import EpisodeScore, Step, demonstration, scripted_policy
 from rods_core.benchmarks.registry import BENCHMARK_NAMES, make_benchmark
+from rods_core.config import EpisodeConfig, PromptConfig
 from rods_core.evaluation import metrics
 from rods_core.policy.generation import ScriptedGenerator
-from rods_core.policy.prompting import PromptConfig
 from rods_core.policy.rendering import renderer_for
-from rods_core.rollout import Episode, EpisodeConfig, run_episodes
+from rods_core.rollout import Episode, run_episodes
 
 WHOLE = EpisodeConfig(max_context_tokens=10**6)
 

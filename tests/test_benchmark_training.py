@@ -7,9 +7,8 @@ import torch
 from pydantic import BaseModel
 
 from rods_core.benchmarks.protocols import EpisodeScore, Step, scripted_policy, verify_with
-from rods_core.config import RunConfig
+from rods_core.config import EpisodeConfig, RunConfig
 from rods_core.policy.tiny import load_policy
-from rods_core.rollout import EpisodeConfig
 from rods_core.tasks import Provenance
 from rods_core.trainer import RodsGRPOTrainer
 from tests.conftest import smoke_config

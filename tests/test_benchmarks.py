@@ -215,7 +215,8 @@ def test_bfcl_adapter_scores_as_the_checker_does(tmp_path):
 
 def test_bfcl_adapter_replays_the_rollout_transcript(tiny_model_dir, train_seeds, tmp_path):
     """The same assistant texts give the adapter the same conversation and score as rollout.run_episodes."""
-    from rods_core.rollout import EpisodeConfig, run_episodes
+    from rods_core.config import EpisodeConfig
+    from rods_core.rollout import run_episodes
 
     tok = load_tokenizer(tiny_model_dir)
     bench = BfclMultiTurn()

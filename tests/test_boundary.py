@@ -9,14 +9,9 @@ import sys
 
 import pytest
 
-from rods_core.boundary import (
-    BoundaryConfig,
-    BoundaryDetector,
-    check_matrix,
-    classify,
-    group_stats,
-    variance_share,
-)
+from rods_core.boundary import BoundaryDetector, check_matrix, classify, group_stats, variance_share
+from rods_core.config import BoundaryConfig
+from tests.test_buffer import observe
 
 CFG = BoundaryConfig()  # mastered >= 0.8, hard <= 0.2, flat below 1% of the Popoviciu bound, alpha 0.5
 
@@ -185,7 +180,8 @@ def test_detection_makes_no_generation_and_no_environment_call(monkeypatch, trai
     """Every entry point of the environment, the checker, the episode runner and the generation backends
     raises while the detector and the buffer run over many matrices: none may be reached."""
     from rods_core import rollout
-    from rods_core.buffer import BufferConfig, ReplayBuffer
+    from rods_core.buffer import ReplayBuffer
+    from rods_core.config import BufferConfig
     from rods_core.envs import bfcl, checker
     from rods_core.policy import cached_generation, generation
 
@@ -225,7 +221,7 @@ def test_detection_makes_no_generation_and_no_environment_call(monkeypatch, trai
     for step in range(60):
         batch = buf.sample(8)
         matrix = {tid: flips((step * 3 + i * 5) % 17) for i, tid in enumerate(dict.fromkeys(batch))}
-        buf.observe(step, matrix)
+        observe(buf, step, matrix)
         observed |= matrix.keys()
     assert calls == {}
     assert all(buf.detector.stats(t).observations >= 1 for t in observed) and len(observed) >= 20

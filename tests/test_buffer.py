@@ -9,9 +9,10 @@ from collections import Counter
 import pytest
 from pydantic import ValidationError
 
-from rods_core.boundary import BoundaryConfig, BoundaryDetector
-from rods_core.buffer import REASONS, BufferConfig, BufferDecision, ReplayBuffer, TaskSource
-from rods_core.sources import METHODS, StaticSource, build_source
+from rods_core.boundary import BoundaryDetector
+from rods_core.buffer import REASONS, BufferDecision, ReplayBuffer, TaskSource
+from rods_core.config import METHODS, BoundaryConfig, BufferConfig
+from rods_core.sources import StaticSource, build_source
 from rods_core.tasks import Message, Provenance, Task
 
 MASTERED, BOUNDARY, HARD = [1.0] * 16, [1.0] * 8 + [0.0] * 8, [0.0] * 16
@@ -39,6 +40,14 @@ def variants(n: int, parent: str = "s0", prefix: str = "v") -> list[Task]:
 
 def buffer(n_seeds: int = 4, **cfg) -> ReplayBuffer:
     return ReplayBuffer(seeds(n_seeds), BoundaryDetector(), BufferConfig(**cfg))
+
+
+def observe(source: TaskSource, step: int, matrix: dict) -> list:
+    """One step's observation as the RODS step makes it: the detector first (re-probes start fresh), then
+    the source judges the matrix."""
+    if source.detector is not None:
+        source.detector.update(step, matrix, fresh=source.reprobes(matrix))
+    return source.observe(step, matrix)
 
 
 def entries(buf: ReplayBuffer) -> dict[str, dict]:
@@ -70,8 +79,8 @@ def test_every_source_classifies_with_the_configured_boundary(method):
     cfg = BoundaryConfig(ema_alpha=1.0, mastered_mean=0.9)
     source = build_source(method, [mk("a"), mk("b")], cfg, BufferConfig())
     assert source.detector.config == cfg
-    source.observe(1, {"a": [0.0, 1.0]})
-    source.observe(2, {"a": [0.85, 0.85]})
+    observe(source, 1, {"a": [0.0, 1.0]})
+    observe(source, 2, {"a": [0.85, 0.85]})
     st = source.detector.stats("a")
     assert (st.mean, st.var) == (0.85, 0.0)  # last group only, as ema_alpha = 1 says
     assert st.region == "hard"  # 0.85 < the configured 0.9: flat between the thresholds
@@ -93,7 +102,7 @@ def test_staged_to_active_when_a_probe_reads_boundary():
     buf = buffer()
     buf.offer(variants(1), step=0)
     buf.sample(4)
-    ev = buf.observe(1, {"v0": BOUNDARY})
+    ev = observe(buf, 1, {"v0": BOUNDARY})
     assert reasons(ev) == [("v0", "staged", "active", "promote/boundary")]
     assert "v0" in buf.pools()["active"]
 
@@ -102,17 +111,17 @@ def test_staged_to_active_when_a_probe_reads_boundary():
 def test_staged_to_retired_after_probe_obs_probes_outside_the_boundary(rewards, reason):
     buf = buffer(probe_obs=2)
     buf.offer(variants(1), step=0)
-    assert buf.observe(1, {"v0": rewards}) == []  # one probe is not a verdict yet
+    assert observe(buf, 1, {"v0": rewards}) == []  # one probe is not a verdict yet
     assert "v0" in buf.pools()["staged"]
-    ev = buf.observe(2, {"v0": rewards})
+    ev = observe(buf, 2, {"v0": rewards})
     assert reasons(ev) == [("v0", "staged", "retired", reason)]
 
 
 def test_staged_probe_never_drawn_goes_stale():
     buf = buffer(stale_steps=5)
     buf.offer(variants(1), step=0)
-    assert buf.observe(4, {"s0": BOUNDARY}) == []
-    ev = buf.observe(5, {"s0": BOUNDARY})
+    assert observe(buf, 4, {"s0": BOUNDARY}) == []
+    ev = observe(buf, 5, {"s0": BOUNDARY})
     assert reasons(ev) == [("v0", "staged", "retired", "probe/stale")]
 
 
@@ -120,7 +129,7 @@ def test_staged_probe_never_drawn_goes_stale():
 def promoted(buf: ReplayBuffer, n: int = 1, step: int = 1) -> list[str]:
     ids = [v.id for v in variants(n)]
     buf.offer(variants(n), step=step - 1)
-    buf.observe(step, dict.fromkeys(ids, BOUNDARY))
+    observe(buf, step, dict.fromkeys(ids, BOUNDARY))
     assert all(t in buf.pools()["active"] for t in ids)
     return ids
 
@@ -129,10 +138,10 @@ def test_active_variant_retired_as_mastered_after_k_consecutive_observations():
     buf = buffer(mastered_streak=3)
     promoted(buf)
     # EMA from boundary: 0.75 after one all-success group (still boundary), mastered from the second.
-    assert buf.observe(2, {"v0": MASTERED}) == []
-    assert buf.observe(3, {"v0": MASTERED}) == []  # mastered, streak 1
-    assert buf.observe(4, {"v0": MASTERED}) == []  # streak 2
-    ev = buf.observe(5, {"v0": MASTERED})  # streak 3 = k
+    assert observe(buf, 2, {"v0": MASTERED}) == []
+    assert observe(buf, 3, {"v0": MASTERED}) == []  # mastered, streak 1
+    assert observe(buf, 4, {"v0": MASTERED}) == []  # streak 2
+    ev = observe(buf, 5, {"v0": MASTERED})  # streak 3 = k
     assert reasons(ev) == [("v0", "active", "retired", "retire/mastered")]
     assert buf.task("v0").id == "v0"  # the record stays for export
 
@@ -140,32 +149,32 @@ def test_active_variant_retired_as_mastered_after_k_consecutive_observations():
 def test_active_variant_retired_as_hard_after_n_observations():
     buf = buffer(hard_streak=2)
     promoted(buf)
-    buf.observe(2, {"v0": HARD})  # EMA mean 0.25, var 0.125: still boundary
-    assert buf.observe(3, {"v0": HARD}) == []  # hard, streak 1
-    ev = buf.observe(4, {"v0": HARD})
+    observe(buf, 2, {"v0": HARD})  # EMA mean 0.25, var 0.125: still boundary
+    assert observe(buf, 3, {"v0": HARD}) == []  # hard, streak 1
+    ev = observe(buf, 4, {"v0": HARD})
     assert reasons(ev) == [("v0", "active", "retired", "retire/hard")]
 
 
 def test_active_variant_retired_as_stale_but_seeds_never():
     buf = buffer(stale_steps=10)
     promoted(buf, step=1)
-    assert buf.observe(10, {"s1": HARD}) == []
-    ev = buf.observe(11, {"s1": HARD})
+    assert observe(buf, 10, {"s1": HARD}) == []
+    ev = observe(buf, 11, {"s1": HARD})
     assert reasons(ev) == [("v0", "active", "retired", "retire/stale")]
-    buf.observe(100, {"s1": HARD, "s2": HARD, "s3": HARD})
+    observe(buf, 100, {"s1": HARD, "s2": HARD, "s3": HARD})
     assert set(buf.pools()["active"]) == {"s0", "s1", "s2", "s3"}  # hard, stale seeds stay
 
 
 def test_capacity_eviction_removes_lowest_information_variants_never_seeds():
     buf = buffer(2, target_active=4)
     buf.offer(variants(3), step=0)
-    ev = buf.observe(1, {"v0": BOUNDARY, "v1": [1.0] * 4 + [0.0] * 12, "v2": [1.0] * 6 + [0.0] * 10})
+    ev = observe(buf, 1, {"v0": BOUNDARY, "v1": [1.0] * 4 + [0.0] * 12, "v2": [1.0] * 6 + [0.0] * 10})
     # 2 seeds + 3 variants = 5 > 4: v1 (var 0.1875) is the least informative and leaves.
     assert reasons(ev)[-1] == ("v1", "active", "retired", "retire/capacity")
     assert [e.reason for e in ev[:-1]] == ["promote/boundary"] * 3
     assert buf.pools()["active"] == ["s0", "s1", "v0", "v2"]
     seeds_only = buffer(3, target_active=2)
-    assert seeds_only.observe(1, {"s0": HARD}) == [] and len(seeds_only.pools()["active"]) == 3
+    assert observe(seeds_only, 1, {"s0": HARD}) == [] and len(seeds_only.pools()["active"]) == 3
 
 
 # ----- P_max and duplicates ---------------------------------------------------------------------------
@@ -174,7 +183,7 @@ def test_expansion_budget_caps_variants_alive_and_frees_on_retirement():
     ev = buf.offer(variants(3), step=0)
     assert [e.reason for e in ev] == ["offer/staged", "offer/staged", "offer/budget"]
     assert buf.room() == 0 and "v2" not in buf.pools()["staged"]
-    buf.observe(1, {"v0": HARD})  # probe_obs=1: retired at once
+    observe(buf, 1, {"v0": HARD})  # probe_obs=1: retired at once
     assert buf.room() == 1
     assert [e.reason for e in buf.offer([mk("w0", "s1"), mk("w1", "s1")], step=1)] == ["offer/staged", "offer/budget"]
 
@@ -194,21 +203,21 @@ def test_duplicate_ids_and_contents_are_not_admitted():
 # ----- dormant seeds ---------------------------------------------------------------------------------
 def test_seed_goes_dormant_is_reprobed_every_R_steps_and_wakes_on_forgetting():
     buf = buffer(2, mastered_streak=2, reprobe_every=10)
-    buf.observe(0, {"s0": MASTERED})
-    ev = buf.observe(1, {"s0": MASTERED})
+    observe(buf, 0, {"s0": MASTERED})
+    ev = observe(buf, 1, {"s0": MASTERED})
     assert reasons(ev) == [("s0", "active", "dormant", "dormant/mastered")]
     assert all("s0" not in buf.sample(1) for _ in range(5))  # resting: not drawn
-    buf.observe(10, {"s1": BOUNDARY})
+    observe(buf, 10, {"s1": BOUNDARY})
     assert "s0" not in buf.sample(1)  # 9 steps of rest
-    buf.observe(11, {"s1": BOUNDARY})
+    observe(buf, 11, {"s1": BOUNDARY})
     assert buf.sample(1) == ["s0"]  # due: re-probed first
-    ev = buf.observe(12, {"s0": MASTERED, "s1": BOUNDARY})
+    ev = observe(buf, 12, {"s0": MASTERED, "s1": BOUNDARY})
     assert reasons(ev) == [("s0", "dormant", "dormant", "reprobe/mastered")]
-    assert buf.observe(21, {"s1": BOUNDARY}) == [] and "s0" not in buf.sample(1)
-    buf.observe(22, {"s1": BOUNDARY})
+    assert observe(buf, 21, {"s1": BOUNDARY}) == [] and "s0" not in buf.sample(1)
+    observe(buf, 22, {"s1": BOUNDARY})
     assert buf.sample(2)[0] == "s0"
     # 10/16 successes: a smoothed mean would still read mastered (0.81); a re-probe is a fresh reading.
-    ev = buf.observe(23, {"s0": [1.0] * 10 + [0.0] * 6})
+    ev = observe(buf, 23, {"s0": [1.0] * 10 + [0.0] * 6})
     assert reasons(ev) == [("s0", "dormant", "active", "wake/boundary")]
     assert "forgetting caught" in ev[0].detail
     assert entries(buf)["s0"]["seed"]
@@ -216,7 +225,7 @@ def test_seed_goes_dormant_is_reprobed_every_R_steps_and_wakes_on_forgetting():
 
 def test_all_seeds_resting_still_fills_a_batch():
     buf = buffer(2, mastered_streak=1, reprobe_every=50)
-    buf.observe(0, {"s0": MASTERED, "s1": MASTERED})
+    observe(buf, 0, {"s0": MASTERED, "s1": MASTERED})
     assert buf.pools()["active"] == []
     assert sorted(buf.sample(4)) == ["s0", "s0", "s1", "s1"]
 
@@ -228,12 +237,12 @@ def test_gated_variants_wait_for_approval_and_are_not_sampled_before():
     assert [e.reason for e in ev] == ["offer/awaiting_review"] * 2
     assert [t for t, e in entries(buf).items() if e["status"] == "awaiting_review"] == ["v0", "v1"]
     assert not {"v0", "v1"} & set(buf.sample(4))
-    assert buf.observe(60, {"s0": BOUNDARY}) == []  # awaiting review never goes stale
+    assert observe(buf, 60, {"s0": BOUNDARY}) == []  # awaiting review never goes stale
     assert buf.apply_decision(BufferDecision(action="approve", task_id="v1")) == (True, "approved: it will be probed")
     assert buf.apply_decision(BufferDecision(action="approve", task_id="v1"))[0] is False
     assert buf.apply_decision(BufferDecision(action="approve", task_id="s0"))[0] is False
     assert buf.sample(4)[0] == "v1"
-    ev = buf.observe(61, {"v1": BOUNDARY})
+    ev = observe(buf, 61, {"v1": BOUNDARY})
     assert reasons(ev) == [
         ("v1", "staged", "staged", "decision/approve"),
         ("v1", "staged", "active", "promote/boundary"),
@@ -247,7 +256,7 @@ def test_reject_retires_variants_but_never_seeds():
     assert buf.apply_decision(BufferDecision(action="reject", task_id="v0"))[0] is False
     assert buf.apply_decision(BufferDecision(action="reject", task_id="s0"))[0] is False
     assert buf.apply_decision(BufferDecision(action="reject", task_id="nope")) == (False, "unknown task 'nope'")
-    assert reasons(buf.observe(1, {})) == [("v0", "staged", "retired", "decision/reject")]
+    assert reasons(observe(buf, 1, {})) == [("v0", "staged", "retired", "decision/reject")]
 
 
 def test_edit_replaces_the_variant_with_a_fresh_id_probed_at_once():
@@ -259,7 +268,7 @@ def test_edit_replaces_the_variant_with_a_fresh_id_probed_at_once():
     new = buf.task("v0_e1")
     assert new.provenance.source == "edit" and new.provenance.parent_id == "v0" and new.user_texts == ["fixed wording"]
     assert entries(buf)["v0_e1"]["status"] == "probing" and buf.pools()["staged"] == ["v0_e1"]
-    assert reasons(buf.observe(4, {})) == [
+    assert reasons(observe(buf, 4, {})) == [
         ("v0", "staged", "retired", "decision/edit"),
         ("v0_e1", None, "staged", "decision/edit"),
     ]
@@ -292,7 +301,7 @@ def test_reseed_promote_makes_a_variant_a_seed_that_rests_instead_of_retiring():
     )
     assert entries(buf)["v0"]["seed"] and buf.room() == 16  # a seed counts against neither limit
     assert buf.apply_decision(BufferDecision(action="reseed", task_id="v0"))[0] is False
-    ev = buf.observe(1, {"v0": MASTERED})
+    ev = observe(buf, 1, {"v0": MASTERED})
     assert reasons(ev) == [
         ("v0", "staged", "active", "decision/reseed"),
         ("v0", "active", "dormant", "dormant/mastered"),
@@ -301,7 +310,7 @@ def test_reseed_promote_makes_a_variant_a_seed_that_rests_instead_of_retiring():
 
 def test_reseed_synthesize_raises_the_flag_and_puts_the_task_first_for_synthesis():
     buf = buffer()
-    buf.observe(0, {"s0": BOUNDARY, "s1": BOUNDARY, "s2": HARD})
+    observe(buf, 0, {"s0": BOUNDARY, "s1": BOUNDARY, "s2": HARD})
     ok, _ = buf.apply_decision(BufferDecision(action="reseed", task_id="s2", mode="synthesize"))
     assert ok and buf.synthesis_requests == ["s2"]
     assert buf.boundary_tasks(1) == ["s2", "s0"]  # every request, then up to k boundary tasks
@@ -311,12 +320,12 @@ def test_reseed_synthesize_raises_the_flag_and_puts_the_task_first_for_synthesis
 # ----- synthesis parents and sampling ------------------------------------------------------------------
 def test_boundary_tasks_prefer_parents_with_fewest_variants_and_uniform_returns_seeds():
     buf = buffer(6, probe_obs=1)
-    buf.observe(0, {"s0": BOUNDARY, "s1": [1.0] * 5 + [0.0] * 11, "s2": BOUNDARY, "s3": HARD, "s4": MASTERED})
+    observe(buf, 0, {"s0": BOUNDARY, "s1": [1.0] * 5 + [0.0] * 11, "s2": BOUNDARY, "s3": HARD, "s4": MASTERED})
     assert buf.boundary_tasks(5) == ["s0", "s2", "s1"]  # most informative first
     buf.offer([mk("a", "s0"), mk("b", "s0"), mk("c", "s2")], step=0)
     assert buf.boundary_tasks(3) == ["s1", "s2", "s0"]  # fewest variants first
     uni = buffer(6, synth_parents="uniform")
-    uni.observe(0, {"s0": BOUNDARY, "s1": HARD})
+    observe(uni, 0, {"s0": BOUNDARY, "s1": HARD})
     picks = uni.boundary_tasks(4)
     assert len(set(picks)) == 4 and set(picks) <= {f"s{i}" for i in range(6)}
     seen = set().union(*(uni.boundary_tasks(2) for _ in range(10)))
@@ -330,7 +339,7 @@ def test_boundary_tasks_prefer_parents_with_fewest_variants_and_uniform_returns_
 
 def test_sampling_prefers_boundary_tasks_and_is_distinct_within_a_batch():
     buf = buffer(20)
-    buf.observe(0, {f"s{i}": BOUNDARY if i < 5 else HARD for i in range(20)})
+    observe(buf, 0, {f"s{i}": BOUNDARY if i < 5 else HARD for i in range(20)})
     counts = Counter()
     for _ in range(400):
         batch = buf.sample(4)
@@ -355,7 +364,7 @@ def run_steps(buf: ReplayBuffer, start: int, stop: int) -> list:
         batch = buf.sample(6)
         successes = {t: (hash_ish(t) + step) % 17 for t in dict.fromkeys(batch)}
         matrix = {t: [1.0] * k + [0.0] * (16 - k) for t, k in successes.items()}
-        log.append((batch, reasons(buf.observe(step, matrix))))
+        log.append((batch, reasons(observe(buf, step, matrix))))
         if step % 3 == 0:
             parents = buf.boundary_tasks(2)
             log.append(reasons(buf.offer([mk(f"x{step}_{p}", p) for p in parents], step)))
@@ -408,19 +417,19 @@ def test_static_source_draws_epochs_without_replacement_deterministically():
 def test_dapo_filter_skips_a_task_whose_last_group_was_flat_once():
     tasks = seeds(3)
     src = StaticSource(tasks, seed=0, skip_flat=True)
-    src.observe(0, {"s0": MASTERED, "s1": HARD, "s2": BOUNDARY})
+    observe(src, 0, {"s0": MASTERED, "s1": HARD, "s2": BOUNDARY})
     assert src.sample(1) == ["s2"]  # the only informative task of the first epoch
     assert sorted(src.sample(3)) == ["s0", "s1", "s2"]  # the second epoch: skipped once, then measured again
     assert src.skipped == 2 and src.epoch == 2
     plain = StaticSource(tasks, seed=0)
-    plain.observe(0, {"s0": MASTERED, "s1": HARD})
+    observe(plain, 0, {"s0": MASTERED, "s1": HARD})
     assert plain.skipped == 0 and len(plain.sample(3)) == 3
 
 
 def test_static_state_round_trips_and_build_source_maps_every_method():
     a = StaticSource(seeds(7), seed=4, detector=BoundaryDetector(), skip_flat=True)
     a.sample(3)
-    a.observe(0, {"s1": HARD, "s2": BOUNDARY})
+    observe(a, 0, {"s1": HARD, "s2": BOUNDARY})
     b = StaticSource(seeds(7), seed=4, detector=BoundaryDetector(), skip_flat=True)
     b.load_state_dict(json.loads(json.dumps(a.state_dict())))
     assert [a.sample(4) for _ in range(5)] == [b.sample(4) for _ in range(5)]
@@ -445,7 +454,7 @@ def test_staged_backlog_is_bounded_so_every_variant_is_probed_within_the_wait_bo
         batch = buf.sample(4)
         for tid in batch:
             first_probe.setdefault(tid, step)
-        buf.observe(step, {t: HARD for t in batch})
+        observe(buf, step, {t: HARD for t in batch})
     staged = [f"v{i}" for i in range(6)]
     assert all(first_probe[v] <= cfg["max_probe_wait"] for v in staged)  # FIFO, two a step
     assert buf.room() == 6  # probed out (hard at the first probe): room again
@@ -453,9 +462,9 @@ def test_staged_backlog_is_bounded_so_every_variant_is_probed_within_the_wait_bo
 
 def test_resting_seeds_fill_a_batch_before_any_task_repeats():
     buf = buffer(3, mastered_streak=1, reprobe_every=100)
-    buf.observe(1, {"s0": MASTERED, "s1": MASTERED})  # two seeds rest, one active
+    observe(buf, 1, {"s0": MASTERED, "s1": MASTERED})  # two seeds rest, one active
     assert buf.pools()["active"] == ["s2"]
     batch = buf.sample(3)
     assert sorted(batch) == ["s0", "s1", "s2"]  # distinct: resting seeds re-probed early
-    ev = buf.observe(2, {"s0": HARD, "s1": MASTERED, "s2": BOUNDARY})
+    ev = observe(buf, 2, {"s0": HARD, "s1": MASTERED, "s2": BOUNDARY})
     assert ("s0", "dormant", "active", "wake/hard") in reasons(ev)

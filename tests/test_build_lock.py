@@ -11,6 +11,8 @@ from polling import wait_until
 from rods_core import launch
 from rods_core.config import RunConfig
 from rods_core.policy.build import build_lock, lock_holder, lock_path
+from rods_core.policy.tiny import read_card
+from rods_lab.model_build import usable_cores
 from storage.build_progress import read_build_progress
 from tests.conftest import smoke_config
 
@@ -65,4 +67,8 @@ def test_a_pair_launched_on_a_missing_model_builds_it_once_and_both_train(tmp_pa
     if "waiting for that build" in logs[other]:
         assert f"being built by run {builders[0]}" in logs[other]
     assert {read_build_progress(r.run_dir).phase for r in runs} == {"done"}
-    assert (paths.workspace / "models" / "tiny-fast" / "config.json").exists()
+    model = paths.workspace / "models" / "tiny-fast"
+    assert (model / "config.json").exists()
+    # each run has one process, yet the build's warm start ran in as many processes as there are cores
+    (sft,) = [s for s in read_card(model)["stages"] if s["stage"] == "sft"]
+    assert sft["sft/processes"] == usable_cores()

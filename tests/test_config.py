@@ -4,8 +4,11 @@ the shipped configs validate; hypothesis fuzzing of config files and overrides."
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,9 +18,15 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from rods_core import launch
-from rods_core.boundary import BoundaryConfig
-from rods_core.buffer import BufferConfig
-from rods_core.config import ConfigError, RunConfig, load_config, parse_overrides
+from rods_core.config import (
+    BoundaryConfig,
+    BufferConfig,
+    ConfigError,
+    RunConfig,
+    SynthConfig,
+    load_config,
+    parse_overrides,
+)
 from rods_core.inputs import DoorError
 from tests.door_helpers import DEEP, FUZZ, JSON, NOT_UTF8, clean_or_valid, files, invoke, refused, run_config
 
@@ -74,6 +83,42 @@ def test_buffer_config_is_strict_and_documented():
     BufferConfig(probe_slots=0, p_max=0)  # no variants: fine
     with pytest.raises(ValidationError, match="p_max"):
         BufferConfig(p_max=-1)
+
+
+def test_an_unknown_field_names_the_nearest_and_an_owned_one_the_field_to_use(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"grpo": {"trainer_args": {"epsilon_hihg": 0.28, "num_generations": 4}}}))
+    with pytest.raises(ConfigError) as e:
+        load_config(bad)
+    msg = str(e.value)
+    assert "epsilon_hihg: not a field of TRL's GRPOConfig; did you mean 'epsilon_high'?" in msg
+    assert "num_generations: set by RODS" in msg and "set grpo.num_generations" in msg
+
+
+def test_loss_type_accepts_every_value_trl_names():
+    from trl import GRPOConfig
+
+    help_text = next(f for f in dataclasses.fields(GRPOConfig) if f.name == "loss_type").metadata["help"]
+    trl_values = set(re.findall(r"'(\w+)'", help_text.split("Supported values are", 1)[1].split(".", 1)[0]))
+    ours = set(RunConfig.model_fields["grpo"].annotation.model_fields["loss_type"].annotation.__args__)
+    assert trl_values and ours == trl_values
+
+
+def test_checking_trainer_args_imports_neither_trl_nor_torch():
+    code = (
+        "import sys; from rods_core.config import RunConfig; "
+        "RunConfig.model_validate({'grpo': {'trainer_args': {'epsilon_high': 0.3}}}); "
+        "print(sorted(m for m in ('trl', 'torch', 'transformers') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_synth_config_needs_an_endpoint_for_the_llm_backend_and_refuses_typos():
+    with pytest.raises(ValueError, match="endpoint_url"):
+        SynthConfig(backend="llm")
+    with pytest.raises(ValueError, match="extra"):
+        SynthConfig(bakend="template")
 
 
 # ----- config files and overrides (--set, the app's "more fields") ---------------------------------------

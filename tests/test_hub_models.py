@@ -9,7 +9,9 @@ import pytest
 from huggingface_hub import constants
 
 from rods_core.config import RunConfig
-from rods_core.inputs import DoorError, model_folder, preflight
+from rods_core.inputs import DoorError
+from rods_core.model_folders import model_folder
+from rods_core.preflight import preflight
 from tests.conftest import smoke_config
 
 REV = "0123456789abcdef0123456789abcdef01234567"
@@ -29,7 +31,7 @@ def hub_cache(tmp_path, tiny_model_dir, monkeypatch):
 
 
 def test_a_hub_id_resolves_to_its_cached_snapshot_and_trains(tmp_path, hub_cache, monkeypatch):
-    from rods_core.loop import train
+    from rods_lab.run import train
 
     monkeypatch.chdir(tmp_path)  # no local folder named rods-test/
     assert model_folder("rods-test/tiny-policy") == hub_cache

@@ -15,8 +15,11 @@ from hypothesis import strategies as st
 
 from rods_core import launch
 from rods_core.config import load_config
-from rods_core.inputs import DoorError, check_model_dir, check_output_file, load_task_file, preflight
+from rods_core.inputs import DoorError, check_output_file
+from rods_core.model_folders import check_model_dir
+from rods_core.preflight import preflight
 from rods_core.seeds import TestSplitRefused
+from rods_core.task_files import load_task_file
 from storage.control import ControlDB
 from tests.door_helpers import DEEP, FUZZ, JSON, NOT_UTF8, clean_or_valid, files, invoke, refused, run_config
 

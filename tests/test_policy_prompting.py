@@ -11,11 +11,11 @@ from policy_helpers import load_tokenizer
 
 from rods_core.benchmarks.bfcl_multi_turn import BfclMultiTurn, call_to_tool_call
 from rods_core.benchmarks.protocols import demonstration
+from rods_core.config import PromptConfig
 from rods_core.envs.bfcl import function_docs
 from rods_core.envs.parsing import parse_calls
 from rods_core.policy.prompting import (
     ADDED_FUNCTIONS_NOTE,
-    PromptConfig,
     compact_docs,
     initial_messages,
     parse_assistant,

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 from policy_helpers import demo_texts, load_tokenizer, replay
 
+from rods_core.config import EpisodeConfig
 from rods_core.policy.generation import ScriptedGenerator
-from rods_core.rollout import EpisodeConfig, rollout_output, run_episodes
+from rods_core.rollout import rollout_output, run_episodes
 
 PWD = '<tool_call>\n{"name": "pwd", "arguments": {}}\n</tool_call>'
 
@@ -112,7 +113,8 @@ def test_rollout_output_fits_trl_contract(tok, train_seeds):
 
 
 def test_hf_generator_batches_and_returns_logprobs(tiny_model_dir, train_seeds):
-    from rods_core.policy.generation import HFGenerator, SamplingConfig
+    from rods_core.config import SamplingConfig
+    from rods_core.policy.generation import HFGenerator
     from rods_core.policy.tiny import load_policy
 
     model, tok, prompt = load_policy(tiny_model_dir)
@@ -129,8 +131,9 @@ def test_hf_generator_batches_and_returns_logprobs(tiny_model_dir, train_seeds):
 
 def test_cached_generator_matches_plain_generate(tiny_model_dir, train_seeds):
     """Reusing KV caches across messages (with masked holes) must not change what the model generates."""
+    from rods_core.config import SamplingConfig
     from rods_core.policy.cached_generation import CachedHFGenerator
-    from rods_core.policy.generation import HFGenerator, SamplingConfig
+    from rods_core.policy.generation import HFGenerator
     from rods_core.policy.tiny import load_policy
 
     model, tok, prompt = load_policy(tiny_model_dir)
@@ -159,8 +162,8 @@ def test_cached_generator_matches_plain_generate(tiny_model_dir, train_seeds):
 def test_the_decoders_sampler_draws_from_the_distribution_and_respects_top_p():
     import torch
 
+    from rods_core.config import SamplingConfig
     from rods_core.policy.cached_generation import _sample
-    from rods_core.policy.generation import SamplingConfig
 
     torch.manual_seed(0)
     logits = torch.log(torch.tensor([[0.1, 0.0, 0.6, 0.3]])).repeat(20_000, 1)
@@ -182,8 +185,9 @@ def test_streaming_decoder_generates_what_plain_generate_does_round_by_round(tin
     rounds."""
     import torch
 
+    from rods_core.config import SamplingConfig
     from rods_core.policy.cached_generation import CachedHFGenerator
-    from rods_core.policy.generation import HFGenerator, SamplingConfig
+    from rods_core.policy.generation import HFGenerator
     from rods_core.policy.tiny import load_policy
 
     model, tok, _ = load_policy(tiny_model_dir)

@@ -38,7 +38,8 @@ def test_demo_seeds_are_single_class_base_train_tasks():
 
 
 def test_sft_lowers_the_loss_and_saves_a_loadable_model(tiny_model_dir, tmp_path):
-    from rods_core.policy.sft import SFTSettings, run_sft
+    from rods_core.config import SFTSettings
+    from rods_core.policy.sft import run_sft
 
     out = tmp_path / "sft"
     tasks = demo_seeds()[:2]
@@ -58,7 +59,8 @@ def test_sft_lowers_the_loss_and_saves_a_loadable_model(tiny_model_dir, tmp_path
 
 
 def test_sft_stops_at_the_loss_target(tiny_model_dir, tmp_path):
-    from rods_core.policy.sft import SFTSettings, run_sft
+    from rods_core.config import SFTSettings
+    from rods_core.policy.sft import run_sft
 
     fig = run_sft(
         tiny_model_dir,
@@ -71,9 +73,8 @@ def test_sft_stops_at_the_loss_target(tiny_model_dir, tmp_path):
 
 
 def test_evaluate_reports_per_category(tiny_model_dir, train_seeds):
+    from rods_core.config import EpisodeConfig, SamplingConfig
     from rods_core.evaluation import EvalConfig, evaluate
-    from rods_core.policy.generation import SamplingConfig
-    from rods_core.rollout import EpisodeConfig
 
     model, tok, prompt = load_policy(tiny_model_dir)
     tasks = [next(t for t in train_seeds if t.category == c) for c in ("base", "miss_param")]

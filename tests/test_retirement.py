@@ -8,7 +8,8 @@ import math
 import pytest
 
 from rods_core.boundary import TaskStats
-from rods_core.buffer import REASONS, BufferConfig
+from rods_core.buffer import REASONS
+from rods_core.config import BufferConfig
 from rods_core.retirement import (
     RetireReason,
     Verdict,

@@ -170,12 +170,13 @@ def test_process_start_reads_our_own_process():
     assert not process_alive(None, None)
 
 
-def test_deliver_decisions_then_resume_reapplies_only_lost_ones(db, tmp_path):
-    from storage.decisions import deliver_decisions, prepare_resume
+def test_decisions_recorded_then_resume_reapplies_only_lost_ones(db, tmp_path):
+    from rods_core.step import apply_decisions
     from storage.events import EventLog
     from storage.reader import RunReader
+    from storage.run_recorder import StoreRecorder
 
-    log = EventLog(tmp_path / "run")
+    recorder = StoreRecorder(tmp_path / "run", "r", db, EventLog(tmp_path / "run"))
     a = db.add_decision("r", "t1", "approve")
     b = db.add_decision("r", "t2", "reject")
 
@@ -184,20 +185,22 @@ def test_deliver_decisions_then_resume_reapplies_only_lost_ones(db, tmp_path):
             raise KeyError("t2 is not in the staged pool")
         return True, "promoted to active"
 
-    def deliver(step):  # as the curriculum does: outcomes become decision_applied events
-        out = deliver_decisions(db, "r", step, apply)
-        log.append("decision_applied", [{"step": step, "decision_id": o.decision_id} for o in out])
+    def deliver(step):  # as the loop does: claimed, applied, outcomes recorded and written as events
+        out = apply_decisions(recorder.claim_decisions(), apply)
+        recorder.record_outcomes(step, out)
+        recorder.write({"decision_applied": [{"step": step, "decision_id": o.decision_id} for o in out]})
         return out
 
     out = deliver(4)
     assert [(o.decision_id, o.outcome) for o in out] == [(a.id, "applied"), (b.id, "refused")]
     assert "KeyError" in out[1].reason and deliver(5) == []
+    assert [(d.status, d.applied_step) for d in db.decisions("r")] == [("applied", 4), ("refused", 4)]
     c = db.add_decision("r", "t3", "approve")
     deliver(6)
-    log.flush()
-    assert RunReader(log.root.parent).counts()["decision_applied"] == 3
+    recorder.flush()
+    assert RunReader(tmp_path / "run").counts()["decision_applied"] == 3
     # Killed after step 6; the last checkpoint is step 5: only c's application was lost.
-    assert prepare_resume(log, db, "r", 5) == {"events_dropped": 1, "decisions_reopened": 1}
+    assert recorder.resume_to(5) == {"events_dropped": 1, "decisions_reopened": 1}
     assert [d.id for d in db.pending_decisions("r")] == [c.id]
     assert [o.decision_id for o in deliver(6)] == [c.id]
 

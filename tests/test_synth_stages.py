@@ -13,20 +13,12 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from rods_core.config import SynthConfig
 from rods_core.envs.checker import score_calls
 from rods_core.envs.parsing import Call, parse_calls
 from rods_core.policy.demo import demo_seeds
 from rods_core.seeds import load_seeds
-from rods_core.synth import (
-    STAGES,
-    StageError,
-    SynthConfig,
-    SynthWorker,
-    merge_counts,
-    synthesize,
-    synthesize_many,
-    variant_distance,
-)
+from rods_core.synth import STAGES, StageError, SynthWorker, merge_counts, synthesize, synthesize_many, variant_distance
 from rods_core.synth.critique import replays_clean
 from rods_core.synth.execute import execute
 from rods_core.synth.plan import Planner

@@ -6,15 +6,15 @@ from __future__ import annotations
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from rods_core.config import RunConfig
-from rods_core.tracking import ReportSettings, tracker_environment
+from rods_core.config import ReportSettings, RunConfig
+from rods_core.tracking import tracker_environment
 from storage.reader import RunReader
 from storage.schema import STEP_METRICS
 from tests.conftest import smoke_config
 
 
 def test_a_run_logs_every_step_metric_to_tensorboard_under_its_own_name(tmp_path, tiny_model_dir, monkeypatch):
-    from rods_core.loop import train
+    from rods_lab.run import train
 
     monkeypatch.delenv("TENSORBOARD_LOGGING_DIR", raising=False)
     cfg = RunConfig.model_validate(

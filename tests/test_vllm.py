@@ -157,7 +157,8 @@ def vllm_server(tmp_path_factory):
     an untrained tiny model; yields (base URL, model folder). ~1-2 min to come up on CPU."""
     import requests
 
-    from rods_core.policy.tiny import TinyModelConfig, init_tiny
+    from rods_core.config import TinyModelConfig
+    from rods_core.policy.tiny import init_tiny
 
     work = tmp_path_factory.mktemp("vllm-server")
     init_tiny(TinyModelConfig(hidden=64, layers=2, heads=2, kv_heads=1, ffn=128, vocab=1000), work / "model")

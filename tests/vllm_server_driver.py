@@ -25,10 +25,11 @@ def main(url: str, model_dir: Path, out: Path) -> None:
     from accelerate.utils import gather_object
     from trl.generation.vllm_client import VLLMClient
 
+    from rods_core.config import EpisodeConfig
     from rods_core.policy.demo import demo_seeds
     from rods_core.policy.generation import VLLMGenerator
     from rods_core.policy.tiny import load_policy
-    from rods_core.rollout import EpisodeConfig, rollout_output, run_episodes
+    from rods_core.rollout import rollout_output, run_episodes
 
     acc = Accelerator(cpu=True)
     _, tokenizer, prompt = load_policy(model_dir)

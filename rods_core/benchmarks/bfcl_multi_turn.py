@@ -20,6 +20,7 @@ from rods_core.benchmarks.protocols import (
     scripted_policy,
     verify_with,
 )
+from rods_core.config import PromptConfig
 from rods_core.envs.bfcl import ERROR_PREFIX, BfclEnvironment, named_arguments
 from rods_core.envs.checker import TurnChecker
 from rods_core.envs.parsing import Call, parse_calls
@@ -27,7 +28,6 @@ from rods_core.policy.prompting import (
     DONE_ANSWER,
     NOTHING_TO_DO_ANSWER,
     ParsedMessage,
-    PromptConfig,
     initial_messages,
     tool_message,
     tool_schemas,

@@ -32,8 +32,9 @@ from rods_core.benchmarks.memory_answers import answer_matches
 from rods_core.benchmarks.memory_tasks import MemoryTask, fact_session
 from rods_core.benchmarks.messages import read_message
 from rods_core.benchmarks.protocols import EpisodeScore, Message, Policy, Step
+from rods_core.config import PromptConfig
 from rods_core.envs.bfcl import ERROR_PREFIX
-from rods_core.policy.prompting import ParsedMessage, PromptConfig, tool_message
+from rods_core.policy.prompting import ParsedMessage, tool_message
 
 Backend = Literal["kv", "rec_sum"]
 Prereq = Literal["all", "fact"]

@@ -7,7 +7,7 @@ from typing import Literal
 
 from rods_core.benchmarks.bfcl_multi_turn import BfclMultiTurn
 from rods_core.benchmarks.protocols import Benchmark
-from rods_core.policy.prompting import PromptConfig
+from rods_core.config import PromptConfig
 
 BenchmarkName = Literal["bfcl_multi_turn", "bfcl_memory_kv", "bfcl_memory_rec_sum"]
 BENCHMARK_NAMES: tuple[str, ...] = BenchmarkName.__args__

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from rods_core.config import RunConfig
-from rods_core.inputs import model_folder
+from rods_core.model_folders import model_folder
 from rods_core.policy.tiny import ModelFolderError
 
 LOCK_SUFFIX = ".build.lock"  # beside the folder: `models/tiny-demo.build.lock`
@@ -95,7 +95,7 @@ def ensure_model(
     processes than the machine has cores gives a `delegate` that builds the folder in processes of its own
     (`rods model demo --for-run`, with every core): the SFT is data-parallel, so a one-process run would
     otherwise build on one core while the others idle. A hub id is resolved from the local
-    Hugging Face cache (inputs.model_folder)."""
+    Hugging Face cache (model_folders.model_folder)."""
     path = model_folder(cfg.model.path, cfg.model.build_if_missing)
     if not cfg.model.build_if_missing:
         if (path / "config.json").exists():

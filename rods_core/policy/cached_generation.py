@@ -30,7 +30,8 @@ from __future__ import annotations
 import sys
 import time
 
-from rods_core.policy.generation import Completion, GenerationStats, OnMessage, SamplingConfig
+from rods_core.config import SamplingConfig
+from rods_core.policy.generation import Completion, GenerationStats, OnMessage
 
 _CAPACITY_QUANTUM = 256  # cache capacity grows in multiples of this many positions
 # Prefill runs in groups of rows of about this many packed tokens: the elementwise ops (norms, SiLU,

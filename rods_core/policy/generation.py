@@ -15,16 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
-
-
-class SamplingConfig(BaseModel):
-    """How one assistant message is sampled."""
-
-    model_config = ConfigDict(extra="forbid")
-    temperature: float = Field(1.0, ge=0.0, description="0 = greedy")
-    top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling mass")
-    max_new_tokens: int = Field(192, ge=1, description="tokens per assistant message")
+from rods_core.config import SamplingConfig
 
 
 @dataclass

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rods_core.config import PromptConfig
 from rods_core.envs.bfcl import function_docs, json_schema
 from rods_core.envs.parsing import Call, CallParseError, parse_calls
 from rods_core.tasks import Task
@@ -75,25 +76,6 @@ CHAT_TEMPLATE = (
 
 _TOOL_CALL_RE = re.compile(re.escape(TOOL_CALL_OPEN) + r"(.*?)(?:" + re.escape(TOOL_CALL_CLOSE) + r"|$)", re.S)
 # BFCL's parameter types that are not JSON-schema types (BFCL's own FC handlers map them the same way).
-
-
-class PromptConfig(BaseModel):
-    """How tasks are shown to a policy; stored in a model's rods_model.json so every stage agrees."""
-
-    model_config = ConfigDict(extra="forbid")
-    docs_mode: Literal["compact", "json"] = Field(
-        "compact",
-        description="how functions that arrive mid-episode (miss_func) are listed in the user note: compact "
-        "`f(a, b?)` as the tiny template shows tools, or json (one tool schema per line, as Qwen-style "
-        "templates show them); the turn-0 tools always reach the chat template as `tools=`",
-    )
-    result_chars: int | None = Field(
-        120, ge=8, description="cut each tool result to this many characters (None keeps it whole)"
-    )
-    system_prompt: str = Field(
-        "You are a tool-use agent. After the tool results, answer briefly.",
-        description="the system message (the tools are added by the chat template); empty = no system message",
-    )
 
 
 # ----- tool docs ---------------------------------------------------------------------------------

@@ -7,6 +7,9 @@ tokens it later generates and reads, with any chat template (no {% generation %}
 because Arrow would turn every call's argument dict into one struct with the union of all keys,
 rendering missing arguments as `null`. TRL builds the labels from the `assistant_masks` column.
 Departure from the paper: the paper starts GRPO from an instruction-tuned 4B model, with no SFT stage.
+
+Length: run_sft is the warm start's steps in order (data, TRL config, trainer, stop rule, card), sharing the
+trainer's state.
 """
 
 from __future__ import annotations
@@ -17,35 +20,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from rods_core.benchmarks.bfcl_multi_turn import BfclMultiTurn
 from rods_core.benchmarks.protocols import Benchmark, demonstration
-from rods_core.policy.prompting import PromptConfig
+from rods_core.config import PromptConfig, SFTSettings
 from rods_core.policy.rendering import renderer_for
 from rods_core.tasks import Task
-
-
-class SFTSettings(BaseModel):
-    """Optimisation of the warm start; training ends at `loss_target` (epoch-mean loss) or `max_epochs`."""
-
-    model_config = ConfigDict(extra="forbid")
-    loss_target: float = Field(0.02, gt=0, description="stop once an epoch's mean training loss is at or below this")
-    max_epochs: int = Field(60, ge=1, description="upper bound on epochs")
-    learning_rate: float = Field(2e-3, gt=0, description="AdamW learning rate (constant after warmup)")
-    warmup_steps: int = Field(20, ge=0, description="linear warmup steps")
-    batch_size: int = Field(1, ge=1, description="conversations per step (1 avoids padding on CPU)")
-    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay")
-    seed: int = Field(0, description="data order and dropout seed")
-    use_cpu: bool = Field(True, description="train on CPU even when a GPU is visible")
-    bf16: bool = Field(False, description="bfloat16 mixed precision (GPU hosts); CPU runs keep fp32")
-    gradient_checkpointing: bool = Field(False, description="recompute activations in backward (large models only)")
-    token_budget: int | None = Field(
-        None,
-        ge=1,
-        description="train on about this many tokens (all processes together), then stop, whatever the loss: "
-        "compares warm starts of different data at equal compute; None = until loss_target or max_epochs",
-    )
 
 
 def tokenize_demonstrations(

@@ -12,10 +12,9 @@ import json
 import re
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from rods_core.config import PromptConfig, TinyModelConfig
 from rods_core.inputs import DoorError
 from rods_core.policy.prompting import (
     CHAT_FORMAT,
@@ -24,7 +23,6 @@ from rods_core.policy.prompting import (
     IM_START,
     TOOL_CALL_CLOSE,
     TOOL_CALL_OPEN,
-    PromptConfig,
     compact_docs,
     json_docs,
 )
@@ -37,22 +35,6 @@ SPECIAL_TOKENS = [PAD, IM_START, IM_END, TOOL_CALL_OPEN, TOOL_CALL_CLOSE]
 # messages 60% longer than Python-list calls; with these, 5% longer and whole conversations 5%
 # shorter (tool results are JSON too). Measured on the demo seeds' demonstrations, default sizes.
 JSON_PIECES = ['\n{"name": "', '", "arguments": {"', '", "arguments": {}}\n', '"}}\n', "}}\n", '": "', '", "']
-
-
-class TinyModelConfig(BaseModel):
-    """Size of the tiny model and its tokenizer; the defaults are the 3.9M-parameter model measured in docs/ARCHITECTURE.md."""
-
-    model_config = ConfigDict(extra="forbid")
-    arch: Literal["qwen2", "qwen3"] = Field("qwen3", description="architecture family (config class)")
-    hidden: int = Field(256, ge=16, description="hidden size")
-    layers: int = Field(4, ge=1, description="decoder layers")
-    heads: int = Field(4, ge=1, description="attention heads")
-    kv_heads: int = Field(2, ge=1, description="key/value heads (grouped-query attention)")
-    ffn: int = Field(768, ge=16, description="MLP intermediate size")
-    vocab: int = Field(3000, ge=300, description="vocabulary size, special tokens and JSON_PIECES included")
-    max_positions: int = Field(4096, ge=256, description="maximum sequence length")
-    seed: int = Field(0, description="seed for weight initialisation")
-    prompt: PromptConfig = Field(default_factory=PromptConfig, description="chat format the model is trained on")
 
 
 def tokenizer_corpus(prompt: PromptConfig) -> list[str]:

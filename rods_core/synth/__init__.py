@@ -5,9 +5,9 @@ Public API: `SynthConfig`, `synthesize(parent, n, pool_keys, cfg) -> SynthResult
 `drain()`), `merge_counts`, `variant_distance`. One module per stage; prompts/ holds the LLM prompts.
 """
 
+from rods_core.config import SynthConfig
 from rods_core.synth.pipeline import (
     Attempt,
-    SynthConfig,
     SynthResult,
     SynthWorker,
     merge_counts,

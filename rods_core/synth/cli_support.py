@@ -7,8 +7,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from rods_core.config import SynthConfig
 from rods_core.seeds import leak_guard, load_seeds
-from rods_core.synth.pipeline import SynthConfig, synthesize
+from rods_core.synth.pipeline import synthesize
 from rods_core.tasks import Task, read_tasks, write_tasks
 
 

@@ -17,9 +17,10 @@ from typing import Any
 
 from rods_core.envs.bfcl import BfclEnvironment, function_docs
 from rods_core.envs.checker import score_calls
+from rods_core.prompt_files import Prompts
 from rods_core.seeds import leak_guard
 from rods_core.signature import Signature, signature, skill_of
-from rods_core.synth.llm import ChatEndpoint, LlmError, Prompts, extract_json
+from rods_core.synth.llm import ChatEndpoint, LlmError, extract_json
 from rods_core.synth.samplers import documented_choices
 from rods_core.synth.stages import StageError
 from rods_core.synth.values import (

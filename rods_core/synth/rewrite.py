@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from rods_core.envs.bfcl import function_docs
+from rods_core.prompt_files import Prompts
 from rods_core.synth.execute import Execution
-from rods_core.synth.llm import ChatEndpoint, LlmError, Prompts, extract_json
+from rods_core.synth.llm import ChatEndpoint, LlmError, extract_json
 from rods_core.synth.phrases import fill, phrasings
 from rods_core.synth.plan import Plan
 from rods_core.synth.stages import StageError

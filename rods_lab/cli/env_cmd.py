@@ -47,8 +47,8 @@ def score(
     Example: rods env score --answers answers.jsonl --json
     """
     from rods_core.envs.scoring import read_answers, score_answers
-    from rods_core.inputs import load_task_file
     from rods_core.seeds import load_seeds
+    from rods_core.task_files import load_task_file
 
     with clean_errors():
         given = read_answers(answers)

@@ -7,7 +7,7 @@ from typing import get_args
 
 import typer
 
-from rods_core.policy.tiny import TinyModelConfig
+from rods_core.config import TinyModelConfig
 from rods_lab.cli._common import choices, emit_json, fail
 
 app = typer.Typer(no_args_is_help=True, help="Build local policy models.")

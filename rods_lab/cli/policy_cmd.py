@@ -11,9 +11,8 @@ from pathlib import Path
 import typer
 
 from rods_core.benchmarks.registry import BENCHMARK_NAMES
-from rods_core.config import ComputeSettings
+from rods_core.config import ComputeSettings, SFTSettings
 from rods_core.evaluation import EvalConfig
-from rods_core.policy.sft import SFTSettings
 from rods_lab.cli._common import Split, choices, clean_errors, emit_json, fail
 
 _S = SFTSettings()
@@ -25,8 +24,8 @@ PrereqChoice = choices("PrereqChoice", ("all", "fact"))
 
 def _load_tasks(tasks_file: Path | None, demo: bool, where: str):
     """The tasks of --tasks (schema, replay by execution and the leak guard), the demo seeds, or None."""
-    from rods_core.inputs import load_task_file
     from rods_core.policy.demo import demo_seeds
+    from rods_core.task_files import load_task_file
 
     if tasks_file is None:
         return demo_seeds() if demo else None
@@ -35,7 +34,7 @@ def _load_tasks(tasks_file: Path | None, demo: bool, where: str):
 
 
 def _model(path: Path) -> Path:
-    from rods_core.inputs import check_model_dir
+    from rods_core.model_folders import check_model_dir
 
     with clean_errors():
         return check_model_dir(path, "--model")
@@ -157,8 +156,8 @@ def sft(
 
 def _eval_tasks(bench, split: str, categories: list[str] | None, tasks_file: Path | None) -> list:
     """The tasks `rods eval` plays: a JSONL file or a seed split, categories filtering BFCL multi-turn's."""
+    from rods_core.config import CATEGORIES
     from rods_core.seeds import load_seeds
-    from rods_core.tasks import CATEGORIES
 
     multi_turn = bench.name == "bfcl_multi_turn"
     if not multi_turn and (categories or tasks_file):

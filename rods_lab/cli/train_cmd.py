@@ -35,10 +35,10 @@ def train(
 
     Example: rods train --config configs/demo-cpu.yaml --set grpo.max_steps=10
     """
-    # light imports only until the hand-off: importing rods_core.loop (torch, transformers, TRL) takes ~10 s,
+    # light imports only until the hand-off: importing rods_lab.run (torch, transformers, TRL) takes ~10 s,
     # which a process that is about to exec `accelerate launch` would spend for nothing
     from rods_core.ids import new_run_id
-    from rods_core.inputs import preflight
+    from rods_core.preflight import preflight
     from rods_core.ranks import under_launcher
     from rods_lab.cli.handoff import handoff_to_accelerate
 
@@ -52,7 +52,7 @@ def train(
             argv += ["--run-id", run_id]  # every rank must use the same id
         handoff_to_accelerate(cfg.compute.processes, argv, cpu=cfg.grpo.use_cpu)
     from rods_core.loop import RunSetupError
-    from rods_core.loop import train as run_training
+    from rods_lab.run import train as run_training
 
     try:
         run_dir = run_training(cfg, run_id=resume or run_id, resume=bool(resume), log=typer.echo)

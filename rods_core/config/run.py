@@ -1,31 +1,27 @@
 """The run config: one validated pydantic model per run; YAML files in configs/ are instances of it.
 
 Every field has a default and a description; unknown keys fail (extra="forbid"), and every error names
-the field path, the reason and, where it helps, the fix. Sub-configs live beside the code they steer
-(boundary.py, buffer.py, synth/pipeline.py, rollout.py, policy/) and are composed here.
+the field path, the reason and, where it helps, the fix. The sections a component owns live beside this
+module in the config package (boundary, buffer, policy, synth, report) and are composed here.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable
-from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from rods_core.boundary import BoundaryConfig
-from rods_core.buffer import BufferConfig
-from rods_core.inputs import DoorError, read_text, yaml_value
-from rods_core.policy.sft import SFTSettings
-from rods_core.policy.tiny import TinyModelConfig
-from rods_core.rollout import EpisodeConfig
-from rods_core.sources import Method
-from rods_core.synth.pipeline import SynthConfig
-from rods_core.tasks import CATEGORIES
-from rods_core.tracking import ReportSettings
-from rods_core.trl_options import trainer_args_problems
+from rods_core.config.boundary import BoundaryConfig
+from rods_core.config.buffer import BufferConfig
+from rods_core.config.policy import EpisodeConfig, SFTSettings, TinyModelConfig
+from rods_core.config.report import ReportSettings
+from rods_core.config.synth import SynthConfig
+from rods_core.config.trl_options import trainer_args_problems
+
+Method = Literal["static", "dapo_filter", "uniform_synth", "env_augment", "rods"]
+METHODS: tuple[str, ...] = ("static", "dapo_filter", "uniform_synth", "env_augment", "rods")
+Category = Literal["base", "miss_func", "miss_param", "long_context"]
+CATEGORIES: tuple[str, ...] = ("base", "miss_func", "miss_param", "long_context")
 
 
 class _Strict(BaseModel):
@@ -106,8 +102,9 @@ class GRPOSettings(_Strict):
         description="score each task's prompt once per pass: its G rollouts run one at a time against the "
         "prompt's cached keys and values, so the prompt's forward and backward are paid once per group, and no "
         "rollout pays for another's padding (the same loss and gradients up to float rounding). Sharing needs "
-        "a group's rollouts in one pass (micro_batch None: TRL shuffles rollouts across passes). On CPU it cut "
-        "a demo update by 16-23% (bench/update_bench.py); a GPU run's batched passes are usually faster without it",
+        "a group's rollouts in one pass (micro_batch None: TRL shuffles rollouts across passes). It pays on CPU, "
+        "where each pass runs unbatched anyway (docs/measurements.md: the shared-prompt update); a GPU run's "
+        "batched passes are usually faster without it",
     )
     balance_ranks: bool = Field(
         True,
@@ -135,8 +132,8 @@ class GRPOSettings(_Strict):
     bf16: bool = Field(False, description="bfloat16 training (GPU); CPU runs keep fp32")
     gradient_checkpointing: bool = Field(
         False,
-        description="recompute activations in the backward pass: saves memory on large models, costs "
-        "~30% more optimizer time (TRL's default is on; a tiny model on CPU never needs it)",
+        description="recompute activations in the backward pass: saves memory on large models at the cost of a "
+        "second forward in the backward (TRL's default is on; a tiny model on CPU never needs it)",
     )
     use_cpu: bool = Field(True, description="train on CPU even when a GPU is visible")
     save_steps: int = Field(10, ge=1, description="checkpoint every N steps (buffer and detector included)")
@@ -205,8 +202,9 @@ class ComputeSettings(_Strict):
         1,
         ge=1,
         le=256,
-        description="torch intra-op threads per process; 1 on CPU (a second thread gained nothing on 2 cores and "
-        "lost 20x beside any other process); a GPU run may raise it for data loading",
+        description="torch intra-op threads per process; 1 on CPU, where parallelism comes from processes "
+        "(rods_core/threads.py says why; docs/measurements.md has the figures); a GPU run may raise it for "
+        "data loading",
     )
 
 
@@ -233,95 +231,3 @@ class RunConfig(_Strict):
     @property
     def synthesizes(self) -> bool:
         return self.method in ("rods", "uniform_synth")
-
-
-class ConfigError(DoorError):
-    """A run config could not be read; the message names the file and every bad field."""
-
-
-def format_validation_error(err: ValidationError, source: str = "config") -> str:
-    errors = err.errors()
-    lines = [f"{source}: {len(errors)} problem(s):"]
-    for e in errors[:20]:
-        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
-        hint = (
-            " (unknown field: check the spelling against `rods config show`)" if e["type"] == "extra_forbidden" else ""
-        )
-        lines.append(f"  {loc}: {e['msg']}{hint}")
-    if len(errors) > 20:
-        lines.append(f"  ... and {len(errors) - 20} more")
-    return "\n".join(lines)
-
-
-# ----- overrides: `key.path=value` (the CLI's --set, the app's "more fields") ----------------------------
-_FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
-
-
-def parse_override(item: str, where: str = "--set") -> tuple[str, Any]:
-    """`grpo.max_steps=5` -> ("grpo.max_steps", 5); the value is YAML. ConfigError names `where` and the key."""
-    key, sep, raw = item.partition("=")
-    key = key.strip()
-    if not sep or not key:
-        raise ConfigError(f"{where}: {item[:80]!r}: expected key.path=value")
-    bad = [p for p in key.split(".") if not _FIELD.fullmatch(p)]
-    if bad:
-        raise ConfigError(f"{where}: {key[:80]!r}: {bad[0][:40]!r} is not a field name (letters, digits, _)")
-    try:
-        return key, yaml_value(raw)
-    except DoorError as e:
-        raise ConfigError(f"{where}: {key}: not a YAML value: {e}") from None
-
-
-def parse_overrides(items: str | Iterable[str], source: str | None = None) -> dict[str, Any]:
-    """Several overrides: a list (one per --set) or a text, one per line (blank and # lines skipped).
-    Errors name `source` (default: --set for a list, "overrides line N" for a text)."""
-    text = isinstance(items, str)
-    source = source or ("overrides" if text else "--set")
-    out: dict[str, Any] = {}
-    for n, item in enumerate(items.splitlines() if text else items, start=1):
-        if text and (not item.strip() or item.strip().startswith("#")):
-            continue
-        key, value = parse_override(item.strip() if text else item, f"{source} line {n}" if text else source)
-        out[key] = value
-    return out
-
-
-def set_dotted(data: dict, key: str, value: Any) -> None:
-    """data["a"]["b"] = value for key "a.b", creating sections; ConfigError when a parent is not a section."""
-    node = data
-    *parents, leaf = key.split(".")
-    for i, p in enumerate(parents):
-        if node.get(p) is None:
-            node[p] = {}
-        elif not isinstance(node[p], dict):
-            at = ".".join(parents[: i + 1])
-            raise ConfigError(f"{key}: {at} is a value ({type(node[p]).__name__}), not a section; {key} cannot be set")
-        node = node[p]
-    node[leaf] = value
-
-
-def read_config_data(path: str | Path) -> dict:
-    """A config file's mapping, before validation: ConfigError when it is missing, a folder, not UTF-8,
-    not YAML, too deep, or not a mapping."""
-    try:
-        data = yaml_value(read_text(path, "config file"), str(path)) or {}
-    except DoorError as e:
-        raise ConfigError(str(e)) from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: the top level must be a mapping of fields")
-    return data
-
-
-def load_config(path: str | Path, overrides: dict | None = None) -> RunConfig:
-    """Read a YAML run config (plus dotted-key overrides) and validate it."""
-    data = read_config_data(path)
-    for key, value in (overrides or {}).items():
-        set_dotted(data, key, value)
-    try:
-        return RunConfig.model_validate(data)
-    except ValidationError as e:
-        raise ConfigError(format_validation_error(e, str(path))) from None
-
-
-def dump_config(cfg: RunConfig) -> str:
-    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)

@@ -1,16 +1,16 @@
-"""The RODS side of a training step: boundary detector → replay buffer → synthesis → researcher decisions.
+"""The RODS hooks of a training step: boundary detector → replay buffer → synthesis → researcher decisions.
 
-`Curriculum.after_step(step, report)` runs on every rank after TRL's update, on the batch's reward matrix
-(no generation, no environment call). Synthesis runs in a worker thread on rank 0 beside training and is
-collected when ready; the variants it accepted and the researcher's decisions are read on rank 0 and
-shared, so every rank's buffer makes the same moves. It returns the step's events and metrics; the run
-loop writes them (rank 0 only). The static baselines run the same code with a source that never changes.
+`RodsStep.after_step(step, report, decisions)` runs on every rank after TRL's update, on the batch's reward
+matrix (no generation, no environment call). Synthesis runs in a worker thread on rank 0 beside training
+and is collected when ready; the variants it accepted are shared from rank 0, and the decisions arrive
+already shared by the loop, so every rank's buffer makes the same moves. It returns the step's events,
+metrics, decision outcomes and state digest; the loop records them (rank 0 only). The static baselines
+run the same code with a source that never changes.
 """
 
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +18,7 @@ from rods_core.boundary import group_stats, is_informative
 from rods_core.buffer import BufferDecision
 from rods_core.config import RunConfig
 from rods_core.ranks import Ranks, digest
+from rods_core.recording import Decision, DecisionOutcome
 from rods_core.rng import derive_seed
 from rods_core.seeds import TestSplitRefused, leak_guard, refuse_test_tasks
 from rods_core.sources import build_source
@@ -25,23 +26,26 @@ from rods_core.tasks import Task
 from rods_core.trainer import RolloutReport
 
 MAX_DECISION_PAYLOAD = 1_000_000  # characters of JSON; an edited task is a few KB
+MAX_REASON = 2_000  # a reason is shown in the app and stored in the database: bounded
 
 
 @dataclass
 class StepOutcome:
-    """What the curriculum did at one step: event rows by kind, step metrics, and the state digest."""
+    """What the RODS hooks did at one step: event rows by kind, step metrics, the decisions' outcomes, the
+    pools when they changed since the last step (None otherwise), and the state digest."""
 
     events: dict[str, list[dict]] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
+    decisions: list[DecisionOutcome] = field(default_factory=list)
+    pools: dict[str, list[Task]] | None = None
     digest: str = ""
 
 
-class Curriculum:
+class RodsStep:
     """Task source (static seeds or the replay buffer) + detector + synthesis worker + decisions, per rank."""
 
-    def __init__(self, cfg: RunConfig, seeds: list[Task], ranks: Ranks, control=None, run_id: str = ""):
-        """`control` is the ControlDB on rank 0 (decisions come from there), None elsewhere."""
-        self.cfg, self.ranks, self.control, self.run_id = cfg, ranks, control, run_id
+    def __init__(self, cfg: RunConfig, seeds: list[Task], ranks: Ranks):
+        self.cfg, self.ranks = cfg, ranks
         self.source = build_source(cfg.method, seeds, cfg.boundary, cfg.buffer)
         self.detector = self.source.detector
         self.seed_ids = {t.id for t in seeds}
@@ -54,7 +58,7 @@ class Curriculum:
             self.worker = SynthWorker(cfg.synth, pool_keys={t.content_key() for t in seeds})
             leak_guard()  # the test split's keys (~0.3 s): built here, not inside the first step that synthesizes
         self._asked: list[tuple[str, int]] = []  # (parent, variants) asked of the worker, not yet back
-        self._claim = None  # this step's claim of decisions, begun before its update (rank 0)
+        self._pools_version: str | None = None  # the pools last reported in a StepOutcome
 
     # ----- what the trainer calls ------------------------------------------------------------------
     def draw(self, n: int) -> list[str]:
@@ -75,22 +79,23 @@ class Curriculum:
         return self.tokens.get(parent) if parent else None
 
     # ----- one step ----------------------------------------------------------------------------
-    def begin_claim(self) -> None:
-        """Rank 0 claims the run's pending decisions once the step's rollouts are done, so a decision made
-        before the update (seconds) is applied at this step's end, by `after_step`."""
-        if self.control is not None:
-            self._claim = self.control.claim_decisions(self.run_id, f"pid:{os.getpid()}")
-
-    def after_step(self, step: int, report: RolloutReport) -> StepOutcome:
+    def after_step(self, step: int, report: RolloutReport, decisions: list[Decision]) -> StepOutcome:
+        """The RODS side of step `step`: `report` is its rollouts (reward matrix, accuracy, tokens),
+        `decisions` the researcher's decisions claimed for it, the same list on every rank."""
         matrix: dict[str, list[float]] = {}
         for tid, rewards in report.groups:  # a task drawn twice (tiny pools) is one group of its rewards
             matrix.setdefault(tid, []).extend(rewards)
         out = StepOutcome()
-        moves = self.source.observe(step, matrix)  # detector, then the buffer's probes and retirements
+        self.detector.update(step, matrix, fresh=self.source.reprobes(matrix))
         changes = self.detector.changes(step)
+        moves = self.source.observe(step, matrix)  # the buffer's probes and retirements
         variants, out.events["variant"], out.events["boundary_sample"], synth_metrics = self._synthesis(step)
         moves += self.source.offer(variants, step) if variants else []
-        out.events["decision_applied"] = self._decisions(step)
+        out.decisions = apply_decisions(decisions, self._apply)
+        out.events["decision_applied"] = [
+            {"step": step, "decision_id": o.decision_id, "outcome": o.outcome, "reason": o.reason}
+            for o in out.decisions
+        ]
         self.trajectories += sum(len(r) for r in matrix.values())
         for (tid, rewards), n in zip(report.groups, report.group_tokens, strict=False):
             self.tokens[tid] = n / max(len(rewards), 1)
@@ -101,6 +106,7 @@ class Curriculum:
         ]
         out.events["buffer"] = [_move_row(m) for m in moves]
         out.metrics = {**self._metrics(report, matrix), **synth_metrics}
+        out.pools = self._changed_pools()
         out.digest = digest(self.state_dict())
         return out
 
@@ -152,8 +158,13 @@ class Curriculum:
             out[name] = [self.source.task(t) for t in pools.get(name, [])]
         return out
 
-    def pools_version(self) -> str:
-        return digest(self.source.pools())
+    def _changed_pools(self) -> dict[str, list[Task]] | None:
+        """The pools as the app shows them when they changed since the last step, else None."""
+        version = digest(self.source.pools())
+        if version == self._pools_version:
+            return None
+        self._pools_version = version
+        return self.pool_tasks()
 
     # ----- synthesis beside training ----------------------------------------------------------------
     def _synthesis(self, step: int) -> tuple[list[Task], list[dict], list[dict], dict[str, float]]:
@@ -209,19 +220,8 @@ class Curriculum:
                 return
 
     # ----- researcher decisions, applied at step boundaries exactly once ---------------------------
-    def _decisions(self, step: int) -> list[dict]:
-        from storage.decisions import deliver_decisions
-
-        if self.control is None and self.ranks.world == 1:
-            return []
-        claim, self._claim = self._claim, None
-        outcomes = deliver_decisions(self.control, self.run_id, step, self._apply, share=self.ranks.share, claim=claim)
-        return [
-            {"step": step, "decision_id": o.decision_id, "outcome": o.outcome, "reason": o.reason} for o in outcomes
-        ]
-
-    def _apply(self, d) -> tuple[bool, str]:
-        """Verify and apply one decision (`storage.decisions.Claimed`); raising refuses it with the reason."""
+    def _apply(self, d: Decision) -> tuple[bool, str]:
+        """Verify and apply one decision; raising refuses it with the reason (`apply_decisions`)."""
         if d.payload and len(d.payload) > MAX_DECISION_PAYLOAD:
             return False, f"payload of {len(d.payload)} characters is over the {MAX_DECISION_PAYLOAD} limit"
         payload = d.payload_dict()
@@ -264,6 +264,21 @@ class Curriculum:
     def close(self) -> None:
         if self.worker is not None:
             self.worker.close(wait=False)
+
+
+def apply_decisions(decisions: list[Decision], apply) -> list[DecisionOutcome]:
+    """Apply each decision with `apply(decision) -> (applied?, reason)`, in order; any exception refuses
+    the decision with the error as its reason, so no decision can stop a run. Reasons are bounded."""
+    outcomes = []
+    for d in decisions:
+        try:
+            ok, reason = apply(d)
+        except Exception as e:  # noqa: BLE001 - a bad decision must not stop training; the researcher sees why
+            ok, reason = False, f"{type(e).__name__}: {e}"
+        outcomes.append(
+            DecisionOutcome(d.id, d.task_id, d.action, "applied" if ok else "refused", str(reason)[:MAX_REASON])
+        )
+    return outcomes
 
 
 def _spread(per_rank: list[int]) -> float:

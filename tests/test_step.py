@@ -1,5 +1,6 @@
-"""The RODS side of a step in-process, with a real buffer, detector and synthesis worker: admission control,
-the leak guard at the decision door, and the step's metrics against the one metric list."""
+"""The RODS step hooks in-process, with a real buffer, detector and synthesis worker: admission control,
+the leak guard at the decision door, decisions applied under a guard, the step's metrics against the one
+metric list, and the library's run path free of storage imports."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ import threading
 import pytest
 
 from rods_core.config import RunConfig
-from rods_core.curriculum import Curriculum
 from rods_core.policy.demo import demo_seeds
 from rods_core.ranks import Ranks
+from rods_core.recording import Decision
 from rods_core.seeds import TestSplitRefused, load_seeds
+from rods_core.step import MAX_REASON, RodsStep, apply_decisions
 from rods_core.trainer import RolloutReport
-from storage.decisions import Claimed
 from tests.polling import wait_until
 
 BOUNDARY = [1.0, 0.0, 1.0, 0.0]  # mean 0.5, variance 0.25: a boundary group
@@ -25,7 +26,7 @@ def report(groups: list[tuple[str, list[float]]]) -> RolloutReport:
     return RolloutReport(groups=groups, accuracy=[0.0] * n, n_calls=[1] * n, model_tokens=10 * n)
 
 
-def curriculum(**buffer) -> Curriculum:
+def rods_step(**buffer) -> RodsStep:
     cfg = RunConfig.model_validate(
         {
             "method": "rods",
@@ -34,57 +35,58 @@ def curriculum(**buffer) -> Curriculum:
             "synth": {"n_per_parent": 1},
         }
     )
-    return Curriculum(cfg, demo_seeds()[:4], Ranks())
+    return RodsStep(cfg, demo_seeds()[:4], Ranks())
 
 
 def test_synthesis_is_asked_only_for_what_the_buffer_can_admit():
-    cur = curriculum()
+    cur = rods_step()
     seeds = [t.id for t in demo_seeds()[:4]]
     # the jobs finish only once step 1 is over: a job done before step 1's drain would be taken back a
     # step early, which a loaded machine can make happen, and every step below counts on when it arrives
     step_1_over, job = threading.Event(), cur.worker._job
     cur.worker._job = lambda *args: step_1_over.wait(60) and job(*args)
     try:
-        out = cur.after_step(1, report([(t, BOUNDARY) for t in seeds]))  # every seed at the boundary
+        out = cur.after_step(1, report([(t, BOUNDARY) for t in seeds]), [])  # every seed at the boundary
         assert cur.worker.submitted == 2 and out.metrics["synth/refused"] == 0  # room 2 (1 slot x 2 steps)
         assert out.metrics["synth/accepted"] == 0
         step_1_over.set()
         wait_until(lambda: cur.worker.in_flight == 0, "two synthesis jobs")
-        out = cur.after_step(2, report([(t, BOUNDARY) for t in seeds]))
+        out = cur.after_step(2, report([(t, BOUNDARY) for t in seeds]), [])
         staged = cur.source.pools()["staged"]
         assert out.metrics["synth/accepted"] == 2 and len(staged) == 2  # both admitted to staged
         # the staged backlog fills what one probe slot can probe in two steps: no more synthesis is asked
         assert cur.source.room() == 0 and cur.worker.submitted == 2
-        out = cur.after_step(3, report([(t, BOUNDARY) for t in seeds]))
+        out = cur.after_step(3, report([(t, BOUNDARY) for t in seeds]), [])
         assert cur.worker.submitted == 2 and out.events["boundary_sample"] == []
         # a probe resolves (hard twice: retired), the room comes back, synthesis resumes
-        cur.after_step(4, report([(staged[0], [0.0] * 4)]))
-        out = cur.after_step(5, report([(staged[0], [0.0] * 4)]))
+        cur.after_step(4, report([(staged[0], [0.0] * 4)]), [])
+        out = cur.after_step(5, report([(staged[0], [0.0] * 4)]), [])
         (row,) = [r for r in out.events["buffer"] if r["task_id"] == staged[0]]
         assert (row["to_pool"], row["reason"]) == ("retired", "probe/hard")  # the code, apart from its detail
         assert row["detail"].endswith("after 2 probe(s)")
         assert cur.source.room() == 1
-        cur.after_step(6, report([(t, BOUNDARY) for t in seeds]))
+        cur.after_step(6, report([(t, BOUNDARY) for t in seeds]), [])
         assert cur.worker.submitted == 3
     finally:
         cur.close()
 
 
 def test_an_edit_decision_carrying_a_test_split_task_is_refused_at_the_door():
-    cur = curriculum()
+    cur = rods_step()
     test_task = load_seeds("test", ("base",))[0]
     seed = demo_seeds()[0]
     edited = test_task.model_copy(update={"id": seed.id + "_e1"}).to_record()
     try:
-        with pytest.raises(TestSplitRefused) as refused:  # deliver_decisions turns the raise into a refusal
-            cur._apply(Claimed(1, seed.id, "edit", json.dumps({"task": edited})))
+        with pytest.raises(TestSplitRefused) as refused:  # apply_decisions turns the raise into a refusal
+            cur._apply(Decision(1, seed.id, "edit", json.dumps({"task": edited})))
         assert "edit decision 1" in str(refused.value) and test_task.id not in cur.all_ids()
     finally:
         cur.close()
 
 
 def test_a_step_reports_exactly_the_listed_metrics(tmp_path, tiny_model_dir):
-    from rods_core.loop import StepWatcher, train
+    from rods_core.loop import StepWatcher
+    from rods_lab.run import train
     from storage.schema import STEP_METRICS
     from tests.conftest import smoke_config
 
@@ -102,21 +104,69 @@ def test_a_step_reports_exactly_the_listed_metrics(tmp_path, tiny_model_dir):
 
 
 def test_expected_tokens_come_from_a_tasks_last_group_or_its_parents_and_survive_a_checkpoint():
-    cur = curriculum()
+    cur = rods_step()
     a, b = (t.id for t in demo_seeds()[:2])
     try:
         rep = report([(a, BOUNDARY), (b, [1.0] * 4)])
         rep.group_tokens, rep.rank_tokens = [400, 120], [400, 120]
-        out = cur.after_step(1, rep)
+        out = cur.after_step(1, rep, [])
         assert cur.expected_tokens(a) == 100.0 and cur.expected_tokens(b) == 30.0
         assert out.metrics["train/rank_token_spread"] == pytest.approx(280 / 260)
         variant = cur.task(a).model_copy(update={"id": "v1"})
         variant.provenance = variant.provenance.model_copy(update={"parent_id": a})
         cur.source._tasks["v1"] = variant  # a variant never played yet: its parent's length
         assert cur.expected_tokens("v1") == 100.0 and cur.expected_tokens("nowhere") is None
-        again = curriculum()
+        again = rods_step()
         again.load_state_dict(json.loads(json.dumps(cur.state_dict())))
         assert again.expected_tokens(b) == 30.0
         again.close()
     finally:
         cur.close()
+
+
+def test_decisions_are_applied_in_order_each_failure_refused_with_a_bounded_reason():
+    def apply(d: Decision) -> tuple[bool, str]:
+        if d.action == "reject":
+            raise KeyError(f"{d.task_id} is not in the staged pool")
+        return d.task_id == "t1", "x" * (MAX_REASON + 50)
+
+    got = apply_decisions([Decision(3, "t1", "approve", None), Decision(1, "t2", "reject", None)], apply)
+    assert [(o.decision_id, o.outcome) for o in got] == [(3, "applied"), (1, "refused")]
+    assert len(got[0].reason) == MAX_REASON and got[1].reason.startswith("KeyError: ")
+
+
+def test_a_steps_decisions_come_back_as_outcomes_and_events_and_pools_only_when_they_change():
+    cur = rods_step()
+    seed = demo_seeds()[0]
+    decisions = [
+        Decision(7, seed.id, "approve", None),  # a seed is never awaiting review
+        Decision(8, seed.id, "edit", "[1, 2]"),  # a payload that is not a JSON object
+        Decision(9, seed.id, "edit", "x" * 1_000_001),  # over the payload bound
+    ]
+    try:
+        out = cur.after_step(1, report([(seed.id, BOUNDARY)]), decisions)
+        assert [(o.decision_id, o.outcome) for o in out.decisions] == [(7, "refused"), (8, "refused"), (9, "refused")]
+        assert "not awaiting review" in out.decisions[0].reason and "JSON object" in out.decisions[1].reason
+        assert "limit" in out.decisions[2].reason
+        rows = out.events["decision_applied"]
+        assert [(r["step"], r["decision_id"], r["outcome"]) for r in rows] == [
+            (1, 7, "refused"),
+            (1, 8, "refused"),
+            (1, 9, "refused"),
+        ]
+        assert out.pools is not None and {t.id for t in out.pools["seeds"]} == {t.id for t in demo_seeds()[:4]}
+        assert cur.after_step(2, report([(seed.id, BOUNDARY)]), []).pools is None  # nothing moved
+    finally:
+        cur.close()
+
+
+def test_the_librarys_run_path_imports_no_storage():
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "rods_core"
+    for name in ("loop.py", "step.py", "recording.py"):
+        tree = ast.parse((root / name).read_text())
+        imported = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        imported += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+        assert not [m for m in imported if m.split(".")[0] in ("storage", "bench", "rods_lab")], name

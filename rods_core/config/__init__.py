@@ -1,0 +1,62 @@
+"""The run config package: RunConfig and every section class, which the components import from here;
+it imports nothing from rods_core but the input-reading primitives (rods_core.inputs) and the prompt files."""
+
+from rods_core.config.boundary import BoundaryConfig
+from rods_core.config.buffer import BufferConfig
+from rods_core.config.loading import (
+    ConfigError,
+    dump_config,
+    format_validation_error,
+    load_config,
+    parse_override,
+    parse_overrides,
+    read_config_data,
+    set_dotted,
+)
+from rods_core.config.policy import EpisodeConfig, PromptConfig, SamplingConfig, SFTSettings, TinyModelConfig
+from rods_core.config.report import ReportSettings
+from rods_core.config.run import (
+    CATEGORIES,
+    METHODS,
+    Category,
+    ComputeSettings,
+    EvalSettings,
+    GRPOSettings,
+    Method,
+    ModelSettings,
+    RunConfig,
+    SeedSettings,
+    SynthSchedule,
+)
+from rods_core.config.synth import SynthConfig
+
+__all__ = [
+    "CATEGORIES",
+    "METHODS",
+    "BoundaryConfig",
+    "BufferConfig",
+    "Category",
+    "ComputeSettings",
+    "ConfigError",
+    "EpisodeConfig",
+    "EvalSettings",
+    "GRPOSettings",
+    "Method",
+    "ModelSettings",
+    "PromptConfig",
+    "ReportSettings",
+    "RunConfig",
+    "SFTSettings",
+    "SamplingConfig",
+    "SeedSettings",
+    "SynthConfig",
+    "SynthSchedule",
+    "TinyModelConfig",
+    "dump_config",
+    "format_validation_error",
+    "load_config",
+    "parse_override",
+    "parse_overrides",
+    "read_config_data",
+    "set_dotted",
+]

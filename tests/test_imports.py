@@ -1,0 +1,201 @@
+"""Imports go one way, with no cycles, and modules stay readable: every first-party file's imports (top level,
+inside functions, under TYPE_CHECKING, relative) are read with `ast` and checked against the layering
+rods_core < storage < bench < rods_lab < app (app.py, pages/, lab_ui.py, review_ui.py); tests/ are exempt."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LAYERS = {"rods_core": 0, "storage": 1, "bench": 2, "rods_lab": 3, "app": 4, "pages": 4, "lab_ui": 4, "review_ui": 4}
+LIBRARY_NEVER = ("streamlit", "plotly")  # rods_core draws and serves nothing
+MAX_MODULE_LINES, MAX_FUNCTION_LINES = 500, 80
+LENGTH_REASON = "Length:"  # a module docstring paragraph saying why the module or one of its functions is long
+
+# Library modules that still import storage or plotly while they move out to rods_lab/ and storage/ (the
+# lead empties this after merging): (importer, imported). Every other edge must follow the layering.
+KNOWN_EXCEPTIONS: set[tuple[str, str]] = {
+    ("rods_core.charts", "plotly"),
+    ("rods_core.experiments", "storage.reader"),
+    ("rods_core.lab", "storage.build_progress"),
+    ("rods_core.lab", "storage.pools"),
+    ("rods_core.lab", "storage.reader"),
+    ("rods_core.lab", "storage.schema"),
+    ("rods_core.launch", "storage.catalog"),
+    ("rods_core.launch", "storage.control"),
+    ("rods_core.launch", "storage.store_engine"),
+}
+
+
+def module_files(root: Path) -> dict[str, Path]:
+    """Module name -> file, for every first-party .py file under `root` (tests excluded)."""
+    out: dict[str, Path] = {}
+    for top in LAYERS:
+        paths = sorted((root / top).rglob("*.py")) if (root / top).is_dir() else [root / f"{top}.py"]
+        for p in paths:
+            if not p.is_file() or "__pycache__" in p.parts:
+                continue
+            parts = p.relative_to(root).with_suffix("").parts
+            out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = p
+    return out
+
+
+def imports_of(module: str, path: Path, known: set[str]) -> list[tuple[int, str]]:
+    """(line, imported module) for every import in the file, wherever it sits: a first-party target resolves
+    to the deepest module that exists (`from pkg import sub` names pkg.sub), a third-party one to its top name."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+        else:
+            continue
+        for t in targets:
+            while t not in known and "." in t:
+                t = t.rpartition(".")[0]
+            if t != module:
+                found.append((node.lineno, t))
+    return found
+
+
+def layer_of(module: str) -> int | None:
+    return LAYERS.get(module.split(".")[0])
+
+
+def layering_violations(root: Path) -> list[str]:
+    """'file:line: a -> b' for each edge to a higher layer, and each library import of streamlit or plotly."""
+    files = module_files(root)
+    bad = []
+    for module, path in files.items():
+        for line, target in imports_of(module, path, set(files)):
+            up = (layer_of(target) or 0) > layer_of(module)
+            drawing = layer_of(module) == 0 and target.split(".")[0] in LIBRARY_NEVER
+            if (up or drawing) and (module, target) not in KNOWN_EXCEPTIONS:
+                bad.append(f"{path.relative_to(root)}:{line}: {module} -> {target}")
+    return bad
+
+
+def import_cycles(root: Path) -> list[list[str]]:
+    """Each strongly connected set of first-party modules with more than one member (Tarjan), or a self-import."""
+    files = module_files(root)
+    graph = {m: sorted({t for _, t in imports_of(m, p, set(files)) if t in files}) for m, p in files.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return cycles
+
+
+def long_without_reason(root: Path) -> list[str]:
+    """Modules over MAX_MODULE_LINES and functions whose body runs over MAX_FUNCTION_LINES, in modules whose
+    docstring gives no `Length:` reason. A function counts from its first body line: a CLI command's option
+    declarations are its signature, not its logic."""
+    out = []
+    for path in module_files(root).values():
+        text = path.read_text(encoding="utf-8")
+        tree = ast.parse(text)
+        if LENGTH_REASON in (ast.get_docstring(tree) or ""):
+            continue
+        where = path.relative_to(root)
+        if len(text.splitlines()) > MAX_MODULE_LINES:
+            out.append(f"{where}: {len(text.splitlines())} lines")
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.body[0].lineno + 1
+                if n > MAX_FUNCTION_LINES:
+                    out.append(f"{where}:{node.lineno}: {node.name} is {n} lines")
+    return out
+
+
+def test_imports_follow_the_layering():
+    bad = layering_violations(ROOT)
+    assert not bad, "imports against rods_core < storage < bench < rods_lab < app:\n" + "\n".join(bad)
+
+
+def test_known_exceptions_still_exist():
+    """An exception that no longer occurs is dropped from KNOWN_EXCEPTIONS, so the list only shrinks."""
+    files = module_files(ROOT)
+    edges = {(m, t) for m, p in files.items() for _, t in imports_of(m, p, set(files))}
+    assert not KNOWN_EXCEPTIONS - edges, f"no longer imported, drop from KNOWN_EXCEPTIONS: {KNOWN_EXCEPTIONS - edges}"
+
+
+def test_no_import_cycles():
+    cycles = import_cycles(ROOT)
+    assert not cycles, "import cycles among first-party modules:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_no_long_module_or_function_without_a_reason():
+    long = long_without_reason(ROOT)
+    assert not long, (
+        f"over {MAX_MODULE_LINES} lines per module or {MAX_FUNCTION_LINES} per function, with no "
+        f"'{LENGTH_REASON}' reason in the module docstring (split it, or say why):\n" + "\n".join(long)
+    )
+
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+def test_checks_see_function_level_type_checking_and_relative_imports(tmp_path):
+    root = _tree(
+        tmp_path,
+        {
+            "rods_core/__init__.py": "",
+            "rods_core/a.py": "def f():\n    from storage import s\n",
+            "rods_core/b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import c\n",
+            "rods_core/c.py": "def g():\n    import rods_core.b\n",
+            "rods_core/d.py": "import plotly.graph_objects as go\n",
+            "storage/__init__.py": "",
+            "storage/s.py": "from rods_core import a\n",
+        },
+    )
+    assert layering_violations(root) == [
+        "rods_core/a.py:2: rods_core.a -> storage.s",
+        "rods_core/d.py:1: rods_core.d -> plotly",
+    ]
+    assert sorted(import_cycles(root)) == [["rods_core.a", "storage.s"], ["rods_core.b", "rods_core.c"]]
+
+
+@pytest.mark.parametrize("reason, expected", [("", 1), ("\n\nLength: one table per page.", 0)])
+def test_long_function_needs_a_reason(tmp_path, reason, expected):
+    body = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES + 1))
+    root = _tree(tmp_path, {"bench/__init__.py": "", "bench/m.py": f'"""A bench.{reason}"""\n\n\ndef f():\n{body}'})
+    assert len(long_without_reason(root)) == expected
