@@ -55,8 +55,9 @@ class EvalConfig(BaseModel):
     )
 
 
-def _generator(policy, cfg: EvalConfig):
-    """(generator, episode config, benchmark) for a model folder or a (model, tokenizer) pair."""
+def _generator(policy, cfg: EvalConfig, benchmark: Benchmark | None = None):
+    """(generator, episode config, benchmark) for a model folder or a (model, tokenizer) pair; `benchmark`
+    replaces the one `cfg` names (a run's, built once)."""
     episode = cfg.episode
     if isinstance(policy, (str, Path)):
         from rods_core.policy.tiny import load_policy
@@ -68,7 +69,7 @@ def _generator(policy, cfg: EvalConfig):
     # The training rule without vLLM: during training its engine holds the weights of the step's start, one
     # update behind the model evaluated here.
     gen = choose_generator(model, tokenizer, kv_cache=cfg.kv_cache, max_batch=cfg.max_batch)
-    return gen, episode, episode_benchmark(episode, cfg.benchmark, prereq=cfg.prereq)
+    return gen, episode, benchmark or episode_benchmark(episode, cfg.benchmark, prereq=cfg.prereq)
 
 
 def _play(tasks: list, gen, episode: EpisodeConfig, bench: Benchmark, cfg: EvalConfig, progress) -> list[Episode]:
@@ -105,14 +106,19 @@ def metrics(episodes: list[Episode], tasks: list, prefix: str = "eval", benchmar
 
 
 def evaluate(
-    policy, tasks: list, cfg: EvalConfig | None = None, *, progress: Callable[[int, int], None] | None = None
+    policy,
+    tasks: list,
+    cfg: EvalConfig | None = None,
+    *,
+    benchmark: Benchmark | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Play every task once (greedy unless configured) and report metrics; `policy` is a folder or (model, tokenizer).
 
     The trainer calls this on its eval cadence with its live (model, tokenizer).
     """
     cfg = cfg or EvalConfig()
-    gen, ep_cfg, bench = _generator(policy, cfg)
+    gen, ep_cfg, bench = _generator(policy, cfg, benchmark)
     t0 = time.perf_counter()
     episodes = _play(tasks, gen, ep_cfg, bench, cfg, progress)
     out = metrics(episodes, tasks, benchmark=bench)
@@ -122,7 +128,9 @@ def evaluate(
     return out
 
 
-def evaluate_sharded(policy: tuple, tasks: list, cfg: EvalConfig, ranks) -> dict[str, Any]:
+def evaluate_sharded(
+    policy: tuple, tasks: list, cfg: EvalConfig, ranks, benchmark: Benchmark | None = None
+) -> dict[str, Any]:
     """`evaluate` split across training processes: rank r plays tasks r, r+N, ...; every rank gets the
     metrics over all tasks (a collective: every rank must call it)."""
     import torch
@@ -134,7 +142,7 @@ def evaluate_sharded(policy: tuple, tasks: list, cfg: EvalConfig, ranks) -> dict
     t0 = time.perf_counter()
     try:
         with torch.no_grad():
-            gen, ep_cfg, bench = _generator(policy, cfg)
+            gen, ep_cfg, bench = _generator(policy, cfg, benchmark)
             episodes = _play(mine, gen, ep_cfg, bench, cfg, None) if mine else []
     finally:
         model.train(was_training)

@@ -21,10 +21,13 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from rods_core.benchmarks.protocols import Benchmark
+from rods_core.benchmarks.registry import make_benchmark
 from rods_core.checkpoint import checkpoint_dir, last_checkpoint, load_state, save_state
 from rods_core.config import RunConfig, dump_config
 from rods_core.ranks import Ranks, sharding_refusal
 from rods_core.recording import Decision, NullRecorder, OpenRecorder, RunRecorder
+from rods_core.rollout import episode_benchmark
 from rods_core.step import RodsStep, StepOutcome
 from rods_core.tracking import StepTracker, tracker_environment
 from rods_core.trainer import RolloutReport, whole_weights
@@ -209,8 +212,12 @@ def train(
     log=print,
     watcher: StepWatcher | None = None,
     build_delegate: Callable[[RunConfig, Path], Callable[[], None] | None] | None = None,
+    benchmark: Benchmark | None = None,
 ) -> Path:
     """Run (or resume) one training run; returns its folder. Its processes are the only writers of it.
+
+    The benchmark (`cfg.benchmark`, or `benchmark` given by the caller: any Benchmark) gives the seeds, the
+    held-out tasks, the leak guard and synthesizer of the RODS step, and the environments of every episode.
 
     `build_delegate(cfg, run_dir)`, for a one-process run, may return a builder that makes a missing model in
     processes of its own (policy/build.ensure_model's `delegate`); None builds it in this run's processes.
@@ -230,9 +237,10 @@ def train(
     apply_thread_policy(cfg.compute.threads)
     torch.manual_seed(cfg.seed)
     ranks = Ranks.current(cpu=cfg.grpo.use_cpu)
-    run_id, run_dir, seeds = check_run_inputs(cfg, run_id, resume, ranks)
+    tasks_bench = benchmark or make_benchmark(cfg.benchmark, prereq=cfg.prereq)
+    run_id, run_dir, seeds = check_run_inputs(cfg, run_id, resume, ranks, tasks_bench)
     recorder = open_run(cfg, run_dir, run_id, resume, ranks, open_recorder)
-    rods = RodsStep(cfg, seeds, ranks)
+    rods = RodsStep(cfg, seeds, ranks, tasks_bench)
     tracker_environment(cfg.report, run_dir)
     tracker = StepTracker(cfg.report, run_dir, cfg.model_dump(mode="json"), main=ranks.main)
     status = "failed"
@@ -243,7 +251,9 @@ def train(
         )
         ckpt = restore(run_dir, run_id, recorder, rods, log) if resume else None
         policy = Policy.load(cfg, model_dir)
-        evaluate = HeldOutEval(cfg, policy, seeds, recorder, rods, ranks, log)
+        # the episodes' benchmark speaks the policy's chat format (a tiny model's card may set it)
+        episodes_bench = benchmark or episode_benchmark(policy.episode, cfg.benchmark, prereq=cfg.prereq)
+        evaluate = HeldOutEval(cfg, policy, seeds, recorder, rods, ranks, log, tasks_bench, benchmark)
         callback = StepCallback(rods, recorder, evaluate, cfg.eval.every, ranks, tracker, watcher, log)
         trainer = RodsGRPOTrainer(
             model=policy.model,
@@ -258,6 +268,7 @@ def train(
             callbacks=[callback],
             run_name=run_id,
             ranks=ranks,
+            benchmark=episodes_bench,
         )
         install_stop_handler(callback)
         trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
@@ -277,7 +288,9 @@ def train(
 
 
 # ----- the stages of train(), in call order -------------------------------------------------------------
-def check_run_inputs(cfg: RunConfig, run_id: str | None, resume: bool, ranks: Ranks) -> tuple[str, Path, list]:
+def check_run_inputs(
+    cfg: RunConfig, run_id: str | None, resume: bool, ranks: Ranks, benchmark: Benchmark | None = None
+) -> tuple[str, Path, list]:
     """(run id, run folder, seed tasks); everything that can fail on bad input fails here, before anything
     is created. Every rank uses rank 0's run id (a generated id differs per process)."""
     from rods_core.ids import new_run_id
@@ -291,7 +304,7 @@ def check_run_inputs(cfg: RunConfig, run_id: str | None, resume: bool, ranks: Ra
     run_id = ranks.share(run_id or new_run_id(cfg.name))
     run_dir = Path(cfg.output_dir) / run_id
     try:
-        seeds = select_seeds(cfg)
+        seeds = select_seeds(cfg, benchmark)
         check_model_source(cfg)
     except (TaskSetError, DoorError, TaskFileError, OSError) as e:
         raise RunSetupError(str(e)) from None
@@ -373,17 +386,29 @@ class HeldOutEval:
     """Greedy episodes on the held-out tasks, sharded over the ranks; one `eval` event per call (rank 0)."""
 
     def __init__(
-        self, cfg: RunConfig, policy: Policy, seeds: list, recorder: RunRecorder, rods: RodsStep, ranks: Ranks, log
+        self,
+        cfg: RunConfig,
+        policy: Policy,
+        seeds: list,
+        recorder: RunRecorder,
+        rods: RodsStep,
+        ranks: Ranks,
+        log,
+        tasks_bench: Benchmark | None = None,
+        benchmark: Benchmark | None = None,
     ):
+        """`tasks_bench` gives the held-out tasks; `benchmark`, when the caller gave one, plays them (else
+        `cfg.benchmark` with the greedy episode settings: no hints)."""
         from rods_core.evaluation import EvalConfig
         from rods_core.tasksets import eval_tasks
 
-        self.split, self.policy, self.ranks = cfg.eval.split, policy, ranks
+        self.split, self.policy, self.ranks, self.benchmark = cfg.eval.split, policy, ranks, benchmark
         self.recorder, self.rods = recorder, rods
         self.log = log if ranks.main else (lambda *_: None)
-        self.tasks = eval_tasks(cfg, seeds, policy.sft_task_ids())
+        self.tasks = eval_tasks(cfg, seeds, policy.sft_task_ids(), tasks_bench)
         sampling = policy.episode.sampling.model_copy(update={"temperature": 0.0})
-        self.greedy = EvalConfig(episode=policy.episode.model_copy(update={"sampling": sampling, "hints": False}))
+        episode = policy.episode.model_copy(update={"sampling": sampling, "hints": False})
+        self.greedy = EvalConfig(episode=episode, benchmark=cfg.benchmark, prereq=cfg.prereq)
 
     def __call__(self, model, step: int) -> None:
         from rods_core.evaluation import evaluate_sharded
@@ -391,7 +416,9 @@ class HeldOutEval:
         if not self.tasks:
             return
         with whole_weights(model):  # FSDP2: each rank's episodes make their own forward calls
-            result = evaluate_sharded((model, self.policy.tokenizer), self.tasks, self.greedy, self.ranks)
+            result = evaluate_sharded(
+                (model, self.policy.tokenizer), self.tasks, self.greedy, self.ranks, self.benchmark
+            )
         per_cat = {k.split("/", 2)[2]: v for k, v in result.items() if k.startswith("eval/progress/")}
         row = {
             "step": step,

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import cache
 from importlib import resources
-from typing import Literal
+from typing import Any, Literal
 
 from rods_core.config import CATEGORIES
 from rods_core.inputs import DoorError
@@ -120,11 +120,12 @@ class TestSplitRefused(DoorError):
         )
 
 
-def refuse_test_tasks(tasks: Iterable[Task], where: str) -> None:
+def refuse_test_tasks(tasks: Iterable, where: str, leak_reason: Callable[[Any], str | None] | None = None) -> None:
     """The leak guard at a door into training (imports, uploads, seed files, edits, reseeds, synthesis
-    parents): raises TestSplitRefused naming `where` and every offending id, by id, content or user turns."""
-    guard = leak_guard()
-    refused = [(t.id, why) for t in tasks if (why := guard.reason(t))]
+    parents): raises TestSplitRefused naming `where` and every offending id, by id, content or user turns.
+    `leak_reason` is the benchmark's guard (`Benchmark.leak_reason`); BFCL multi-turn's by default."""
+    reason = leak_reason or leak_guard().reason
+    refused = [(t.id, why) for t in tasks if (why := reason(t))]
     if refused:
         raise TestSplitRefused(where, refused)
 

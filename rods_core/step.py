@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from rods_core.benchmarks.protocols import Benchmark
 from rods_core.boundary import group_stats, is_informative
 from rods_core.buffer import BufferDecision
 from rods_core.config import RunConfig
@@ -44,19 +45,30 @@ class StepOutcome:
 class RodsStep:
     """Task source (static seeds or the replay buffer) + detector + synthesis worker + decisions, per rank."""
 
-    def __init__(self, cfg: RunConfig, seeds: list[Task], ranks: Ranks):
-        self.cfg, self.ranks = cfg, ranks
+    def __init__(self, cfg: RunConfig, seeds: list[Task], ranks: Ranks, benchmark: Benchmark | None = None):
+        """`benchmark`: the task family (its task type, leak guard and synthesizer); BFCL multi-turn's
+        rules when None."""
+        self.cfg, self.ranks, self.benchmark = cfg, ranks, benchmark
+        self.task_type = benchmark.task_type if benchmark is not None else Task
+        self.leak_reason = benchmark.leak_reason if benchmark is not None else None  # None: BFCL's guard
         self.source = build_source(cfg.method, seeds, cfg.boundary, cfg.buffer)
         self.detector = self.source.detector
         self.seed_ids = {t.id for t in seeds}
         self.trajectories = 0
         self.tokens: dict[str, float] = {}  # per task: tokens generated per rollout in its last group
         self.worker = None
-        if cfg.synthesizes and ranks.main:
+        no_synthesizer = benchmark is not None and benchmark.synthesizer is None
+        if cfg.synthesizes and ranks.main and not no_synthesizer:
+            from rods_core.benchmarks.synthesis import worker_job
             from rods_core.synth.pipeline import SynthWorker
 
-            self.worker = SynthWorker(cfg.synth, pool_keys={t.content_key() for t in seeds})
-            leak_guard()  # the test split's keys (~0.3 s): built here, not inside the first step that synthesizes
+            job = worker_job(benchmark.synthesizer) if benchmark is not None else None
+            self.worker = SynthWorker(cfg.synth, pool_keys={t.content_key() for t in seeds}, job=job)
+            # the leak guard's test keys (BFCL's: ~0.3 s) built here, not inside the first step that synthesizes
+            if self.leak_reason is None:
+                leak_guard()
+            else:
+                self.leak_reason(seeds[0])
         self._asked: list[tuple[str, int]] = []  # (parent, variants) asked of the worker, not yet back
         self._pools_version: str | None = None  # the pools last reported in a StepOutcome
 
@@ -182,7 +194,7 @@ class RodsStep:
             seed = derive_seed(self.cfg.synth.seed, "synth", step)
             for tid in parents:
                 try:  # the leak guard at the synthesis door: variants of a test task would leak it
-                    refuse_test_tasks([self.source.task(tid)], "synthesis parent")
+                    refuse_test_tasks([self.source.task(tid)], "synthesis parent", self.leak_reason)
                 except TestSplitRefused:
                     refused += 1
                     continue
@@ -198,7 +210,7 @@ class RodsStep:
                 ]
                 accepted += mine
                 rows += [{"step": step, **row} for row in variant_rows_of(result, mine)]
-        accepted = [Task.model_validate(r) for r in self.ranks.share([v.to_record() for v in accepted])]
+        accepted = [self.task_type.model_validate(r) for r in self.ranks.share([v.to_record() for v in accepted])]
         samples = []
         for tid in parents:
             st = self.detector.stats(tid)
@@ -229,6 +241,9 @@ class RodsStep:
         if d.action == "edit":
             from rods_core.synth.verify import verify_task
 
+            if self.task_type is not Task:
+                return False, "edits are BFCL multi-turn tasks' (the Review editor); this run's benchmark has none"
+
             task = Task.model_validate(payload.get("task"))
             refuse_test_tasks([task], f"edit decision {d.id}")
             original = self.source.task(d.task_id)
@@ -241,7 +256,7 @@ class RodsStep:
             if not ok:
                 return False, f"edit failed verification: {reason}"
         elif d.action == "reseed" and d.task_id in self.all_ids():
-            refuse_test_tasks([self.source.task(d.task_id)], f"reseed decision {d.id}")
+            refuse_test_tasks([self.source.task(d.task_id)], f"reseed decision {d.id}", self.leak_reason)
         decision = BufferDecision(action=d.action, task_id=d.task_id, task=task, mode=payload.get("mode"))
         return self.source.apply_decision(decision)
 

@@ -7,19 +7,22 @@ subsets), before anything of the run is created.
 
 from __future__ import annotations
 
+from rods_core.benchmarks.protocols import Benchmark
 from rods_core.config import RunConfig
 from rods_core.rng import derive_seed
 from rods_core.seeds import load_seeds
-from rods_core.tasks import Task
 
 
 class TaskSetError(ValueError):
     """The configured task set cannot be used; the message names the field and the reason."""
 
 
-def select_seeds(cfg: RunConfig) -> list[Task]:
-    """The seeds the config names, filtered by category and limit; test-split tasks are refused."""
+def select_seeds(cfg: RunConfig, benchmark: Benchmark | None = None) -> list:
+    """The seeds the config names, filtered by category and limit; test-split tasks are refused. Another
+    benchmark than BFCL multi-turn gives its train split (the config refuses BFCL's subsets and categories)."""
     s = cfg.seeds
+    if benchmark is not None and benchmark.name != "bfcl_multi_turn":
+        return _pick(benchmark.seeds("train"), cfg, benchmark.name)
     if s.subset == "demo":
         from rods_core.policy.demo import demo_seeds
 
@@ -31,12 +34,17 @@ def select_seeds(cfg: RunConfig) -> list[Task]:
         tasks = load_task_file(s.file, "seeds.file")
     else:
         tasks = load_seeds("train")
-    tasks = [t for t in tasks if t.category in s.categories]
+    return _pick([t for t in tasks if t.category in s.categories], cfg, s.subset)
+
+
+def _pick(tasks: list, cfg: RunConfig, source: str) -> list:
+    """`seeds.ids` (in their order) and `seeds.limit` applied to the candidate seeds of `source`."""
+    s = cfg.seeds
     if s.ids:
         by_id = {t.id: t for t in tasks}
         missing = [i for i in s.ids if i not in by_id]
         if missing:
-            raise TaskSetError(f"seeds.ids: {missing[:5]} not in the {s.subset} seeds ({len(missing)} missing)")
+            raise TaskSetError(f"seeds.ids: {missing[:5]} not in the {source} seeds ({len(missing)} missing)")
         tasks = [by_id[i] for i in dict.fromkeys(s.ids)]
     if s.limit:
         tasks = tasks[: s.limit]
@@ -45,21 +53,35 @@ def select_seeds(cfg: RunConfig) -> list[Task]:
     return tasks
 
 
-def fresh_variants(parents: list[Task], per_parent: int, cfg: RunConfig, purpose: str) -> list[Task]:
-    """Verified variants of the parents for one purpose ("warm-start", "eval"), seeded from the run seed."""
+def fresh_variants(
+    parents: list, per_parent: int, cfg: RunConfig, purpose: str, benchmark: Benchmark | None = None
+) -> list:
+    """Verified variants of the parents for one purpose ("warm-start", "eval"), seeded from the run seed:
+    BFCL's pipeline, or another benchmark's synthesizer (none: no variants)."""
+    seed = derive_seed(cfg.seed, purpose)
+    if benchmark is not None and benchmark.name != "bfcl_multi_turn":
+        synth = benchmark.synthesizer
+        return [v for p in parents for v in synth.variants(p, per_parent, seed)] if synth else []
     from rods_core.synth.pipeline import synthesize_many
 
-    variants, _ = synthesize_many(parents, per_parent, None, cfg.synth, seed=derive_seed(cfg.seed, purpose))
+    variants, _ = synthesize_many(parents, per_parent, None, cfg.synth, seed=seed)
     return variants
 
 
-def eval_tasks(cfg: RunConfig, seeds: list[Task], trained_on: set[str] = frozenset()) -> list[Task]:
-    """Held-out tasks; with split=variants, fresh variants of the seeds that the warm start never saw."""
+def eval_tasks(
+    cfg: RunConfig, seeds: list, trained_on: set[str] = frozenset(), benchmark: Benchmark | None = None
+) -> list:
+    """Held-out tasks; with split=variants, fresh variants of the seeds that the warm start never saw.
+    Another benchmark than BFCL multi-turn gives its own test split."""
     e = cfg.eval
+    multi_turn = benchmark is None or benchmark.name == "bfcl_multi_turn"
     if e.split == "variants":
-        tasks = fresh_variants(seeds, e.variants_per_seed, cfg, "eval-variants")
+        tasks = fresh_variants(seeds, e.variants_per_seed, cfg, "eval-variants", benchmark)
         tasks = [t for t in tasks if t.id not in trained_on]  # variant ids are content hashes
+    elif e.split == "train":
+        tasks = seeds
     else:
-        tasks = seeds if e.split == "train" else load_seeds("test")
-    tasks = [t for t in tasks if t.category in e.categories]
+        tasks = load_seeds("test") if multi_turn else benchmark.seeds("test")
+    if multi_turn:
+        tasks = [t for t in tasks if t.category in e.categories]
     return tasks[: e.limit] if e.limit else tasks

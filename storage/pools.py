@@ -67,7 +67,7 @@ def write_pools_snapshot(
         "format": FORMAT,
         "step": step,
         "written_at": datetime.now(UTC).isoformat(),
-        "pools": {p: [t.to_record() if isinstance(t, Task) else t for t in ts] for p, ts in pools.items()},
+        "pools": {p: [t if isinstance(t, dict) else t.to_record() for t in ts] for p, ts in pools.items()},
     }
     path = Path(run_dir) / POOLS_FILE
     path.parent.mkdir(parents=True, exist_ok=True)

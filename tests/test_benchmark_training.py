@@ -106,3 +106,88 @@ def test_grpo_trains_two_steps_on_a_benchmark_defined_in_a_test(tmp_path, tiny_m
     assert {tid for report in seen for tid, _ in report.groups} <= set(ids)
     changed = [k for k, v in trainer.model.state_dict().items() if not torch.equal(v, before[k])]
     assert changed and all(torch.isfinite(v).all() for v in trainer.model.state_dict().values())
+
+
+def test_rods_train_runs_two_steps_on_a_benchmark_given_to_the_run(tmp_path, tiny_model_dir):
+    """The whole run path (seeds, RODS step, buffer, episodes, held-out evaluation, the record) with the
+    benchmark above: nothing outside this file knows it."""
+    from rods_core.loop import StepWatcher
+    from rods_lab.run import train
+    from tests.conftest import smoke_config
+
+    rows = []
+
+    class Keep(StepWatcher):
+        def after_step(self, row: dict, drawn: list) -> None:
+            rows.append((row, drawn))
+
+    overrides = {"grpo.max_steps": 2, "seeds.subset": "all", "eval.split": "test"}
+    cfg = RunConfig.model_validate(smoke_config(tmp_path, tiny_model_dir, **overrides))
+    run_dir = train(cfg, run_id="words", log=lambda *_: None, watcher=Keep(), benchmark=Words())
+    assert len(rows) == 2
+    drawn = {t.id for _, d in rows for t in d}
+    assert drawn and drawn <= {t.id for t in Words().seeds("train")}
+    assert all(0.0 <= row["reward/mean"] < 1.0 for row, _ in rows)
+    assert (run_dir / "final" / "config.json").exists()
+
+
+def test_the_rods_step_synthesizes_memory_variants_through_the_benchmark(tmp_path):
+    """Boundary memory questions go to the memory synthesizer in the step's worker; its variants come back as
+    memory tasks, are staged by the buffer, trip no leak guard and replay to full marks."""
+    from rods_core.benchmarks.bfcl_memory import BfclMemory
+    from rods_core.benchmarks.memory_tasks import MemoryTask
+    from rods_core.ranks import Ranks
+    from rods_core.step import RodsStep
+    from rods_core.trainer import RolloutReport
+    from tests.polling import wait_until
+
+    bench = BfclMemory("kv", prereq="fact")
+    seeds = [t for t in bench.seeds("train") if bench.synthesizer.variants(t, 1, 0)][:4]
+    cfg = RunConfig.model_validate(
+        {
+            "method": "rods",
+            "benchmark": "bfcl_memory_kv",
+            "prereq": "fact",
+            "buffer": {"p_max": 4, "probe_slots": 1, "max_probe_wait": 2},
+            "synthesis": {"parents_per_step": 2},
+            "synth": {"n_per_parent": 1},
+        }
+    )
+    groups = [(t.id, [1.0, 0.0, 1.0, 0.0]) for t in seeds]  # every seed at the boundary
+    report = RolloutReport(groups=groups, accuracy=[0.0] * 16, n_calls=[1] * 16, model_tokens=160)
+    cur = RodsStep(cfg, seeds, Ranks(), bench)
+    try:
+        cur.after_step(1, report, [])
+        assert cur.worker.submitted == 2
+        wait_until(lambda: cur.worker.in_flight == 0, "two memory synthesis jobs")
+        out = cur.after_step(2, report, [])
+    finally:
+        cur.close()
+    staged = cur.source.pools()["staged"]
+    assert out.metrics["synth/accepted"] >= 1 and staged
+    for tid in staged:
+        v = cur.task(tid)
+        assert isinstance(v, MemoryTask) and v.provenance.parent_id in {t.id for t in seeds}
+        assert bench.leak_reason(v) is None and bench.verify(v, tmp_path).ok
+    accepted = [r for r in out.events["variant"] if r["accepted"]]
+    assert {MemoryTask.model_validate(r["task"]).id for r in accepted} == set(staged)
+
+
+def test_the_config_names_the_benchmark_and_refuses_bfcl_options_on_another():
+    import pytest
+    from pydantic import ValidationError
+
+    from rods_core.config import load_config
+
+    assert RunConfig().benchmark == "bfcl_multi_turn" and RunConfig().prereq == "all"
+    memory = load_config("configs/memory-cpu.yaml")
+    assert (memory.benchmark, memory.prereq, memory.seeds.subset) == ("bfcl_memory_kv", "fact", "all")
+    with pytest.raises(ValidationError, match="benchmark") as e:
+        RunConfig.model_validate({"benchmark": "memory"})
+    assert "bfcl_memory_rec_sum" in str(e.value)  # the choices are listed
+    bad = {"benchmark": "bfcl_memory_kv", "method": "env_augment", "seeds": {"subset": "demo", "categories": ["base"]}}
+    with pytest.raises(ValidationError) as e:
+        RunConfig.model_validate(bad)
+    for said in ("method env_augment", "use subset: all", "seeds.categories: BFCL multi-turn's categories"):
+        assert said in str(e.value)
+    RunConfig.model_validate({**bad, "method": "rods", "seeds": {}})  # the fixes named are enough

@@ -3,16 +3,12 @@ them with the episode settings they share (prompt format, tool-call messages per
 
 from __future__ import annotations
 
-from typing import Literal
-
 from rods_core.benchmarks.bfcl_multi_turn import BfclMultiTurn
 from rods_core.benchmarks.protocols import Benchmark
-from rods_core.config import PromptConfig
+from rods_core.config import BENCHMARK_NAMES, BenchmarkName, Prereq, PromptConfig
 
-BenchmarkName = Literal["bfcl_multi_turn", "bfcl_memory_kv", "bfcl_memory_rec_sum"]
-BENCHMARK_NAMES: tuple[str, ...] = BenchmarkName.__args__
+__all__ = ["BENCHMARK_NAMES", "DEFAULT_BENCHMARK", "BenchmarkName", "Prereq", "benchmark_problem", "make_benchmark"]
 DEFAULT_BENCHMARK = "bfcl_multi_turn"
-Prereq = Literal["all", "fact"]
 
 
 def benchmark_problem(name: str, *, hints: bool = False) -> str | None:

@@ -16,14 +16,17 @@ from rods_core.config.loading import (
 from rods_core.config.policy import EpisodeConfig, PromptConfig, SamplingConfig, SFTSettings, TinyModelConfig
 from rods_core.config.report import ReportSettings
 from rods_core.config.run import (
+    BENCHMARK_NAMES,
     CATEGORIES,
     METHODS,
+    BenchmarkName,
     Category,
     ComputeSettings,
     EvalSettings,
     GRPOSettings,
     Method,
     ModelSettings,
+    Prereq,
     RunConfig,
     SeedSettings,
     SynthSchedule,
@@ -31,8 +34,10 @@ from rods_core.config.run import (
 from rods_core.config.synth import SynthConfig
 
 __all__ = [
+    "BENCHMARK_NAMES",
     "CATEGORIES",
     "METHODS",
+    "BenchmarkName",
     "BoundaryConfig",
     "BufferConfig",
     "Category",
@@ -43,6 +48,7 @@ __all__ = [
     "GRPOSettings",
     "Method",
     "ModelSettings",
+    "Prereq",
     "PromptConfig",
     "ReportSettings",
     "RunConfig",

@@ -22,6 +22,9 @@ Method = Literal["static", "dapo_filter", "uniform_synth", "env_augment", "rods"
 METHODS: tuple[str, ...] = ("static", "dapo_filter", "uniform_synth", "env_augment", "rods")
 Category = Literal["base", "miss_func", "miss_param", "long_context"]
 CATEGORIES: tuple[str, ...] = ("base", "miss_func", "miss_param", "long_context")
+BenchmarkName = Literal["bfcl_multi_turn", "bfcl_memory_kv", "bfcl_memory_rec_sum"]
+BENCHMARK_NAMES: tuple[str, ...] = ("bfcl_multi_turn", "bfcl_memory_kv", "bfcl_memory_rec_sum")
+Prereq = Literal["all", "fact"]
 
 
 class _Strict(BaseModel):
@@ -213,6 +216,17 @@ class RunConfig(_Strict):
 
     name: str = Field("run", min_length=1, max_length=80, pattern=r"^[A-Za-z0-9_.-]+$", description="run name")
     method: Method = Field("rods", description="rods | static | dapo_filter | uniform_synth | env_augment")
+    benchmark: BenchmarkName = Field(
+        "bfcl_multi_turn",
+        description="the task family trained and evaluated (rods_core/benchmarks, docs/benchmarks.md): "
+        "bfcl_multi_turn (BFCL v3 multi-turn; seeds.categories and eval.categories choose among its "
+        "categories), bfcl_memory_kv or bfcl_memory_rec_sum (BFCL v4 memory with that memory backend)",
+    )
+    prereq: Prereq = Field(
+        "all",
+        description="memory benchmarks: play all prerequisite conversations before the question (BFCL), or "
+        "only the one that states the answer (fact: episodes short enough for a small context)",
+    )
     seed: int = Field(0, description="global seed (sampling, buffer, synthesis)")
     output_dir: str = Field("runs", description="runs are written to <output_dir>/<run id>/")
     workspace: str = Field("workspace", description="folder of the control database and of user files")
@@ -231,3 +245,30 @@ class RunConfig(_Strict):
     @property
     def synthesizes(self) -> bool:
         return self.method in ("rods", "uniform_synth")
+
+    @model_validator(mode="after")
+    def _benchmark_options(self) -> RunConfig:
+        problems = benchmark_option_problems(self)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+def benchmark_option_problems(cfg: RunConfig) -> list[str]:
+    """BFCL multi-turn's own options set on a run of another benchmark: each names the field, why, the fix."""
+    if cfg.benchmark == "bfcl_multi_turn":
+        return []
+    other = f"benchmark {cfg.benchmark} "
+    problems = []
+    if cfg.method == "env_augment" or cfg.episode.hints:
+        problems.append(f"method env_augment / episode.hints: {other}has no corrective hints; choose another method")
+    if cfg.seeds.subset != "all":
+        problems.append(f"seeds.subset {cfg.seeds.subset!r}: {other}trains on its train split; use subset: all")
+    for field, cats in (("seeds.categories", cfg.seeds.categories), ("eval.categories", cfg.eval.categories)):
+        if list(cats) != list(CATEGORIES):
+            problems.append(f"{field}: BFCL multi-turn's categories; {other}has none: remove {field}")
+    if cfg.model.sft_variants_per_seed:
+        problems.append(
+            f"model.sft_variants_per_seed: the warm start builds on BFCL multi-turn; {other}uses a built model: set 0"
+        )
+    return problems
