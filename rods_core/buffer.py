@@ -412,7 +412,8 @@ class ReplayBuffer:
             missing = sorted(set(state["ctor_ids"]) ^ set(self._ctor_ids))[:5]
             raise ValueError(f"buffer state: saved over different seeds (differing ids: {missing})")
         seeds = {t: self._tasks[t] for t in self._ctor_ids}
-        tasks = {**seeds, **{tid: Task.model_validate(rec) for tid, rec in state["tasks"].items()}}
+        kind = type(seeds[self._ctor_ids[0]])  # variants are tasks of their seeds' type (the run's benchmark's)
+        tasks = {**seeds, **{tid: kind.model_validate(rec) for tid, rec in state["tasks"].items()}}
         self.step = int(state["step"])
         set_rng_state(self.rng, state["rng"])
         set_rng_state(self.parent_rng, state["parent_rng"])

@@ -3,6 +3,8 @@ its environment plays the episodes and its score is the reward GRPO learns from.
 
 from __future__ import annotations
 
+import json
+
 import torch
 from pydantic import BaseModel
 
@@ -191,3 +193,21 @@ def test_the_config_names_the_benchmark_and_refuses_bfcl_options_on_another():
     for said in ("method env_augment", "use subset: all", "seeds.categories: BFCL multi-turn's categories"):
         assert said in str(e.value)
     RunConfig.model_validate({**bad, "method": "rods", "seeds": {}})  # the fixes named are enough
+
+
+def test_a_memory_buffer_resumes_with_its_variants_as_memory_tasks():
+    from rods_core.benchmarks.bfcl_memory import BfclMemory
+    from rods_core.benchmarks.memory_tasks import MemoryTask
+    from rods_core.boundary import BoundaryDetector
+    from rods_core.buffer import ReplayBuffer
+    from rods_core.config import BufferConfig
+
+    bench = BfclMemory("kv")
+    seeds = [t for t in bench.seeds("train") if bench.synthesizer.variants(t, 1, 0)][:3]
+    variant = bench.synthesizer.variants(seeds[0], 1, 0)[0]
+    buffer = ReplayBuffer(seeds, BoundaryDetector(), BufferConfig())
+    buffer.offer([variant], step=1)
+    again = ReplayBuffer(seeds, BoundaryDetector(), BufferConfig())
+    again.load_state_dict(json.loads(json.dumps(buffer.state_dict())))  # as a checkpoint stores it
+    assert again.pools() == buffer.pools() and variant.id in again.pools()["staged"]
+    assert isinstance(again.task(variant.id), MemoryTask) and again.task(variant.id) == variant
