@@ -1,6 +1,7 @@
 """Export a run's pools as JSONL (seed files are imported by storage.catalog.import_seeds).
 
-An export line is `Task.to_record()` (BFCL's question fields + ground_truth + provenance) plus `pool`
+An export line is the task's `to_record()` (BFCL multi-turn: its question fields + ground_truth + provenance;
+another benchmark's task model, by the run's `benchmark:`, its own fields) plus `pool`
 and `stats` (the task's latest reward statistics in the run; every key present, null when unknown, so
 Arrow infers one schema). `rods_core.tasks.read_tasks` ignores those two fields, so an export imports
 back unchanged, and `datasets.load_dataset("json", data_files=...)` loads it (datasets types the

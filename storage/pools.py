@@ -19,6 +19,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, task_type_of
+from rods_core.config import ConfigError, read_config_data
 from rods_core.tasks import Task, parse_record
 from storage.schema import POOLS
 
@@ -95,6 +97,8 @@ def read_pools_snapshot(run_dir: str | Path) -> PoolsSnapshot:
         raise PoolsFileError(f"{path}: not valid JSON: {e}") from e
     if doc.get("format") != FORMAT:
         raise PoolsFileError(f"{path}: format {doc.get('format')!r}, expected {FORMAT!r}")
+    kind = run_task_type(Path(run_dir))
+    parse = parse_record if kind is Task else kind.model_validate
     pools: dict[str, list[Task]] = {}
     for p, recs in doc.get("pools", {}).items():
         if p not in POOLS:
@@ -102,10 +106,23 @@ def read_pools_snapshot(run_dir: str | Path) -> PoolsSnapshot:
         pools[p] = []
         for i, rec in enumerate(recs):
             try:
-                pools[p].append(parse_record(rec))
+                pools[p].append(parse(rec))
             except ValidationError as e:
                 why = "; ".join(f"{'.'.join(map(str, x['loc'])) or '(record)'}: {x['msg']}" for x in e.errors())
                 raise PoolsFileError(f"{path}: pools.{p}[{i}]: {why}") from e
             except ValueError as e:
                 raise PoolsFileError(f"{path}: pools.{p}[{i}]: {e}") from e
     return PoolsSnapshot(step=doc.get("step"), written_at=doc.get("written_at"), pools=pools)
+
+
+def run_task_type(run_dir: Path) -> type:
+    """The task model of a run's benchmark (`benchmark:` in its config.yaml; BFCL multi-turn's `Task` for a
+    run folder without one, or a run written before the field existed)."""
+    cfg = run_dir / "config.yaml"
+    if not cfg.is_file():
+        return Task
+    try:
+        name = read_config_data(cfg).get("benchmark", DEFAULT_BENCHMARK)
+        return task_type_of(name)
+    except (ConfigError, ValueError) as e:
+        raise PoolsFileError(f"{cfg}: cannot tell the run's benchmark: {e}") from e

@@ -211,3 +211,25 @@ def test_a_memory_buffer_resumes_with_its_variants_as_memory_tasks():
     again.load_state_dict(json.loads(json.dumps(buffer.state_dict())))  # as a checkpoint stores it
     assert again.pools() == buffer.pools() and variant.id in again.pools()["staged"]
     assert isinstance(again.task(variant.id), MemoryTask) and again.task(variant.id) == variant
+
+
+def test_a_memory_runs_pools_read_back_and_export_as_memory_tasks(tmp_path):
+    from rods_core.benchmarks.memory_tasks import MemoryTask, load_memory_seeds
+    from rods_core.config import dump_config
+    from storage.export import export_pool
+    from storage.pools import read_pools_snapshot, write_pools_snapshot
+
+    seeds = load_memory_seeds("train")[:3]
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "config.yaml").write_text(dump_config(RunConfig(benchmark="bfcl_memory_kv")))
+    write_pools_snapshot(run_dir, {"seeds": seeds, "active": seeds[:2]}, step=3)
+    snap = read_pools_snapshot(run_dir)
+    assert snap.tasks("seeds") == seeds and all(isinstance(t, MemoryTask) for t in snap.tasks("all"))
+    out = tmp_path / "all.jsonl"
+    assert export_pool(run_dir, "all", out) == 3
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [
+        MemoryTask.model_validate({k: v for k, v in r.items() if k not in ("pool", "stats")}) for r in lines
+    ] == seeds
+    assert [r["pool"] for r in lines] == ["seeds", "seeds", "seeds"]

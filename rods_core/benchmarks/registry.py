@@ -7,7 +7,15 @@ from rods_core.benchmarks.bfcl_multi_turn import BfclMultiTurn
 from rods_core.benchmarks.protocols import Benchmark
 from rods_core.config import BENCHMARK_NAMES, BenchmarkName, Prereq, PromptConfig
 
-__all__ = ["BENCHMARK_NAMES", "DEFAULT_BENCHMARK", "BenchmarkName", "Prereq", "benchmark_problem", "make_benchmark"]
+__all__ = [
+    "BENCHMARK_NAMES",
+    "DEFAULT_BENCHMARK",
+    "BenchmarkName",
+    "Prereq",
+    "benchmark_problem",
+    "make_benchmark",
+    "task_type_of",
+]
 DEFAULT_BENCHMARK = "bfcl_multi_turn"
 
 
@@ -40,3 +48,15 @@ def make_benchmark(
     from rods_core.benchmarks.bfcl_memory import BfclMemory
 
     return BfclMemory(name.removeprefix("bfcl_memory_"), max_steps_per_turn=max_steps_per_turn, prereq=prereq)
+
+
+def task_type_of(name: str) -> type:
+    """The task model of the named benchmark, without building it (readers of a run's records)."""
+    problem = benchmark_problem(name)
+    if problem:
+        raise ValueError(problem)
+    if name == "bfcl_multi_turn":
+        return BfclMultiTurn.task_type
+    from rods_core.benchmarks.memory_tasks import MemoryTask  # not at the top: see make_benchmark
+
+    return MemoryTask
