@@ -1,11 +1,14 @@
 """The task-file door: a JSONL file of tasks passes the schema, then verification by execution (its initial
-state loads and its ground truth replays), then the leak guard against the test split; all or nothing."""
+state loads and its ground truth replays), then the leak guard against the test split; all or nothing.
+A benchmark other than BFCL multi-turn brings its own schema (`task_type`), verifier and leak guard."""
 
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
+from rods_core.benchmarks.protocols import Benchmark
 from rods_core.envs.bfcl import BfclEnvironment
 from rods_core.envs.checker import score_calls
 from rods_core.inputs import read_bytes
@@ -53,20 +56,39 @@ def replay_problem(task: Task) -> tuple[str, str] | None:
     return None
 
 
-def parse_task_bytes(data: bytes, source: str, where: str, *, verify: bool = True, guard: bool = True) -> list[Task]:
+def parse_task_bytes(
+    data: bytes, source: str, where: str, *, verify: bool = True, guard: bool = True, benchmark: Benchmark | None = None
+) -> list:
     """The tasks of a JSONL file's bytes, all or nothing: schema (TaskFileError naming file:line:field),
-    then verification by execution, then (guard=True) the leak guard naming `where`."""
-    lines = parse_task_lines(data, source)
+    then verification by execution, then (guard=True) the leak guard naming `where`; a `benchmark` other
+    than BFCL multi-turn gives the schema, the verifier (`Benchmark.verify`) and the guard."""
+    other = benchmark if benchmark is not None and benchmark.name != "bfcl_multi_turn" else None
+    lines = parse_task_lines(data, source, other.task_type.model_validate if other else None)
     if verify:
-        problems = [(ln, *why) for ln, task in lines if (why := replay_problem(task))]
+        problem = replay_problem if other is None else _verifier(other)
+        problems = [(ln, *why) for ln, task in lines if (why := problem(task))]
         if problems:
             raise TaskFileError(source, problems, "task(s) failing verification by execution")
     tasks = [t for _, t in lines]
     if guard:
-        refuse_test_tasks(tasks, f"{where} ({source})")
+        refuse_test_tasks(tasks, f"{where} ({source})", other.leak_reason if other else None)
     return tasks
 
 
-def load_task_file(path: str | Path, where: str, *, verify: bool = True, guard: bool = True) -> list[Task]:
+def _verifier(benchmark: Benchmark):
+    """`replay_problem` for another benchmark: its verifier, run in a folder removed afterwards."""
+
+    def problem(task) -> tuple[str, str] | None:
+        with tempfile.TemporaryDirectory(prefix="verify_") as tmp:
+            verdict = benchmark.verify(task, Path(tmp))
+        return None if verdict.ok else ("(task)", verdict.reason)
+
+    return problem
+
+
+def load_task_file(
+    path: str | Path, where: str, *, verify: bool = True, guard: bool = True, benchmark: Benchmark | None = None
+) -> list:
     """parse_task_bytes on a file (DoorError when it cannot be read)."""
-    return parse_task_bytes(read_bytes(path, "task file"), str(path), where, verify=verify, guard=guard)
+    data = read_bytes(path, "task file")
+    return parse_task_bytes(data, str(path), where, verify=verify, guard=guard, benchmark=benchmark)

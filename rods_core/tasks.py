@@ -13,7 +13,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -206,16 +206,18 @@ def parse_record(rec: Any) -> Task:
     return Task.model_validate(rec)
 
 
-def parse_task_lines(data: bytes, source: str) -> list[tuple[int, Task]]:
+def parse_task_lines(data: bytes, source: str, parse: Callable[[Any], Any] | None = None) -> list[tuple[int, Task]]:
     """(line, task) for each record of a JSONL file's bytes, all or nothing: any invalid line (not UTF-8,
-    not JSON, too deep, a bad field, a repeated id) raises TaskFileError naming them all."""
+    not JSON, too deep, a bad field, a repeated id) raises TaskFileError naming them all. `parse` reads one
+    record (another benchmark's `task_type.model_validate`); BFCL multi-turn's `parse_record` by default."""
+    parse = parse or parse_record
     out, problems, seen = [], [], {}
     for ln, rec in jsonl_lines(data, source):
         if isinstance(rec, Bad):
             problems.append((ln, rec.field, rec.reason))
             continue
         try:
-            task = parse_record(rec)
+            task = parse(rec)
         except ValidationError as e:
             problems.extend((ln, fld, why) for fld, why in _problems(e))
             continue

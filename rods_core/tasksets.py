@@ -19,9 +19,14 @@ class TaskSetError(ValueError):
 
 def select_seeds(cfg: RunConfig, benchmark: Benchmark | None = None) -> list:
     """The seeds the config names, filtered by category and limit; test-split tasks are refused. Another
-    benchmark than BFCL multi-turn gives its train split (the config refuses BFCL's subsets and categories)."""
+    benchmark than BFCL multi-turn gives its train split or a file of its tasks (through its schema,
+    verifier and leak guard); the config refuses BFCL's demo subset and categories there."""
     s = cfg.seeds
     if benchmark is not None and benchmark.name != "bfcl_multi_turn":
+        if s.subset == "file":
+            from rods_core.task_files import load_task_file
+
+            return _pick(load_task_file(s.file, "seeds.file", benchmark=benchmark), cfg, s.subset)
         return _pick(benchmark.seeds("train"), cfg, benchmark.name)
     if s.subset == "demo":
         from rods_core.policy.demo import demo_seeds

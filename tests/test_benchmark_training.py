@@ -190,7 +190,7 @@ def test_the_config_names_the_benchmark_and_refuses_bfcl_options_on_another():
     bad = {"benchmark": "bfcl_memory_kv", "method": "env_augment", "seeds": {"subset": "demo", "categories": ["base"]}}
     with pytest.raises(ValidationError) as e:
         RunConfig.model_validate(bad)
-    for said in ("method env_augment", "use subset: all", "seeds.categories: BFCL multi-turn's categories"):
+    for said in ("method env_augment", "use all or file", "seeds.categories: BFCL multi-turn's categories"):
         assert said in str(e.value)
     RunConfig.model_validate({**bad, "method": "rods", "seeds": {}})  # the fixes named are enough
 
@@ -233,3 +233,31 @@ def test_a_memory_runs_pools_read_back_and_export_as_memory_tasks(tmp_path):
         MemoryTask.model_validate({k: v for k, v in r.items() if k not in ("pool", "stats")}) for r in lines
     ] == seeds
     assert [r["pool"] for r in lines] == ["seeds", "seeds", "seeds"]
+
+
+def test_a_memory_seed_file_passes_the_door_through_the_benchmark(tmp_path):
+    """seeds.subset: file on a memory run: the benchmark's schema, verifier and leak guard, all or nothing."""
+    import pytest
+
+    from rods_core.benchmarks.bfcl_memory import BfclMemory
+    from rods_core.seeds import TestSplitRefused
+    from rods_core.tasks import TaskFileError
+    from rods_core.tasksets import select_seeds
+
+    bench = BfclMemory("kv", prereq="fact")
+    train, test = bench.seeds("train")[:2], bench.seeds("test")[:1]
+
+    def seeds_of(name: str, records: list) -> list:
+        path = tmp_path / name
+        path.write_text("".join(json.dumps(r if isinstance(r, dict) else r.to_record()) + "\n" for r in records))
+        cfg = RunConfig.model_validate({"benchmark": "bfcl_memory_kv", "seeds": {"subset": "file", "file": str(path)}})
+        return select_seeds(cfg, bench)
+
+    assert seeds_of("good.jsonl", train) == train
+    unplayable = train[1].model_copy(update={"answers": ["x" * 3000]})  # longer than a kv memory entry holds
+    with pytest.raises(TaskFileError, match="bad.jsonl:2"):
+        seeds_of("bad.jsonl", [train[0], unplayable])
+    with pytest.raises(TestSplitRefused, match=test[0].id):
+        seeds_of("leak.jsonl", test)
+    with pytest.raises(TaskFileError, match="scenario"):  # a BFCL-shaped record fails the memory schema
+        seeds_of("bfcl.jsonl", [{"id": "x_1", "question": []}])

@@ -262,8 +262,8 @@ def benchmark_option_problems(cfg: RunConfig) -> list[str]:
     problems = []
     if cfg.method == "env_augment" or cfg.episode.hints:
         problems.append(f"method env_augment / episode.hints: {other}has no corrective hints; choose another method")
-    if cfg.seeds.subset != "all":
-        problems.append(f"seeds.subset {cfg.seeds.subset!r}: {other}trains on its train split; use subset: all")
+    if cfg.seeds.subset == "demo":
+        problems.append(f"seeds.subset 'demo': BFCL multi-turn's demo seeds; {other}has none: use all or file")
     for field, cats in (("seeds.categories", cfg.seeds.categories), ("eval.categories", cfg.eval.categories)):
         if list(cats) != list(CATEGORIES):
             problems.append(f"{field}: BFCL multi-turn's categories; {other}has none: remove {field}")
