@@ -1,6 +1,8 @@
 """End to end in a real browser (Playwright + Debian's chromium, headless): serve the app, launch a run from
 the Launch page, watch the boundary chart update, approve every waiting variant in one batch and Fix & Accept
-one (the trainer applies each), export the active pool and import it back as seeds. Screenshots go to bench/results/screenshots/.
+one (the trainer applies each), export the active pool and import it back as seeds. Screenshots go to
+bench/results/screenshots/; with RODS_SCREENSHOTS=docs/img (`make screenshots`) the README's pictures of Home
+with the live run and of Boundary are taken too.
 
 The run is demo-cpu as a researcher launches it: method rods on the warm-started demo model
 (models/tiny-demo, built by `make demo-model`, which `make test-browser-demo` runs first), so the variants to
@@ -23,6 +25,7 @@ from browser_helpers import (
     key,
     need_chromium,
     open_page,
+    readme_shot,
     serve,
     set_reviewer,
     shot,
@@ -63,7 +66,7 @@ def test_launch_watch_review_export_import(served, page):
 
 
 def journey(served, page) -> None:
-    from rods_core import lab
+    from rods_lab.views import review_queue
     from storage.control import ControlDB
     from storage.reader import RunReader
 
@@ -81,7 +84,7 @@ def journey(served, page) -> None:
     pg.locator(key("launch_more")).locator("textarea").fill(
         "\n".join(["grpo.save_steps=4", "eval.every=7", "eval.limit=4", "synthesis.parents_per_step=3"])
     )
-    pg.get_by_role("button", name="Launch").click()
+    pg.get_by_role("button", name="Launch", exact=True).click()  # not "Help for Also launch a static twin"
     pg.get_by_text("Launched run").wait_for()
     (run,) = db.list_runs()
     run_dir = Path(run.out_dir)
@@ -101,10 +104,11 @@ def journey(served, page) -> None:
     first = title.text_content()
     wait(lambda: title.text_content() != first, 240, "the boundary chart to move to a later step", every=2)
     shot(pg, "2-boundary")
+    readme_shot(pg, "boundary")
 
     # Approve every waiting variant in one batch, then Fix & Accept the variant in focus.
     wait(
-        lambda: sum(i.status == "awaiting_review" for i in lab.review_queue(run_dir)) >= 2 or None,
+        lambda: sum(i.status == "awaiting_review" for i in review_queue(run_dir)) >= 2 or None,
         300,
         "two variants awaiting review",
         every=3,
@@ -159,6 +163,7 @@ def journey(served, page) -> None:
     shot(pg, "6-compare")
     open_page(pg, url, "RODS Lab")
     shot(pg, "0-home")
+    readme_shot(pg, "home")
     pg.locator(key(f"home_stop_{run.id}")).locator("button").click()
     wait(lambda: db.get_run(run.id).status == "stopped", 30, "the run to stop")
     wait(
