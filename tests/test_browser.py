@@ -66,6 +66,8 @@ def test_launch_watch_review_export_import(served, page):
 
 
 def journey(served, page) -> None:
+    from playwright.sync_api import expect
+
     from rods_lab.views import review_queue
     from storage.control import ControlDB
     from storage.reader import RunReader
@@ -85,11 +87,12 @@ def journey(served, page) -> None:
         "\n".join(["grpo.save_steps=4", "eval.every=7", "eval.limit=4", "synthesis.parents_per_step=3"])
     )
     pg.get_by_role("button", name="Launch", exact=True).click()  # not "Help for Also launch a static twin"
-    pg.get_by_text("Launched run").wait_for()
+    pg.get_by_text("runs keep going if you close the app").wait_for()
     (run,) = db.list_runs()
     run_dir = Path(run.out_dir)
     cfg = run.config_dict()
-    assert (cfg["method"], cfg["buffer"]["review"], Path(cfg["model"]["path"])) == ("rods", "gated", DEMO_MODEL)
+    model = Path(cfg["model"]["path"])  # resolved by the app: models/ may be a link
+    assert (cfg["method"], cfg["buffer"]["review"], model) == ("rods", "gated", DEMO_MODEL.resolve())
     wait(
         lambda: "step" in (run_dir / "train.log").read_text() if (run_dir / "train.log").exists() else False,
         240,
@@ -104,7 +107,6 @@ def journey(served, page) -> None:
     first = title.text_content()
     wait(lambda: title.text_content() != first, 240, "the boundary chart to move to a later step", every=2)
     shot(pg, "2-boundary")
-    readme_shot(pg, "boundary")
 
     # Approve every waiting variant in one batch, then Fix & Accept the variant in focus.
     wait(
@@ -152,7 +154,11 @@ def journey(served, page) -> None:
     assert records and {r["pool"] for r in records} <= {"active", "seeds"}
     open_page(pg, f"{url}/Seeds", "Seeds")
     pg.get_by_role("tab", name="Import").click()
-    pg.locator(key("seeds_upload")).locator('input[type="file"]').set_input_files(str(exported))
+    uploader = pg.locator(key("seeds_upload"))
+    uploader.locator('input[type="file"]').set_input_files(str(exported))
+    uploader.get_by_test_id("stFileChip").wait_for()
+    expect(uploader.get_by_test_id("stFileChipIconSpinner")).to_have_count(0)  # uploaded, not uploading
+    pg.wait_for_timeout(1000)  # the rerun the upload starts: a click during it can be lost
     pg.locator(key("seeds_import")).locator("button").click()
     pg.get_by_text(f"Imported {len(records)} new").wait_for()
     assert {s.task_id for s in db.list_seeds()} == {r["id"] for r in records}
@@ -161,6 +167,10 @@ def journey(served, page) -> None:
 
     open_page(pg, f"{url}/Compare", "Compare runs")
     shot(pg, "6-compare")
+    # Boundary again, late in the run: more steps in its charts, and a picker that reads the run's status anew
+    open_page(pg, f"{url}/Boundary", "Capability boundary")
+    pg.locator(".gtitle").filter(has_text="Tasks at step").first.wait_for(timeout=120_000)
+    readme_shot(pg, "boundary")
     open_page(pg, url, "RODS Lab")
     shot(pg, "0-home")
     readme_shot(pg, "home")
