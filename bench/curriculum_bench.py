@@ -7,7 +7,7 @@ figures). Each run is a `rods train` subprocess (a crash or out-of-memory kills 
 experiment; runs go one after another because they share the cores). Repeat k of every method uses
 seed base+k for torch, the buffer and synthesis, so methods face the same held-out variants and the
 same initial draws; max_steps = budget // (tasks_per_step x num_generations), so the budget is met
-exactly when it is a multiple of the batch. Aggregation is rods_core.experiments (the Compare page
+exactly when it is a multiple of the batch. Aggregation is bench.experiments (the Compare page
 reads the same tables).
 """
 
@@ -22,8 +22,8 @@ from pathlib import Path
 
 import yaml
 
+from bench.experiments import EXPERIMENTS as RESULTS
 from rods_core.config import METHODS, RunConfig, dump_config, load_config
-from rods_core.experiments import EXPERIMENTS as RESULTS
 
 
 def parse_methods(text: str) -> list[str]:

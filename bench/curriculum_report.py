@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import plotly.graph_objects as go
 
-from rods_core.experiments import (
+from bench.experiments import (
     RUN_METRICS,
     Frames,
     fmt_ci,

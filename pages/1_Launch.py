@@ -5,14 +5,16 @@ from __future__ import annotations
 import streamlit as st
 from pydantic import ValidationError
 
-import lab_ui
 from rods_core.config import METHODS, ConfigError, load_config, parse_overrides
 from rods_core.inputs import DoorError
-from rods_core.launch import build_config, field_errors, launch_pair, launch_run, list_configs, read_prefs, tail
+from rods_lab import ui
+from rods_lab.configs import build_config, default_processes, field_errors, list_configs
+from rods_lab.launch import launch_pair, launch_run
+from rods_lab.prefs import read_prefs
+from rods_lab.status import LOG_FILE, tail
 
-lab_ui.page_setup("Launch", "🚀")
-st.title("Launch a run")
-paths = lab_ui.paths()
+ui.page_setup(__file__)
+paths = ui.paths()
 configs = {p.stem: p for p in list_configs()}
 name = st.selectbox(
     "Config", list(configs), index=list(configs).index("demo-cpu") if "demo-cpu" in configs else 0, key="launch_config"
@@ -57,7 +59,7 @@ with st.form("launch_form"):
     gens = b.number_input("Rollouts per task (G)", 2, 256, base.grpo.num_generations, key="launch_gens")
     tasks = c.number_input("Tasks per step (per process)", 1, 1024, base.grpo.tasks_per_step, key="launch_tasks")
     procs = a.number_input(
-        "Processes", 1, 64, lab_ui.default_processes(base), key="launch_procs", help="one torch thread each"
+        "Processes", 1, 64, default_processes(base), key="launch_procs", help="one torch thread each"
     )
     pair = b.checkbox(
         "Also launch a static twin", key="launch_pair", help="same seeds, budget and seed; compare them on Compare"
@@ -96,7 +98,7 @@ if submitted:
         st.session_state["launch_errors"] = {}
         st.session_state["lab_run"] = launched.run_id
         st.session_state["compare_runs"] = [r.run_id for r in launched_all]  # Compare opens on them
-        lab_ui.refresh()
+        ui.refresh()
         ids = ", ".join(f"`{r.run_id}`" for r in launched_all)
         st.success(
             f"Launched {ids}; runs keep going if you close the app."
@@ -108,12 +110,12 @@ for field, msg in errors.items():
         st.error(f"`{field}`: {msg}")
 
 
-@st.fragment(run_every=lab_ui.LIVE_S)
+@st.fragment(run_every=ui.LIVE_S)
 def log_panel() -> None:
     st.subheader("Log")
-    run = lab_ui.pick_run("launch")
+    run = ui.pick_run("launch")
     if run is not None:
-        st.code(tail(f"{run.out_dir}/train.log", 40) or "(no log: launched outside the app)", language="text")
+        st.code(tail(f"{run.out_dir}/{LOG_FILE}", 40) or "(no log: launched outside the app)", language="text")
 
 
 log_panel()

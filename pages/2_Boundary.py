@@ -4,39 +4,37 @@ from __future__ import annotations
 
 import streamlit as st
 
-import lab_ui
-from rods_core import charts, lab
+from rods_lab import charts, ui, views
 
-lab_ui.page_setup("Boundary", "🎯")
-st.title("Capability boundary")
+ui.page_setup(__file__)
 
 
-@st.cache_data(ttl=lab_ui.LIVE_S, show_spinner=False)
+@st.cache_data(ttl=ui.LIVE_S, show_spinner=False)
 def steps(run_dir: str) -> list[int]:
-    return lab_ui.reader(run_dir).query("SELECT DISTINCT step FROM task_stats ORDER BY step").step.tolist()
+    return ui.reader(run_dir).query("SELECT DISTINCT step FROM task_stats ORDER BY step").step.tolist()
 
 
-@st.cache_data(ttl=lab_ui.LIVE_S, show_spinner=False)
+@st.cache_data(ttl=ui.LIVE_S, show_spinner=False)
 def at_step(run_dir: str, step: int):
-    return lab_ui.reader(run_dir).task_stats_at(step)
+    return ui.reader(run_dir).task_stats_at(step)
 
 
-@st.cache_data(ttl=lab_ui.LIVE_S, show_spinner=False)
+@st.cache_data(ttl=ui.LIVE_S, show_spinner=False)
 def regions(run_dir: str):
-    r = lab_ui.reader(run_dir)
-    return r.region_counts(), lab.boundary_vs_others(r.variance_by_region())
+    r = ui.reader(run_dir)
+    return r.region_counts(), views.boundary_vs_others(r.variance_by_region())
 
 
-@st.cache_data(ttl=lab_ui.LIVE_S, show_spinner=False)
+@st.cache_data(ttl=ui.LIVE_S, show_spinner=False)
 def complexity(run_dir: str):
-    structure = lab.structure_table(lab.snapshot(run_dir), lab_ui.structure_cache())
-    return lab.success_by_complexity(lab_ui.reader(run_dir), structure)
+    structure = views.structure_table(views.snapshot(run_dir), ui.structure_cache())
+    return views.success_by_complexity(ui.reader(run_dir), structure)
 
 
-run = lab_ui.pick_run("boundary")
+run = ui.pick_run("boundary")
 
 
-@st.fragment(run_every=lab_ui.LIVE_S)
+@st.fragment(run_every=ui.LIVE_S)
 def live(run_dir: str) -> None:
     done = steps(run_dir)
     if not done:

@@ -7,14 +7,12 @@ import hashlib
 
 import streamlit as st
 
-import lab_ui
-import review_ui
-from rods_core.launch import read_prefs, write_prefs
+from rods_lab import review, ui
+from rods_lab.prefs import read_prefs, write_prefs
 from storage import curation
 
-lab_ui.page_setup("Review", "🧪")
-st.title("Synthesis review")
-paths = lab_ui.paths()
+ui.page_setup(__file__)
+paths = ui.paths()
 gated = st.toggle(
     "Review-gated: new variants wait for approval (applies to runs launched from now on)",
     read_prefs(paths).get("review") == "gated",
@@ -22,32 +20,32 @@ gated = st.toggle(
 )
 if gated != (read_prefs(paths).get("review") == "gated"):
     write_prefs(paths, review="gated" if gated else "auto")
-run = lab_ui.pick_run("review")
+run = ui.pick_run("review")
 if run is None:
     st.stop()
-mode = lab_ui.db().get_run(run.id).config_dict().get("buffer", {}).get("review", "auto")
+mode = ui.db().get_run(run.id).config_dict().get("buffer", {}).get("review", "auto")
 st.caption(
     f"This run was launched **{mode}**: "
     + ("its variants wait here for approval." if mode == "gated" else "its variants are probed at once.")
 )
-reviewer = review_ui.reviewer_field()
-rows = review_ui.table(run.out_dir, run.id, review_ui.token())
+reviewer = review.reviewer_field()
+rows = review.table(run.out_dir, run.id, review.token())
 
 
-@st.fragment(run_every=lab_ui.LIVE_S)
+@st.fragment(run_every=ui.LIVE_S)
 def live() -> None:
-    now, read = lab_ui.reader(run.out_dir).latest_step(), review_ui.snapshot(run.out_dir, review_ui.token()).step
+    now, read = ui.reader(run.out_dir).latest_step(), review.snapshot(run.out_dir, review.token()).step
     a, b = st.columns([4, 1])
     a.caption(
         f"Table read at step {read}; the run is at step {now}." + (" Refresh for new variants." if now != read else "")
     )
     if b.button("Refresh", key="review_refresh"):
-        review_ui.new_read()
+        review.new_read()
         st.rerun()
 
 
 live()
-review_ui.message()
+review.message()
 
 if "review_view" not in st.session_state or st.session_state.get("review_view_run") != run.id:
     st.session_state["review_view"], st.session_state["review_view_run"] = curation.default_view(mode, rows), run.id
@@ -70,7 +68,7 @@ page = s[3].number_input(f"Page (of {pages})", 1, pages, key="review_page")
 s[4].markdown(f"**{len(matching)}** of {len(rows)} variant(s) match")
 shown = curation.page_of(matching, sort, desc, page, size)
 # a new view (filter, sort, page, read) gets a fresh selection; nothing else resets it
-view_key = hashlib.sha1(repr((review_ui.token(), view, text, cats, combos, regions, sort, desc, size, page)).encode())
+view_key = hashlib.sha1(repr((review.token(), view, text, cats, combos, regions, sort, desc, size, page)).encode())
 picked = st.dataframe(
     shown,
     hide_index=True,
@@ -88,13 +86,13 @@ for col, label in zip(b[1:], curation.BULK_ACTIONS, strict=True):
     if col.button(f"{label} ({len(target)})", key=f"review_bulk_{slug}", disabled=target.empty):
         items, skipped = curation.batch_items(target, label)
         if items:
-            review_ui.send(run, items, reviewer, comment)
+            review.send(run, items, reviewer, comment)
         st.session_state["review_skipped"] = skipped
         st.rerun()
 if skipped := st.session_state.pop("review_skipped", None):
     st.warning(f"Skipped {len(skipped)} variant(s) the action does not apply to: {', '.join(skipped[:10])}…")
 
 st.subheader("Focus")
-review_ui.focus(run, shown, reviewer)
+review.focus(run, shown, reviewer)
 st.subheader("Audit trail")
-review_ui.audit(run)
+review.audit(run)

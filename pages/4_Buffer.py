@@ -4,42 +4,42 @@ from __future__ import annotations
 
 import streamlit as st
 
-import lab_ui
-from rods_core import charts, lab
+from rods_core.boundary import REGIONS
+from rods_lab import charts, ui, views
 from storage.export import EmptyPool, export_to_folder
 from storage.pools import PoolsFileError
+from storage.schema import POOLS
 
-lab_ui.page_setup("Buffer", "🗃️")
-st.title("Replay buffer")
+ui.page_setup(__file__)
 
 
-@st.cache_data(ttl=lab_ui.LIVE_S, show_spinner=False)
+@st.cache_data(ttl=ui.LIVE_S, show_spinner=False)
 def table(run_dir: str):
-    return lab.pool_table(run_dir, lab_ui.reader(run_dir), lab_ui.structure_cache())
+    return views.pool_table(run_dir, ui.reader(run_dir), ui.structure_cache())
 
 
-@st.cache_data(ttl=lab_ui.LIVE_S, show_spinner=False)
+@st.cache_data(ttl=ui.LIVE_S, show_spinner=False)
 def history(run_dir: str, task_id: str):
-    return lab.task_history(lab_ui.reader(run_dir), task_id)
+    return views.task_history(ui.reader(run_dir), task_id)
 
 
-@st.cache_data(ttl=lab_ui.LIVE_S, show_spinner="Exporting…")
+@st.cache_data(ttl=ui.LIVE_S, show_spinner="Exporting…")
 def export_bytes(run_dir: str, pool: str, run_id: str) -> tuple[bytes, int, str]:
     """(file bytes, tasks, why nothing was exported) for a pool written to <workspace>/exports/."""
     try:
-        out, n = export_to_folder(run_dir, pool, lab_ui.paths().workspace / "exports", run_id)
+        out, n = export_to_folder(run_dir, pool, ui.paths().workspace / "exports", run_id)
     except (PoolsFileError, EmptyPool) as e:  # before the first step, or an empty pool: nothing to export
         return b"", 0, str(e)
     return out.read_bytes(), n, ""
 
 
-run = lab_ui.pick_run("buffer")
+run = ui.pick_run("buffer")
 if run is None:
     st.stop()
 df = table(run.out_dir)
 a, b, c = st.columns([2, 2, 3])
-pools = a.multiselect("Pools", ["seeds", "staged", "active", "retired"], key="buffer_pools")
-regions = b.multiselect("Regions", ["mastered", "boundary", "hard"], key="buffer_regions")
+pools = a.multiselect("Pools", POOLS, key="buffer_pools")
+regions = b.multiselect("Regions", REGIONS, key="buffer_regions")
 text = c.text_input("Task id contains", key="buffer_text")
 keep = df.task_id.str.contains(text, regex=False)
 keep &= df.pool.isin(pools) if pools else True
@@ -47,7 +47,7 @@ keep &= df.region.isin(regions) if regions else True
 view = df[keep]
 st.write(f"{len(view)} of {len(df)} tasks")
 st.dataframe(view, hide_index=True, height=280)
-st.plotly_chart(charts.lineage_tree(lab.lineage(df)), key="buffer_lineage")
+st.plotly_chart(charts.lineage_tree(views.lineage(df)), key="buffer_lineage")
 
 left, right = st.columns([3, 2])
 with left:
@@ -59,7 +59,8 @@ with left:
         st.dataframe(moves, hide_index=True)
 with right:
     st.subheader("Export")
-    pool = st.selectbox("Pool", lab.pools_list(), index=2, key="buffer_export_pool")
+    export_pools = views.pools_list()
+    pool = st.selectbox("Pool", export_pools, index=export_pools.index("active"), key="buffer_export_pool")
     data, n, why = export_bytes(run.out_dir, pool, run.id)
     if why:
         st.info(why)

@@ -6,17 +6,18 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-import lab_ui
-from rods_core import launch
 from rods_core.config import parse_overrides
 from rods_core.inputs import DoorError
 from rods_core.seeds import load_seeds, split_of
 from rods_core.stats import task_rows
+from rods_lab import ui
+from rods_lab.configs import list_configs
+from rods_lab.launch import launch_on_seeds
+from rods_lab.paths import import_upload, import_workspace_file
 from storage.catalog import seed_frame
 
-lab_ui.page_setup("Seeds", "🌱")
-st.title("Seeds")
-paths, db = lab_ui.paths(), lab_ui.db()
+ui.page_setup(__file__)
+paths, db = ui.paths(), ui.db()
 
 
 @st.cache_data(show_spinner="Reading the BFCL seed set…")
@@ -28,9 +29,9 @@ def bfcl_table() -> pd.DataFrame:
 def import_seed_file(upload, typed: str, tags: list[str]) -> None:
     try:
         report = (
-            launch.import_upload(paths, db, upload.name, upload.getvalue(), tags)
+            import_upload(paths, db, upload.name, upload.getvalue(), tags)
             if upload is not None
-            else launch.import_workspace_file(paths, db, typed, tags)
+            else import_workspace_file(paths, db, typed, tags)
         )
     except DoorError as e:  # unreadable, invalid, failing replay, test-split or outside the workspace
         st.error("Nothing was imported.")
@@ -73,7 +74,7 @@ with catalog:
             st.success(f"{label} {new_tag!r}: {db.retag_seeds(picked, new_tag, adding)} seed(s) changed.")
 
     st.subheader("Start a run on the chosen seeds")
-    configs = {p.stem: p for p in launch.list_configs()}
+    configs = {p.stem: p for p in list_configs()}
     r1, r2, r3 = st.columns(3)
     config = r1.selectbox(
         "Config", list(configs), list(configs).index("demo-cpu") if "demo-cpu" in configs else 0, key="seeds_config"
@@ -83,13 +84,11 @@ with catalog:
     chosen = [t for t in picked if bool(df.set_index("task_id").enabled[t])]
     if st.button(f"Start a run on {len(chosen)} enabled seed(s)", key="seeds_launch", disabled=not chosen):
         try:
-            run, file = launch.launch_on_seeds(
-                db, chosen, configs[config], name, parse_overrides(more, "more fields"), paths
-            )
+            run, file = launch_on_seeds(db, chosen, configs[config], name, parse_overrides(more, "more fields"), paths)
         except (ValueError, KeyError, FileExistsError) as e:  # config, path and catalog errors are shown
             st.error(str(e))
         else:
-            lab_ui.refresh()
+            ui.refresh()
             st.success(f"Launched `{run.run_id}` on {len(chosen)} seeds ({file.name}).")
 
 with bfcl:

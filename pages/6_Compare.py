@@ -8,20 +8,19 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-import lab_ui
-from rods_core import charts, experiments
+from bench import experiments
+from rods_lab import charts, ui
 
-lab_ui.page_setup("Compare", "📊")
-st.title("Compare runs")
+ui.page_setup(__file__)
 
 
-@st.cache_data(ttl=lab_ui.LIVE_S, show_spinner=False)
+@st.cache_data(ttl=ui.LIVE_S, show_spinner=False)
 def load(refs: tuple[tuple[str, str, int, str], ...]) -> experiments.Frames:
     return experiments.load_runs([experiments.RunRef(r, m, s, Path(d)) for r, m, s, d in refs])
 
 
 def lab_runs() -> tuple | None:
-    table = lab_ui.all_runs()
+    table = ui.all_runs()
     if table.empty:
         st.info("No runs yet: start one on the **Launch** page.")
         return None
@@ -40,7 +39,7 @@ def lab_runs() -> tuple | None:
 
 
 def experiment_runs() -> tuple | None:
-    folders = experiments.list_experiments(lab_ui.paths().experiments)
+    folders = experiments.list_experiments(ui.paths().experiments)
     if not folders:
         st.info("No experiments yet: `rods bench curriculum --budget N` writes them to bench/results/curriculum/.")
         return None
@@ -54,7 +53,7 @@ if not refs:
     st.stop()
 
 
-@st.fragment(run_every=lab_ui.LIVE_S)
+@st.fragment(run_every=ui.LIVE_S)
 def side_by_side(refs: tuple, source: str) -> None:
     """The curves, live while the runs train (a method pair launched together shows up here as it runs)."""
     frames = load(refs)

@@ -20,6 +20,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SHOTS = ROOT / "bench" / "results" / "screenshots"
 CHROMIUM = "/usr/bin/chromium"
+VIEWPORT = {"width": 1400, "height": 1000}
+# The README's pictures: 1280 wide, one screen tall, at most this many bytes (git keeps every version).
+README_SHOT = {"width": 1280, "height": 800}
+README_SHOT_MAX_BYTES = 200_000
 
 
 def need_chromium() -> None:
@@ -89,7 +93,7 @@ def chromium_page():
             executable_path=CHROMIUM,
             args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
         )
-        pg = browser.new_page(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+        pg = browser.new_page(viewport=VIEWPORT, accept_downloads=True)
         pg.set_default_timeout(60_000)
         yield pg
         browser.close()
@@ -112,6 +116,29 @@ def key(name: str) -> str:
 def shot(pg, name: str) -> None:
     pg.wait_for_timeout(1500)  # let charts finish drawing
     pg.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def readme_shot(pg, name: str, top=None) -> Path | None:
+    """With RODS_SCREENSHOTS=<folder> (`make screenshots`: docs/img), the page as the README shows it:
+    <folder>/<name>.png, one 1280 x 800 screen (scrolled so the locator `top` starts it, if given), reduced
+    to a 256-colour palette when larger than README_SHOT_MAX_BYTES. Without the variable, nothing."""
+    folder = os.environ.get("RODS_SCREENSHOTS")
+    if not folder:
+        return None
+    from PIL import Image
+
+    path = (ROOT / folder / f"{name}.png").resolve()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pg.set_viewport_size(README_SHOT)
+    pg.wait_for_timeout(2500)  # the layout reflows and charts redraw at the new width
+    if top is not None:
+        top.evaluate("e => e.scrollIntoView({block: 'start'})")
+        pg.wait_for_timeout(500)
+    pg.screenshot(path=str(path))
+    pg.set_viewport_size(VIEWPORT)
+    if path.stat().st_size > README_SHOT_MAX_BYTES:
+        Image.open(path).convert("RGB").quantize(256).save(path, optimize=True)
+    return path
 
 
 def open_page(pg, url: str, title: str) -> None:

@@ -1,14 +1,14 @@
-"""Home and Launch pages over a real run's store: status, progress, Stop; launching a background run."""
+"""Home over a real run's store: status, progress and curves, Stop, and the record of a run that died
+before it registered."""
 
 from __future__ import annotations
 
 import subprocess
 
 from app_helpers import RUN_ID, kill_group, page
-from polling import wait_until
 
-from rods_core.launch import AppPaths
-from storage.control import process_alive, process_start
+from rods_lab.paths import AppPaths
+from storage.control import process_start
 
 
 def test_home_lists_the_run_with_progress_and_curves(app_env):
@@ -39,52 +39,18 @@ def test_home_stop_button_stops_a_running_run(app_env):
         kill_group(proc.pid)
 
 
-def test_launch_shows_field_errors_and_refuses_paths_outside(app_env):
+def test_home_records_a_run_that_died_before_registering(app_env):
+    """The runs table only derives `failed`; Home's refresh is what stores it, with the log's tail."""
+    _, runs, _, _ = app_env
     db = AppPaths.from_env().db()
-    before = {r.id for r in db.list_runs()}
-    try:
-        field_errors_shown()
-    finally:  # a refused launch starts nothing; end anything that did start
-        new = [r for r in db.list_runs() if r.id not in before]
-        for r in new:
-            kill_group(r.pid)
-    assert not new
-
-
-def field_errors_shown() -> None:
-    at = page("pages/1_Launch.py").run()
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    (runs / "fx-dead").mkdir()
+    (runs / "fx-dead" / "train.log").write_text("ValueError: model.path: no model here\n")
+    db.create_run("fx-dead", runs / "fx-dead", {"grpo": {"max_steps": 2}}, "rods")
+    db.update_run("fx-dead", pid=dead.pid, proc_start=process_start(dead.pid))
+    at = page("app.py").run()
     assert not at.exception
-    at.text_area(key="launch_more").input("grpo.learning_rate=-1")
-    at.button[0].click().run()  # the form's submit button
-    assert not at.exception
-    assert any("grpo.learning_rate" in e.value and "greater than 0" in e.value for e in at.error)
-    at.text_area(key="launch_more").input("")
-    at.text_input(key="launch_model").input("/etc")
-    at.button[0].click().run()
-    assert any("outside the workspace" in e.value for e in at.error)
-
-
-def test_launch_starts_a_background_run(app_env):
-    ws, runs, model, _ = app_env
-    db = AppPaths.from_env().db()
-    before = {r.id for r in db.list_runs()}
-    at = page("pages/1_Launch.py").run()
-    at.text_input(key="launch_name").input("launched")
-    at.text_input(key="launch_model").input(str(model))
-    at.number_input(key="launch_steps").set_value(1)
-    at.button[0].click().run()
-    assert not at.exception and not at.error
-    new = [r for r in db.list_runs() if r.id not in before]
-    assert len(new) == 1 and new[0].status in ("queued", "running")
-    run = new[0]
-    try:
-        assert process_alive(run.pid, run.proc_start)
-        assert (runs / run.id / "launch.yaml").exists()
-        assert run.config_dict()["grpo"]["max_steps"] == 1 and run.config_dict()["workspace"] == str(ws)
-        log = runs / run.id / "train.log"
-        wait_until(lambda: log.exists() and log.stat().st_size, "the new run's log to fill")
-        at.run()  # the log panel now shows the new run and its log
-        assert at.selectbox(key="launch_run").value == run.id
-        assert at.code and at.code[-1].value.strip()
-    finally:
-        kill_group(run.pid)
+    stored = db.get_run("fx-dead")
+    assert (stored.status, stored.message) == ("failed", "ValueError: model.path: no model here")
+    assert any("fx-dead" in m.value and "failed" in m.value for m in at.markdown)

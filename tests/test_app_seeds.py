@@ -7,9 +7,9 @@ import json
 
 from app_helpers import kill_group, page
 
-from rods_core.launch import AppPaths
 from rods_core.seeds import load_seeds
 from rods_core.tasks import read_tasks, write_tasks
+from rods_lab.paths import AppPaths
 from storage.control import process_alive
 
 

@@ -131,7 +131,7 @@ def test_fresh_restarts_smoothing_but_keeps_counts():
 def test_logged_statistics_reproduce_the_boundary_figure(tmp_path):
     """The detector's statistics, logged as a run logs them, give the paper's figure through the app's SQL
     (boundary-zone variance well above the other regions')."""
-    from rods_core.lab import boundary_vs_others
+    from rods_lab.views import boundary_vs_others
     from storage.events import EventLog
     from storage.reader import RunReader
 

@@ -1,6 +1,8 @@
 """End to end in a real browser (Playwright + Debian's chromium, headless): serve the app, launch a run from
 the Launch page, watch the boundary chart update, approve every waiting variant in one batch and Fix & Accept
-one (the trainer applies each), export the active pool and import it back as seeds. Screenshots go to bench/results/screenshots/.
+one (the trainer applies each), export the active pool and import it back as seeds. Screenshots go to
+bench/results/screenshots/; with RODS_SCREENSHOTS=docs/img (`make screenshots`) the README's pictures of Home
+with the live run and of Boundary are taken too.
 
 The run is demo-cpu as a researcher launches it: method rods on the warm-started demo model
 (models/tiny-demo, built by `make demo-model`, which `make test-browser-demo` runs first), so the variants to
@@ -23,6 +25,7 @@ from browser_helpers import (
     key,
     need_chromium,
     open_page,
+    readme_shot,
     serve,
     set_reviewer,
     shot,
@@ -63,7 +66,9 @@ def test_launch_watch_review_export_import(served, page):
 
 
 def journey(served, page) -> None:
-    from rods_core import lab
+    from playwright.sync_api import expect
+
+    from rods_lab.views import review_queue
     from storage.control import ControlDB
     from storage.reader import RunReader
 
@@ -81,12 +86,13 @@ def journey(served, page) -> None:
     pg.locator(key("launch_more")).locator("textarea").fill(
         "\n".join(["grpo.save_steps=4", "eval.every=7", "eval.limit=4", "synthesis.parents_per_step=3"])
     )
-    pg.get_by_role("button", name="Launch").click()
-    pg.get_by_text("Launched run").wait_for()
+    pg.get_by_role("button", name="Launch", exact=True).click()  # not "Help for Also launch a static twin"
+    pg.get_by_text("runs keep going if you close the app").wait_for()
     (run,) = db.list_runs()
     run_dir = Path(run.out_dir)
     cfg = run.config_dict()
-    assert (cfg["method"], cfg["buffer"]["review"], Path(cfg["model"]["path"])) == ("rods", "gated", DEMO_MODEL)
+    model = Path(cfg["model"]["path"])  # resolved by the app: models/ may be a link
+    assert (cfg["method"], cfg["buffer"]["review"], model) == ("rods", "gated", DEMO_MODEL.resolve())
     wait(
         lambda: "step" in (run_dir / "train.log").read_text() if (run_dir / "train.log").exists() else False,
         240,
@@ -104,7 +110,7 @@ def journey(served, page) -> None:
 
     # Approve every waiting variant in one batch, then Fix & Accept the variant in focus.
     wait(
-        lambda: sum(i.status == "awaiting_review" for i in lab.review_queue(run_dir)) >= 2 or None,
+        lambda: sum(i.status == "awaiting_review" for i in review_queue(run_dir)) >= 2 or None,
         300,
         "two variants awaiting review",
         every=3,
@@ -148,7 +154,11 @@ def journey(served, page) -> None:
     assert records and {r["pool"] for r in records} <= {"active", "seeds"}
     open_page(pg, f"{url}/Seeds", "Seeds")
     pg.get_by_role("tab", name="Import").click()
-    pg.locator(key("seeds_upload")).locator('input[type="file"]').set_input_files(str(exported))
+    uploader = pg.locator(key("seeds_upload"))
+    uploader.locator('input[type="file"]').set_input_files(str(exported))
+    uploader.get_by_test_id("stFileChip").wait_for()
+    expect(uploader.get_by_test_id("stFileChipIconSpinner")).to_have_count(0)  # uploaded, not uploading
+    pg.wait_for_timeout(1000)  # the rerun the upload starts: a click during it can be lost
     pg.locator(key("seeds_import")).locator("button").click()
     pg.get_by_text(f"Imported {len(records)} new").wait_for()
     assert {s.task_id for s in db.list_seeds()} == {r["id"] for r in records}
@@ -157,8 +167,13 @@ def journey(served, page) -> None:
 
     open_page(pg, f"{url}/Compare", "Compare runs")
     shot(pg, "6-compare")
+    # Boundary again, late in the run: more steps in its charts, and a picker that reads the run's status anew
+    open_page(pg, f"{url}/Boundary", "Capability boundary")
+    pg.locator(".gtitle").filter(has_text="Tasks at step").first.wait_for(timeout=120_000)
+    readme_shot(pg, "boundary")
     open_page(pg, url, "RODS Lab")
     shot(pg, "0-home")
+    readme_shot(pg, "home")
     pg.locator(key(f"home_stop_{run.id}")).locator("button").click()
     wait(lambda: db.get_run(run.id).status == "stopped", 30, "the run to stop")
     wait(

@@ -4,7 +4,8 @@ The run is real: an untrained tiny model (built in a second) trained by `rods tr
 of ~48 variants a step, review-gated, so a hundred variants wait for review within a few steps. In the browser:
 a bulk approve of every waiting variant (>= 100) sent as one batch, keyboard navigation of the focus view,
 a Fix & Accept, and the audit trail after the trainer's step, downloaded as CSV. The store must show each
-decision applied exactly once, the batch at one step boundary. Screenshots: bench/results/screenshots/review-*.png;
+decision applied exactly once, the batch at one step boundary. Screenshots: bench/results/screenshots/review-*.png
+(and, with RODS_SCREENSHOTS=docs/img, the README's picture of the queue);
 the decision-to-applied latency in steps: bench/results/review_latency.json.
 """
 
@@ -31,6 +32,7 @@ from browser_helpers import (
     key,
     need_chromium,
     open_page,
+    readme_shot,
     scroll_to,
     serve,
     set_reviewer,
@@ -87,10 +89,10 @@ def live(tmp_path_factory, tiny_model_dir):
 
 
 def awaiting(run_dir: Path) -> int:
-    from rods_core import lab
+    from rods_lab.views import review_queue
 
     try:
-        return sum(i.status == "awaiting_review" for i in lab.review_queue(run_dir))
+        return sum(i.status == "awaiting_review" for i in review_queue(run_dir))
     except Exception:  # noqa: BLE001 - the run folder is still being created
         return 0
 
@@ -116,6 +118,7 @@ def journey(live, pg) -> None:
     open_page(pg, f"{url}/Review", "Synthesis review")
     set_reviewer(pg, "ci-bot")
     shot(pg, "review-1-queue")
+    readme_shot(pg, "review", top=pg.locator(key("review_reviewer")))
     approve_all_matching(pg)
     batch = db.decisions(RUN_ID)
     assert len(batch) >= 100 and len({d.batch_id for d in batch}) == 1

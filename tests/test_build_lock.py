@@ -8,11 +8,14 @@ import time
 
 from polling import wait_until
 
-from rods_core import launch
 from rods_core.config import RunConfig
 from rods_core.policy.build import build_lock, lock_holder, lock_path
 from rods_core.policy.tiny import read_card
+from rods_lab.configs import build_config
+from rods_lab.launch import launch_pair
 from rods_lab.model_build import usable_cores
+from rods_lab.paths import AppPaths
+from rods_lab.status import run_status
 from storage.build_progress import read_build_progress
 from tests.conftest import smoke_config
 
@@ -47,14 +50,14 @@ def test_a_second_holder_waits_and_is_told_who_builds(tmp_path):
 
 
 def test_a_pair_launched_on_a_missing_model_builds_it_once_and_both_train(tmp_path):
-    paths = launch.AppPaths(tmp_path / "ws", tmp_path / "runs")
+    paths = AppPaths(tmp_path / "ws", tmp_path / "runs")
     data = smoke_config(tmp_path, paths.workspace / "models" / "tiny-fast", **FAST_BUILD)
-    cfg = launch.build_config(data, {}, paths)
+    cfg = build_config(data, {}, paths)
     assert cfg.model.build_if_missing and cfg.compute.processes == 1
-    runs = launch.launch_pair(RunConfig.model_validate(cfg.model_dump()), paths)
+    runs = launch_pair(RunConfig.model_validate(cfg.model_dump()), paths)
     db = paths.db()
     wait_until(
-        lambda: all(launch.effective_status(db, db.get_run(r.run_id)) not in ("queued", "running") for r in runs),
+        lambda: all(run_status(db, db.get_run(r.run_id)) not in ("queued", "running") for r in runs),
         timeout=600,
         what="both runs to end",
     )

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from rods_core import lab
+from rods_lab import views
 from storage.build_progress import BUILD_FILE, BuildProgressError, read_build_progress, write_build_progress
 
 PHASES = {  # phase -> (fields, what the card says, what it shows as the status)
@@ -69,18 +69,18 @@ def test_the_card_describes_each_phase(tmp_path, phase):
     fields, text, shown = PHASES[phase]
     write_build_progress(tmp_path, phase, **fields)
     status = "failed" if phase == "failed" else "queued"
-    view = lab.build_view(tmp_path, status, has_steps=False)
+    view = views.build_view(tmp_path, status, has_steps=False)
     assert (view.text, view.status) == (text, shown)
-    assert lab.build_view(tmp_path, status, has_steps=True) is None  # the first step replaces the build
+    assert views.build_view(tmp_path, status, has_steps=True) is None  # the first step replaces the build
 
 
 def test_the_card_ignores_the_build_when_it_says_nothing_new(tmp_path):
-    assert lab.build_view(tmp_path, "queued", has_steps=False) is None  # no build.json: the model existed
+    assert views.build_view(tmp_path, "queued", has_steps=False) is None  # no build.json: the model existed
     write_build_progress(tmp_path, "sft", epoch=1, epochs=9)
-    assert lab.build_view(tmp_path, "finished", has_steps=False) is None
-    assert lab.build_view(tmp_path, "failed", has_steps=False) is None  # died mid-build: its message says more
+    assert views.build_view(tmp_path, "finished", has_steps=False) is None
+    assert views.build_view(tmp_path, "failed", has_steps=False) is None  # died mid-build: its message says more
     (tmp_path / BUILD_FILE).write_text("[]")
-    view = lab.build_view(tmp_path, "queued", has_steps=False)
+    view = views.build_view(tmp_path, "queued", has_steps=False)
     assert view.status == "queued" and "build.json" in view.text  # a damaged file is shown, not raised
 
 

@@ -17,7 +17,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from rods_core import launch
 from rods_core.config import (
     BoundaryConfig,
     BufferConfig,
@@ -28,6 +27,8 @@ from rods_core.config import (
     parse_overrides,
 )
 from rods_core.inputs import DoorError
+from rods_lab.configs import build_config
+from rods_lab.paths import PROJECT_ROOT, AppPaths
 from tests.door_helpers import DEEP, FUZZ, JSON, NOT_UTF8, clean_or_valid, files, invoke, refused, run_config
 
 NAMES_A_FIELD = re.compile(r"(overrides line \d+|[\w.]+): \S")
@@ -154,14 +155,14 @@ def test_config_files_and_set_overrides(tmp_path):
 
 
 def test_launch_overrides_share_the_cli_parser(tmp_path):
-    paths = launch.AppPaths(tmp_path / "ws", tmp_path / "runs")
+    paths = AppPaths(tmp_path / "ws", tmp_path / "runs")
     with pytest.raises(ConfigError, match="overrides line 2: grpo.max_steps: not a YAML value"):
         parse_overrides("eval.every=2\ngrpo.max_steps=[1,2")
-    base = launch.PROJECT_ROOT / "configs" / "demo-cpu.yaml"
+    base = PROJECT_ROOT / "configs" / "demo-cpu.yaml"
     with pytest.raises(ConfigError, match="grpo.max_steps is a value"):
-        launch.build_config(base, {"grpo.max_steps": 3, "grpo.max_steps.x": 3}, paths)
+        build_config(base, {"grpo.max_steps": 3, "grpo.max_steps.x": 3}, paths)
     with pytest.raises(DoorError, match="model.path: .*no such folder"):
-        launch.build_config(base, {"model.path": "models/none-here", "model.build_if_missing": False}, paths)
+        build_config(base, {"model.path": "models/none-here", "model.build_if_missing": False}, paths)
     assert not paths.runs.exists()
 
 
@@ -200,8 +201,8 @@ def test_fuzz_set_overrides_cli_and_app(tmp_path, key, value):
     else:
         assert cfg.model.path.endswith("no-model")
     try:
-        launch.build_config(
-            {"name": "x"}, parse_overrides(item.replace("\n", " ")), launch.AppPaths(tmp_path / "ws", tmp_path / "runs")
+        build_config(
+            {"name": "x"}, parse_overrides(item.replace("\n", " ")), AppPaths(tmp_path / "ws", tmp_path / "runs")
         )
     except DoorError as e:  # ConfigError, OutsideWorkspace, ...: names the overrides line or the field
         assert NAMES_A_FIELD.match(str(e)), str(e)

@@ -55,7 +55,8 @@ def test_a_missing_hub_id_says_how_to_fetch_it_and_a_local_path_stays_local(tmp_
 
 
 def test_the_app_launch_keeps_a_cached_hub_id_and_refuses_a_missing_one(tmp_path, hub_cache):
-    from rods_core.launch import AppPaths, build_config
+    from rods_lab.configs import build_config
+    from rods_lab.paths import AppPaths
 
     paths = AppPaths(tmp_path / "ws", tmp_path / "runs")
     cfg = build_config({"model": {"path": "rods-test/tiny-policy"}}, {}, paths)

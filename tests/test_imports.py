@@ -1,6 +1,6 @@
 """Imports go one way, with no cycles, and modules stay readable: every first-party file's imports (top level,
 inside functions, under TYPE_CHECKING, relative) are read with `ast` and checked against the layering
-rods_core < storage < bench < rods_lab < app (app.py, pages/, lab_ui.py, review_ui.py); tests/ are exempt."""
+rods_core < storage < bench < rods_lab < app (app.py, pages/); tests/ are exempt."""
 
 from __future__ import annotations
 
@@ -10,24 +10,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = {"rods_core": 0, "storage": 1, "bench": 2, "rods_lab": 3, "app": 4, "pages": 4, "lab_ui": 4, "review_ui": 4}
+LAYERS = {"rods_core": 0, "storage": 1, "bench": 2, "rods_lab": 3, "app": 4, "pages": 4}
 LIBRARY_NEVER = ("streamlit", "plotly")  # rods_core draws and serves nothing
 MAX_MODULE_LINES, MAX_FUNCTION_LINES = 500, 80
 LENGTH_REASON = "Length:"  # a module docstring paragraph saying why the module or one of its functions is long
-
-# Library modules that still import storage or plotly while they move out to rods_lab/ and storage/ (the
-# lead empties this after merging): (importer, imported). Every other edge must follow the layering.
-KNOWN_EXCEPTIONS: set[tuple[str, str]] = {
-    ("rods_core.charts", "plotly"),
-    ("rods_core.experiments", "storage.reader"),
-    ("rods_core.lab", "storage.build_progress"),
-    ("rods_core.lab", "storage.pools"),
-    ("rods_core.lab", "storage.reader"),
-    ("rods_core.lab", "storage.schema"),
-    ("rods_core.launch", "storage.catalog"),
-    ("rods_core.launch", "storage.control"),
-    ("rods_core.launch", "storage.store_engine"),
-}
 
 
 def module_files(root: Path) -> dict[str, Path]:
@@ -79,7 +65,7 @@ def layering_violations(root: Path) -> list[str]:
         for line, target in imports_of(module, path, set(files)):
             up = (layer_of(target) or 0) > layer_of(module)
             drawing = layer_of(module) == 0 and target.split(".")[0] in LIBRARY_NEVER
-            if (up or drawing) and (module, target) not in KNOWN_EXCEPTIONS:
+            if up or drawing:
                 bad.append(f"{path.relative_to(root)}:{line}: {module} -> {target}")
     return bad
 
@@ -145,13 +131,6 @@ def long_without_reason(root: Path) -> list[str]:
 def test_imports_follow_the_layering():
     bad = layering_violations(ROOT)
     assert not bad, "imports against rods_core < storage < bench < rods_lab < app:\n" + "\n".join(bad)
-
-
-def test_known_exceptions_still_exist():
-    """An exception that no longer occurs is dropped from KNOWN_EXCEPTIONS, so the list only shrinks."""
-    files = module_files(ROOT)
-    edges = {(m, t) for m, p in files.items() for _, t in imports_of(m, p, set(files))}
-    assert not KNOWN_EXCEPTIONS - edges, f"no longer imported, drop from KNOWN_EXCEPTIONS: {KNOWN_EXCEPTIONS - edges}"
 
 
 def test_no_import_cycles():

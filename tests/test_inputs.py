@@ -13,13 +13,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rods_core import launch
 from rods_core.config import load_config
 from rods_core.inputs import DoorError, check_output_file
 from rods_core.model_folders import check_model_dir
 from rods_core.preflight import preflight
 from rods_core.seeds import TestSplitRefused
 from rods_core.task_files import load_task_file
+from rods_lab import configs, launch
+from rods_lab.paths import PROJECT_ROOT, AppPaths, import_upload, import_workspace_file
 from storage.control import ControlDB
 from tests.door_helpers import DEEP, FUZZ, JSON, NOT_UTF8, clean_or_valid, files, invoke, refused, run_config
 
@@ -215,15 +216,15 @@ def test_test_split_task_refused_at_every_route(tmp_path, train_seeds, test_task
     refused(invoke("eval", "--model", tmp_path, "--tasks", leak), "--model")  # the model is checked first
     with pytest.raises(TestSplitRefused, match="rods eval --tasks"):
         load_task_file(leak, "rods eval --tasks")
-    paths = launch.AppPaths(tmp_path / "ws", tmp_path / "runs")
+    paths = AppPaths(tmp_path / "ws", tmp_path / "runs")
     cdb = ControlDB(tmp_path / "ws" / "control.sqlite")
     with pytest.raises(TestSplitRefused, match="the Seeds page upload"):
-        launch.import_upload(paths, cdb, "leak.jsonl", leak.read_bytes(), [])
+        import_upload(paths, cdb, "leak.jsonl", leak.read_bytes(), [])
     with pytest.raises(TestSplitRefused, match="the Seeds page import"):
-        launch.import_workspace_file(paths, cdb, "imports/leak.jsonl", [])
-    base = launch.PROJECT_ROOT / "configs" / "demo-cpu.yaml"
+        import_workspace_file(paths, cdb, "imports/leak.jsonl", [])
+    base = PROJECT_ROOT / "configs" / "demo-cpu.yaml"
     with pytest.raises(TestSplitRefused, match="seeds.file"):
-        launch.build_config(base, {"seeds.subset": "file", "seeds.file": "imports/leak.jsonl"}, paths)
+        configs.build_config(base, {"seeds.subset": "file", "seeds.file": "imports/leak.jsonl"}, paths)
     cdb.upsert_seeds([test_task], source="import")  # e.g. imported with --allow-test
     with pytest.raises(TestSplitRefused, match="a run on catalog seeds"):
         launch.launch_on_seeds(cdb, [test_task.id], base, "leaky", {}, paths)
@@ -241,7 +242,7 @@ def test_seeds_page_upload_refuses_and_keeps_nothing(tmp_path, monkeypatch, seed
 
     monkeypatch.setenv("RODS_WORKSPACE", str(tmp_path / "ws"))
     monkeypatch.setenv("RODS_RUNS", str(tmp_path / "runs"))
-    at = AppTest.from_file(str(launch.PROJECT_ROOT / "pages" / "5_Seeds.py"), default_timeout=60).run()
+    at = AppTest.from_file(str(PROJECT_ROOT / "pages" / "5_Seeds.py"), default_timeout=60).run()
     assert not at.exception
     for name, data, needle in (
         ("bad.jsonl", json.dumps(seed_rec).encode() + b"\n" + NOT_UTF8, "bad.jsonl:2: (encoding)"),
@@ -252,7 +253,7 @@ def test_seeds_page_upload_refuses_and_keeps_nothing(tmp_path, monkeypatch, seed
         assert not at.exception and any("Nothing was imported" in e.value for e in at.error)
         assert any(needle in c.value for c in at.code)
     assert not (tmp_path / "ws" / "imports").exists()
-    assert launch.AppPaths.from_env().db().list_seeds() == []
+    assert AppPaths.from_env().db().list_seeds() == []
     good = json.dumps(seed_rec).encode() + b"\n"
     at.file_uploader(key="seeds_upload").set_value(("../../../x y.jsonl", good, "application/jsonl")).run()
     at.button(key="seeds_import").click().run()
@@ -265,7 +266,7 @@ def test_launch_page_shows_override_errors(tmp_path, monkeypatch):
 
     monkeypatch.setenv("RODS_WORKSPACE", str(tmp_path / "ws"))
     monkeypatch.setenv("RODS_RUNS", str(tmp_path / "runs"))
-    at = AppTest.from_file(str(launch.PROJECT_ROOT / "pages" / "1_Launch.py"), default_timeout=60).run()
+    at = AppTest.from_file(str(PROJECT_ROOT / "pages" / "1_Launch.py"), default_timeout=60).run()
     assert not at.exception
     for more, needle in (
         ("grpo.max_steps.x=3", "grpo.max_steps is a value (int), not a section"),
@@ -324,11 +325,11 @@ def test_fuzz_seeds_import_and_upload(tmp_path, seed_rec, data):
     clean_or_valid(res)
     if res.exit_code == 2:
         assert files(case) == before  # no database, nothing else
-    paths = launch.AppPaths(case / "ws", case / "runs")
+    paths = AppPaths(case / "ws", case / "runs")
     name = data.draw(st.text(max_size=20))
     app_db = ControlDB(case / "app.sqlite")
     try:
-        launch.import_upload(paths, app_db, name, payload, [])
+        import_upload(paths, app_db, name, payload, [])
     except DoorError as e:  # the whole file refused, naming the line of each problem
         assert isinstance(e, TestSplitRefused) or NAMES_A_LINE.search(str(e)), str(e)
         assert not (case / "ws").exists() and app_db.list_seeds() == []

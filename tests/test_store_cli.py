@@ -50,6 +50,22 @@ def test_runs_list_show_stop(tmp_path):
     assert "hunter2" not in res.output and "RODS_CONTROL_DB" in res.output
 
 
+def test_runs_list_records_a_run_that_died_before_registering(tmp_path):
+    db = tmp_path / "control.sqlite"
+    cdb = ControlDB(db)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    run_dir = tmp_path / "runs" / "r0"
+    run_dir.mkdir(parents=True)
+    (run_dir / "train.log").write_text("ImportError: no module named x\n")
+    cdb.create_run("r0", run_dir, config={"method": "rods"})
+    cdb.update_run("r0", pid=dead.pid)
+    assert cdb.get_run("r0").status == "queued"
+    res = runner.invoke(app, ["runs", "list", "--json", "--db", str(db)])
+    assert res.exit_code == 0 and json.loads(res.output)[0]["status"] == "failed"
+    assert (cdb.get_run("r0").status, cdb.get_run("r0").message) == ("failed", "ImportError: no module named x")
+
+
 def test_export_and_import_commands(tmp_path, train_seeds, all_seeds):
     runs = tmp_path / "runs"
     write_pools_snapshot(runs / "r2", {"active": train_seeds[:5], "seeds": train_seeds[5:8]}, step=1)

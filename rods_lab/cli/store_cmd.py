@@ -88,13 +88,16 @@ def runs_list(
     json_out: bool = typer.Option(False, "--json", help="print JSON"),
     db: str | None = typer.Option(None, help=DB_HELP),
 ) -> None:
-    """List runs with their live status (checked against the process and its heartbeat).
+    """List runs with their live status (checked against the process and its heartbeat); a run whose
+    process died before it registered is recorded as failed.
 
     Example: rods runs list --json
     """
-    from rods_core.lab import build_view
+    from rods_lab.status import reconcile_dead_runs
+    from rods_lab.views import build_view
 
     cdb = _db(db)
+    reconcile_dead_runs(cdb)
     rows = []
     for r in cdb.list_runs():
         status = cdb.run_status(r)

@@ -17,9 +17,8 @@ from types import SimpleNamespace
 import pandas as pd
 import streamlit as st
 
-import lab_ui
-from rods_core import lab
 from rods_core.tasks import Task
+from rods_lab import ui, views
 from storage import curation
 from storage.pools import PoolsSnapshot
 
@@ -39,17 +38,17 @@ def new_read() -> None:
 
 @st.cache_resource(max_entries=4, show_spinner=False)
 def snapshot(run_dir: str, read: str) -> PoolsSnapshot:
-    return lab.snapshot(run_dir)
+    return views.snapshot(run_dir)
 
 
 @st.cache_data(max_entries=4, show_spinner="Reading the review queue…")
 def table(run_dir: str, run_id: str, read: str) -> pd.DataFrame:
-    snap, reader, db = snapshot(run_dir, read), lab_ui.reader(run_dir), lab_ui.db()
+    snap, reader, db = snapshot(run_dir, read), ui.reader(run_dir), ui.db()
     variants = [t.id for t in snap.tasks("all") if t.provenance.parent_id]
     return curation.review_rows(
         snap,
-        lab.latest_buffer_reasons(reader),
-        lab.variant_outcomes(reader, variants),
+        views.latest_buffer_reasons(reader),
+        views.variant_outcomes(reader, variants),
         reader.latest_task_stats(),
         db.decisions(run_id),
         Counter(c.task_id for c in db.comments(run_id)),
@@ -76,8 +75,8 @@ def reviewer_field() -> str:
 def send(run: SimpleNamespace, items: list, reviewer: str, comment: str = "", what: str = "") -> None:
     """Record one batch and say so (kept across the rerun in the session's message)."""
     try:
-        seen = lab_ui.reader(run.out_dir).latest_step()
-        ds = curation.send_batch(lab_ui.db(), run.id, items, reviewer, comment, seen)
+        seen = ui.reader(run.out_dir).latest_step()
+        ds = curation.send_batch(ui.db(), run.id, items, reviewer, comment, seen)
     except ValueError as e:  # no reviewer name, or a malformed edit
         st.session_state["review_msg"] = ("error", str(e))
         return
@@ -193,8 +192,8 @@ def fix_and_accept(run: SimpleNamespace, task: Task, reviewer: str) -> None:
         if not st.form_submit_button("Verify, fix & accept", type="primary"):
             return
     try:
-        edited = lab.edited_task(task, users, calls)
-        ok, reason = lab.verify_edit(task, edited, snapshot(run.out_dir, token()))
+        edited = views.edited_task(task, users, calls)
+        ok, reason = views.verify_edit(task, edited, snapshot(run.out_dir, token()))
     except ValueError as e:
         ok, reason = False, f"invalid: {e}"
     if not ok:
@@ -206,7 +205,7 @@ def fix_and_accept(run: SimpleNamespace, task: Task, reviewer: str) -> None:
 
 
 def comments(run: SimpleNamespace, tid: str, reviewer: str) -> None:
-    db = lab_ui.db()
+    db = ui.db()
     for c in db.comments(run.id, tid):
         st.markdown(f"**{c.reviewer}** · {c.created_at:%Y-%m-%d %H:%M} — {c.text}")
     a, b = st.columns([5, 1])
@@ -222,7 +221,7 @@ def comments(run: SimpleNamespace, tid: str, reviewer: str) -> None:
 
 # ----- the audit trail ---------------------------------------------------------------------------------
 def audit(run: SimpleNamespace) -> None:
-    trail = curation.audit_frame(lab_ui.db().decisions(run.id))
+    trail = curation.audit_frame(ui.db().decisions(run.id))
     if trail.empty:
         st.caption("No decision yet.")
         return

@@ -7,8 +7,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from rods_core import lab
 from rods_core.seeds import load_seeds
+from rods_lab import views
 from storage.events import EventLog, PartFile, events_dir
 from storage.pools import PoolsSnapshot
 from storage.reader import RunReader
@@ -24,33 +24,33 @@ def test_structure_table_caches_signatures(tmp_path, monkeypatch):
     )
     snap = PoolsSnapshot(step=1, written_at=None, pools={"seeds": seeds, "staged": [variant]})
     cache = tmp_path / "cache" / "structure.json"
-    first = lab.structure_table(snap, cache)
+    first = views.structure_table(snap, cache)
     assert cache.exists() and len(first) == 6
     assert (
         first.set_index("task_id").loc["v1", "complexity"] == first.set_index("task_id").loc[seeds[0].id, "complexity"]
     )
-    monkeypatch.setattr(lab, "_structure", lambda t: pytest.fail("signature recomputed despite the cache"))
-    pd.testing.assert_frame_equal(lab.structure_table(snap, cache), first)
+    monkeypatch.setattr(views, "_structure", lambda t: pytest.fail("signature recomputed despite the cache"))
+    pd.testing.assert_frame_equal(views.structure_table(snap, cache), first)
 
 
 def test_edited_task_and_diff():
     task = load_seeds("train")[0]
     users = [u + (" please" if i == 0 else "") for i, u in enumerate(task.user_texts)]
     calls = ["\n".join(c) for c in task.ground_truth]
-    edited = lab.edited_task(task, users, calls)
+    edited = views.edited_task(task, users, calls)
     assert edited.user_texts[0].endswith(" please") and edited.ground_truth == task.ground_truth
-    diff = lab.turn_diff(task, edited)
+    diff = views.turn_diff(task, edited)
     assert diff[0].startswith("-user:") and "+user:" in diff[0] and " please" in diff[0]
     assert not any(ln.startswith(("+", "-")) for ln in diff[1].splitlines())
     with pytest.raises(ValueError, match="turns"):
-        lab.edited_task(task, users[:1], calls)
+        views.edited_task(task, users[:1], calls)
 
 
 def test_boundary_vs_others_weights_by_tasks():
     df = pd.DataFrame(
         {"step": [1, 1, 1], "region": ["boundary", "hard", "mastered"], "mean_var": [0.2, 0.1, 0.0], "n": [2, 1, 1]}
     )
-    out = lab.boundary_vs_others(df).iloc[0]
+    out = views.boundary_vs_others(df).iloc[0]
     assert out.boundary == pytest.approx(0.2) and out.others == pytest.approx(0.05) and out.ratio == pytest.approx(4)
 
 
@@ -58,11 +58,11 @@ def test_task_history_reads_the_reason_code_and_detail_apart_and_logs_without_de
     move = {"step": 3, "task_id": "v0", "from_pool": "active", "to_pool": "retired", "reason": "retire/stale"}
     with EventLog(tmp_path / "new") as log:
         log.append("buffer", {**move, "detail": "no informative group for 10 steps"})
-    _, moves = lab.task_history(RunReader(tmp_path / "new"), "v0")
+    _, moves = views.task_history(RunReader(tmp_path / "new"), "v0")
     assert moves[["reason", "detail"]].values.tolist() == [["retire/stale", "no informative group for 10 steps"]]
     old = {**move, "reason": "retire/stale: no informative group for 10 steps", "seq": 0}
     (events_dir(tmp_path / "old") / "buffer").mkdir(parents=True)
     pq.write_table(pa.Table.from_pylist([old]), events_dir(tmp_path / "old") / "buffer" / PartFile.name(0, 0, 3, 3))
-    _, moves = lab.task_history(RunReader(tmp_path / "old"), "v0")
+    _, moves = views.task_history(RunReader(tmp_path / "old"), "v0")
     assert list(moves.columns) == ["step", "from_pool", "to_pool", "reason", "detail"]
     assert moves["reason"].tolist() == [old["reason"]] and moves["detail"].isna().all()

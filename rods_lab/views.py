@@ -20,7 +20,9 @@ from typing import Any
 import pandas as pd
 
 from rods_core.signature import signature
+from rods_core.synth.verify import verify_task
 from rods_core.tasks import Task
+from rods_lab.status import dead_run_message, format_eta, run_status
 from storage.build_progress import BuildProgress, BuildProgressError, read_build_progress
 from storage.pools import PoolsFileError, PoolsSnapshot, read_pools_snapshot
 from storage.reader import RunReader
@@ -29,23 +31,24 @@ from storage.schema import POOLS
 
 # ----- runs --------------------------------------------------------------------------------------------
 def runs_table(db) -> pd.DataFrame:
-    """One row per run in the control DB, newest first, with the status the UI should show."""
-    from rods_core.launch import effective_status
-
+    """One row per run in the control DB, newest first, with the status the UI should show (derived:
+    reading the table writes nothing; a run that died before registering shows its log's tail)."""
     rows = []
     for r in db.list_runs():
         cfg = r.config_dict()
+        status = run_status(db, r)
+        message = r.message or (dead_run_message(r) if (r.status, status) == ("queued", "failed") else "")
         rows.append(
             {
                 "id": r.id,
                 "name": r.name,
                 "method": r.method,
-                "status": effective_status(db, r),
+                "status": status,
                 "step": r.step or 0,
                 "max_steps": int(cfg.get("grpo", {}).get("max_steps") or 0),
                 "out_dir": r.out_dir,
                 "created_at": r.created_at,
-                "message": r.message or "",
+                "message": message,
             }
         )
     return pd.DataFrame(
@@ -65,8 +68,6 @@ class BuildView:
 
 def describe_build(p: BuildProgress) -> str:
     """One line for a build snapshot, e.g. "building the model: SFT epoch 3 / 52 · loss 0.412 · ETA 12m00s"."""
-    from rods_core.launch import format_eta
-
     eta = f" · {format_eta(p.eta_s)}" if p.eta_s is not None or p.phase == "sft" else ""
     if p.phase == "waiting":
         return f"waiting for the model build of {p.waiting_for or 'another run'}"
@@ -269,8 +270,6 @@ def edited_task(original: Task, user_texts: list[str], calls_texts: list[str]) -
 def verify_edit(original: Task, edited: Task, snap: PoolsSnapshot) -> tuple[bool, str]:
     """The trainer's check, run first in the app: against the variant's parent (or itself), and against
     every other task of the pools for duplicates."""
-    from rods_core.synth.verify import verify_task
-
     by_id = {t.id: t for t in snap.tasks("all")}
     parent = by_id.get(original.provenance.parent_id or "", original)
     keys = {t.content_key() for t in by_id.values()} - {original.content_key()}

@@ -1,20 +1,23 @@
-"""Streamlit glue shared by app.py and pages/: cached connections, cached queries, the run picker.
+"""Streamlit glue shared by app.py and pages/: cached connections, cached queries, the run picker, the
+page setup.
 
-Kept beside app.py (not in pages/, where every .py is a page; not in rods_core/, which never imports
-Streamlit). Connections are st.cache_resource; queries are st.cache_data with a short ttl so live
-pages see new steps, and actions clear the caches they make stale.
+Connections are st.cache_resource; queries are st.cache_data with a short ttl so live pages see new
+steps, and actions clear the caches they make stale.
 """
 
 from __future__ import annotations
 
-import os
+from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
 import streamlit as st
+from streamlit.runtime.pages_manager import PagesManager
 
-from rods_core import lab
-from rods_core.launch import AppPaths
+from rods_lab import views
+from rods_lab.pages import PageSpec, page_of
+from rods_lab.paths import AppPaths
+from rods_lab.status import reconcile_dead_runs
 from storage.control import ControlDB, open_store
 from storage.reader import RunReader
 
@@ -48,7 +51,7 @@ def reader(run_dir: str) -> RunReader:
 
 @st.cache_data(ttl=LIVE_S, show_spinner=False)
 def runs(workspace: str, target: str) -> pd.DataFrame:
-    return lab.runs_table(_db(workspace, target))
+    return views.runs_table(_db(workspace, target))
 
 
 def all_runs() -> pd.DataFrame:
@@ -58,6 +61,12 @@ def all_runs() -> pd.DataFrame:
 def structure_cache() -> str:
     """Where task signatures are kept between pages, runs and restarts."""
     return str(paths().workspace / "cache" / "structure.json")
+
+
+def reconcile() -> None:
+    """Store `failed` for runs that died before registering (once per refresh of Home, never from a cached
+    query); the cached tables already show them failed, so nothing is cleared."""
+    reconcile_dead_runs(db())
 
 
 def refresh() -> None:
@@ -82,8 +91,9 @@ def pick_run(page: str, label: str = "Run") -> SimpleNamespace | None:
     return SimpleNamespace(**table.set_index("id").loc[run_id].to_dict(), id=run_id)
 
 
-def page_setup(title: str, icon: str) -> None:
-    """The first call of every page: the app's navigation (even on a deep link) and the page's title.
+def page_setup(script: str | Path) -> PageSpec:
+    """The first call of every page (`page_setup(__file__)`): the app's navigation (even on a deep link),
+    the page's title bar and heading from rods_lab.pages.PAGES; returns the page's entry.
 
     A private hook, kept on purpose (Streamlit 1.67). The public one, st.Page + st.navigation in app.py,
     is in place, but Streamlit leaves its legacy pages/ mode only once some session has run app.py ("as
@@ -93,14 +103,10 @@ def page_setup(title: str, icon: str) -> None:
     (app.py + pages/). So the page leaves the legacy mode itself and reruns through app.py, which
     resolves the same URL. tests/test_app_navigation.py fails if this stops working.
     """
-    from streamlit.runtime.pages_manager import PagesManager
-
     if PagesManager.uses_pages_directory:
         PagesManager.uses_pages_directory = False
         st.rerun()
-    st.set_page_config(page_title=f"{title} · RODS Lab", page_icon=icon, layout="wide")
-
-
-def default_processes(cfg) -> int:
-    """Launch's default: every core on a CPU run (one torch thread a process), the config's count on GPUs."""
-    return max(1, os.cpu_count() or 1) if cfg.grpo.use_cpu else cfg.compute.processes
+    spec = page_of(script)
+    st.set_page_config(page_title=f"{spec.title} · RODS Lab", page_icon=spec.material, layout="wide")
+    st.title(spec.heading)
+    return spec

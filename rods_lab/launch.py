@@ -1,0 +1,107 @@
+"""Starting training runs from the app as background processes: one run, a run and its twin under another
+method, or a run on seeds picked from the catalog.
+
+A run is started as `python -m rods_lab.cli train --config <runs/<id>/launch.yaml> --run-id <id>` in its
+own session (start_new_session=True), so it survives page reloads and app restarts; its Run row is
+created as `queued` first with the id we pass, then the trainer registers itself as `running`
+(rods_lab.status shows a run that dies before that as failed).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rods_core.config import RunConfig, dump_config
+from rods_core.ids import check_run_id, new_run_id
+from rods_core.seeds import refuse_test_tasks
+from rods_core.tasks import write_tasks
+from rods_lab.configs import build_config
+from rods_lab.paths import PROJECT_ROOT, AppPaths
+from rods_lab.status import LOG_FILE
+from storage.catalog import catalog_tasks
+from storage.control import ControlDB, process_start
+
+LAUNCH_FILE = "launch.yaml"
+
+
+@dataclass(frozen=True)
+class Launched:
+    run_id: str
+    pid: int
+    run_dir: Path
+    log_path: Path
+
+
+def launch_run(cfg: RunConfig, paths: AppPaths, run_id: str | None = None) -> Launched:
+    """Create the Run row (queued), write the config, start `rods train` in its own session."""
+    run_id = check_run_id(run_id) if run_id else new_run_id(cfg.name)
+    run_dir = Path(cfg.output_dir) / run_id
+    if run_dir.exists():
+        raise FileExistsError(f"run folder {run_dir} exists already; pick another run id")
+    run_dir.mkdir(parents=True)
+    config_path = run_dir / LAUNCH_FILE
+    config_path.write_text(dump_config(cfg), encoding="utf-8")
+    db = paths.db()
+    db.create_run(run_id, run_dir, cfg.model_dump(mode="json"), cfg.method, name=cfg.name)
+    log_path = run_dir / LOG_FILE
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rods_lab.cli", "train", "--config", str(config_path), "--run-id", run_id],
+            cwd=PROJECT_ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    db.update_run(run_id, pid=proc.pid, proc_start=process_start(proc.pid))
+    return Launched(run_id, proc.pid, run_dir, log_path)
+
+
+def pair_configs(cfg: RunConfig, twin: str = "static") -> list[RunConfig]:
+    """The configured run and its twin under another method: same seeds, seed, model and batch, the cores
+    split between them (half the processes each, at least one). The batch stays the config's (tasks_per_step
+    is per process, so it grows as the processes halve): the twins run the demo's design, not half of it."""
+    if cfg.method == twin:
+        raise ValueError(f"the run's method is {twin} already; pick another method to pair it with {twin}")
+    share = max(1, cfg.compute.processes // 2)
+    batch = cfg.grpo.tasks_per_step * cfg.compute.processes
+    per_process = batch // share if batch % share == 0 else cfg.grpo.tasks_per_step
+    out = []
+    for method, name in ((cfg.method, cfg.name), (twin, f"{cfg.name}_{twin}"[:80])):
+        data = cfg.model_dump()
+        data.update(method=method, name=name)
+        data["compute"]["processes"] = share
+        data["grpo"]["tasks_per_step"] = per_process
+        out.append(RunConfig.model_validate(data))
+    return out
+
+
+def launch_pair(cfg: RunConfig, paths: AppPaths, twin: str = "static") -> list[Launched]:
+    """Launch `pair_configs(cfg, twin)`: the run and its twin, side by side."""
+    return [launch_run(c, paths) for c in pair_configs(cfg, twin)]
+
+
+def launch_on_seeds(
+    db: ControlDB, task_ids: list[str], base: str | Path, name: str, overrides: dict[str, Any], paths: AppPaths
+) -> tuple[Launched, Path]:
+    """Write the chosen catalog seeds to <workspace>/subsets/ and launch `base` on them (seeds.subset=file).
+    The config and the seeds are checked first, so a refusal leaves no subset file behind."""
+    tasks = catalog_tasks(db, task_ids)
+    if not tasks:
+        raise ValueError("choose at least one seed")
+    refuse_test_tasks(tasks, "a run on catalog seeds")
+    file = paths.workspace / "subsets" / f"{new_run_id(name)}.jsonl"
+    cfg = build_config(
+        base,
+        {"name": name, "seeds.subset": "file", "seeds.file": str(file), "seeds.limit": None, **overrides},
+        paths,
+        check_seeds=False,
+    )
+    write_tasks(file, tasks)
+    return launch_run(cfg, paths), file

@@ -1,0 +1,34 @@
+"""The Compare page: runs of the lab side by side, and a `rods bench curriculum` experiment's tables."""
+
+from __future__ import annotations
+
+from app_helpers import RUN_ID, page
+
+
+def test_compare_plots_the_runs(app_env):
+    at = page("pages/6_Compare.py").run()
+    assert not at.exception
+    assert len(at.get("plotly_chart")) == 5  # accuracy, progress, informative share, training reward, pool
+    at.multiselect(key="compare_runs").set_value([RUN_ID]).run()
+    assert not at.exception
+    assert at.dataframe[0].value.run.tolist() == [RUN_ID]  # one summary row per chosen run
+
+
+def test_compare_reads_a_curriculum_experiment(app_env, tmp_path, monkeypatch):
+    from test_bench import write_run
+
+    for name in ("20260101-000000", "20260102-000000"):
+        runs = tmp_path / name / "runs"
+        write_run(runs, "rods-r0", "rods", 0, [0.2, 0.4, 0.6, 0.8], [0.1, 0.3, 0.5], [(1, "boundary", 0.2)])
+        write_run(runs, "static-r0", "static", 0, [0.3, 0.3, 0.2, 0.2], [0.1, 0.2, 0.2], [(1, "hard", 0.1)])
+    monkeypatch.setenv("RODS_EXPERIMENTS", str(tmp_path))
+    at = page("pages/6_Compare.py").run()
+    at.radio(key="compare_source").set_value("a curriculum experiment").run()
+    assert not at.exception
+    assert at.selectbox(key="compare_experiment").value.name == "20260102-000000"  # the newest first
+    assert len(at.get("plotly_chart")) == 5
+    runs, methods, goals = (d.value for d in at.dataframe)
+    assert sorted(runs.run) == ["rods-r0", "static-r0"]
+    assert methods.loc["informative_share_last_half", "rods"].startswith("0.700")  # mean of 0.6 and 0.8
+    ratio_goal = goals[goals.goal.str.startswith("informative share (last half): rods / static")]
+    assert len(ratio_goal) == 1 and "bootstrap 95% CI" in ratio_goal.detail.iat[0]
