@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from rods_core.benchmarks.registry import make_benchmark
 from rods_core.config import RunConfig, read_config_data, set_dotted
 from rods_core.model_folders import HUB_ID, check_model_dir, model_folder
 from rods_core.task_files import load_task_file
@@ -49,8 +50,8 @@ def build_config(
     cfg = RunConfig.model_validate(data)
     if cfg.seeds.file:
         cfg.seeds.file = str(confine(cfg.seeds.file, paths.workspace))
-        if check_seeds and cfg.seeds.subset == "file":
-            load_task_file(cfg.seeds.file, "seeds.file")
+        if check_seeds and cfg.seeds.subset == "file":  # through the run's benchmark: its schema and verifier
+            load_task_file(cfg.seeds.file, "seeds.file", benchmark=make_benchmark(cfg.benchmark, prereq=cfg.prereq))
     # The trainer runs in the project folder: a relative model path means the project's models/. A hub id
     # (no such folder there) names a model in the local Hugging Face cache and is kept as typed.
     local = PROJECT_ROOT / cfg.model.path
