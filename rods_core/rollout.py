@@ -147,7 +147,9 @@ class _Run:
 
     def _shown(self, message: Message) -> Message:
         """A message as the policy reads it: tool results cut to `result_chars` (a cut result is not cut again)."""
-        return tool_message(message["content"], self.cfg.prompt) if message["role"] == "tool" else message
+        if message["role"] != "tool":
+            return message
+        return {**message, "content": tool_message(message["content"], self.cfg.prompt)["content"]}
 
     def _finish_early(self) -> None:
         """The context is full: the environment judges what is left as failed."""
