@@ -143,6 +143,10 @@ def test_a_steps_decisions_come_back_as_outcomes_and_events_and_pools_only_when_
         Decision(8, seed.id, "edit", "[1, 2]"),  # a payload that is not a JSON object
         Decision(9, seed.id, "edit", "x" * 1_000_001),  # over the payload bound
     ]
+    # the boundary seed's synthesis job is held until the end: a variant it returned before step 2 (a warm
+    # pipeline is fast enough) would move the pools this test expects to stay put
+    test_over, job = threading.Event(), cur.worker._job
+    cur.worker._job = lambda *args: test_over.wait(60) and job(*args)
     try:
         out = cur.after_step(1, report([(seed.id, BOUNDARY)]), decisions)
         assert [(o.decision_id, o.outcome) for o in out.decisions] == [(7, "refused"), (8, "refused"), (9, "refused")]
@@ -157,6 +161,7 @@ def test_a_steps_decisions_come_back_as_outcomes_and_events_and_pools_only_when_
         assert out.pools is not None and {t.id for t in out.pools["seeds"]} == {t.id for t in demo_seeds()[:4]}
         assert cur.after_step(2, report([(seed.id, BOUNDARY)]), []).pools is None  # nothing moved
     finally:
+        test_over.set()
         cur.close()
 
 
