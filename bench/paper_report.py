@@ -1,0 +1,205 @@
+"""The figures a paper would print, from one experiment folder into a docs folder: held-out curves with bootstrap
+bands against trajectories, tokens and wall time, static's depletion curve, the active pool, the ablation table;
+each as PNG plus the JSON of the numbers behind it, and summary.md / summary.json with every interval.
+
+Composition only: the numbers come from bench.efficiency, bench.churn and bench.ablation; plotting and PNG export
+reuse bench.curriculum_report (band_figure, export_pngs).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from bench.ablation import ablation_table, comparisons, markdown_table
+from bench.churn import CHURN_METRICS, churn_methods, churn_runs, depletion
+from bench.curriculum_report import _clean, band_figure, export_pngs
+from bench.efficiency import COST_AXES, attach_costs, curve_band, describe_reach, eval_cost, reach_table
+from bench.paper_frames import PaperFrames, evals_with_times, load_paper
+from rods_core.experiments import fmt_ci, run_table, t_interval
+
+
+def machine_note(settings: dict) -> str:
+    """'quiet' or 'loaded (load L on C cores)' from the experiment's recorded machine (unknown without one)."""
+    m = settings.get("machine") or {}
+    load, cores = m.get("load_1min"), m.get("cores")
+    if load is None:
+        return "machine load not recorded"
+    return "quiet" if load < 0.5 else f"loaded (load {load} on {cores} cores when it started)"
+
+
+def band_plot(curve: pd.DataFrame, x: str, y: str, title: str, y_title: str) -> go.Figure:
+    """band_figure's lines per method, with the asymmetric bootstrap band (lo, hi) of curve_band around each."""
+    fig = band_figure(curve.drop(columns=["lo", "hi"]), x, y, title, y_title)
+    for line in list(fig.data):
+        g = curve[curve.method == line.name].sort_values(x)
+        fig.add_trace(
+            go.Scatter(
+                x=list(g[x]) + list(g[x])[::-1],
+                y=list(g.hi) + list(g.lo)[::-1],
+                mode="lines",
+                fill="toself",
+                fillcolor=line.line.color,
+                opacity=0.15,
+                line={"width": 0},
+                hoverinfo="skip",
+                showlegend=False,
+                name=f"{line.name} 95% band",
+            )
+        )
+    fig.update_layout(xaxis_title=COST_AXES.get(x, x))
+    return fig
+
+
+def table_figure(table: pd.DataFrame, title: str) -> go.Figure:
+    """A table as a figure (for the PNG a paper prints)."""
+    cells = [[_fmt(v) for v in table[c]] for c in table.columns]
+    fig = go.Figure(go.Table(header={"values": list(table.columns)}, cells={"values": cells}))
+    fig.update_layout(title=title, width=1100, height=120 + 30 * len(table))
+    return fig
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return "n/a" if not math.isfinite(v) else f"{v:.3f}"
+    return str(v)
+
+
+def _k(curve: pd.DataFrame) -> str:
+    ks = sorted({int(n) for n in curve.n}) if not curve.empty else []
+    return "K = " + "/".join(map(str, ks)) if ks else "no runs"
+
+
+def build(p: PaperFrames, settings: dict) -> tuple[dict[str, go.Figure], dict]:
+    """(figures by name, the numbers behind them) of one experiment."""
+    note = machine_note(settings)
+    ev = attach_costs(p.frames.evals, p.frames.steps)
+    steps = p.frames.steps.rename(columns={"trajectories_total": "traj_total"})
+    curves = {
+        "progress_vs_trajectories": (curve_band(ev, "progress", "trajectories"), "held-out progress"),
+        "accuracy_vs_trajectories": (curve_band(ev, "accuracy", "trajectories"), "held-out accuracy"),
+        "progress_vs_tokens": (curve_band(ev, "progress", "tokens"), "held-out progress"),
+        "progress_vs_train_s": (curve_band(ev, "progress", "train_s"), "held-out progress"),
+        "depletion": (curve_band(steps, "informative_share", "traj_total"), "share of informative groups"),
+        "active_pool": (curve_band(steps, "pool_active", "traj_total"), "active tasks"),
+    }
+    figs, data = {}, {"settings": settings, "machine": note, "curves": {}}
+    for name, (curve, y_title) in curves.items():
+        x, y = curve.columns[2], curve.columns[3]
+        title = f"{y_title} vs {COST_AXES.get(x, 'trajectories consumed')}<br><sup>{_k(curve)}, 95% bootstrap band over runs; machine {note}</sup>"
+        figs[name] = band_plot(curve, x, y, title, y_title)
+        data["curves"][name] = curve.to_dict("records")
+    runs = run_table(p.frames)
+    table, comps = ablation_table(runs, p.frames.landing), comparisons(runs, p.frames.landing)
+    figs["ablation_table"] = table_figure(table, f"Ablations of rods ({note})")
+    reach = [r.as_dict() for r in reach_table(ev)]
+    churn = churn_runs(p.buffer, p.groups, p.frames.steps) if not p.frames.steps.empty else pd.DataFrame()
+    costs = eval_cost(evals_with_times(p), p.step_times)
+    data.update(
+        {
+            "reach": reach,
+            "reach_sentences": [describe_reach(r) for r in reach_table(ev)],
+            "ablation_table": table.to_dict("records"),
+            "comparisons": comps,
+            "churn_runs": churn.to_dict("records"),
+            "churn_methods": churn_methods(churn).to_dict("records") if not churn.empty else [],
+            "depletion": depletion(runs),
+            "eval_cost": eval_summary(costs),
+            "runs": runs.to_dict("records"),
+        }
+    )
+    return figs, data
+
+
+def eval_summary(costs: pd.DataFrame) -> dict:
+    """Seconds per evaluation point: mean and 95% t-interval over the timed points."""
+    mean, half, n = t_interval(costs.eval_s) if not costs.empty else (float("nan"), None, 0)
+    return {"eval_s": mean, "eval_s_ci95": half, "points": n}
+
+
+def markdown(data: dict, figures: list[str]) -> str:
+    """summary.md: settings, the reach fractions, the ablation table, churn and depletion, the figures."""
+    s = data["settings"]
+    dep = data["depletion"]
+    lines = [
+        "# The paper's comparison at CPU scale",
+        "",
+        f"Arms {', '.join(s.get('arms') or s.get('methods') or [])}; K = {s.get('repeats')}; "
+        f"{s.get('max_steps')} steps x {s.get('trajectories_per_step')} trajectories per run; "
+        f"held-out evaluation every {s.get('eval_every')} steps; machine {data['machine']}.",
+        "",
+        "## Sample efficiency (rods against static's final held-out progress)",
+        "",
+        *[f"- {t}" for t in data["reach_sentences"]],
+        "",
+        "## Ablations",
+        "",
+        *markdown_table(pd.DataFrame(data["ablation_table"]), data["comparisons"]),
+        "",
+        "## Churn (mean ± 95% t-interval over runs)",
+        "",
+        "| arm | " + " | ".join(CHURN_METRICS) + " |",
+        "|---|" + "---|" * len(CHURN_METRICS),
+    ]
+    cm = pd.DataFrame(data["churn_methods"])
+    for arm, g in cm.groupby("method", sort=False) if not cm.empty else []:
+        by = g.set_index("metric")
+        lines.append(
+            f"| {arm} | " + " | ".join(fmt_ci(by.at[m, "mean"], by.at[m, "ci95"]) for m in CHURN_METRICS) + " |"
+        )
+    lines += ["", "; ".join(f"`{k}`: {v}" for k, v in CHURN_METRICS.items()), ""]
+    if dep:
+        said = "fell by at least a third" if dep["fell_by_third"] else "did not fall by a third within the budget"
+        lines += [
+            f"Static's informative share {said}: {dep['first_half']:.3f} -> {dep['last_half']:.3f} "
+            f"(fall {fmt_ci(dep['fall'], dep['fall_ci95'])}, K = {dep['n']}).",
+            "",
+        ]
+    ec = data["eval_cost"]
+    lines += [
+        f"Held-out evaluation: {fmt_ci(ec['eval_s'], ec['eval_s_ci95'], 1)} s per point ({ec['points']} timed).",
+        "",
+    ]
+    lines += ["## Figures", "", *[f"- [{f}]({f})" for f in figures]]
+    return "\n".join(lines) + "\n"
+
+
+def write(folder: Path, out: Path, png: bool = True, log=print) -> Path:
+    """Write the figures (PNG + JSON of their numbers), summary.md and summary.json of `folder` into `out`;
+    png=False skips the PNG export (kaleido drives a headless Chrome: ~30 s on a loaded machine)."""
+    folder, out = Path(folder), Path(out)
+    manifest = folder / "manifest.json"
+    settings = json.loads(manifest.read_text())["settings"] if manifest.exists() else {}
+    p = load_paper(folder)
+    if p.frames.steps.empty:
+        raise ValueError(f"{folder}: no run with recorded steps; nothing to report")
+    figs, data = build(p, settings)
+    out.mkdir(parents=True, exist_ok=True)
+    files, problem = [], None
+    with tempfile.TemporaryDirectory() as tmp:
+        jsons = []
+        for name, fig in figs.items():
+            fig.write_json(Path(tmp) / f"{name}.json")
+            jsons.append(Path(tmp) / f"{name}.json")
+        problem = export_pngs(jsons) if png else None
+        for j in jsons:
+            png = j.with_suffix(".png")
+            if png.exists():
+                shutil.copy(png, out / png.name)
+                files.append(png.name)
+    behind = {**data["curves"], "ablation_table": {"table": data["ablation_table"], "comparisons": data["comparisons"]}}
+    for name, numbers in behind.items():
+        (out / f"{name}.json").write_text(json.dumps(_clean(numbers), indent=1))
+        files.append(f"{name}.json")
+    if problem:
+        log(f"PNG export failed ({problem}); the JSON is written")
+    (out / "summary.json").write_text(json.dumps(_clean(data), indent=1, default=str))
+    (out / "summary.md").write_text(markdown(data, files))
+    log(f"paper report: {out / 'summary.md'}")
+    return out
