@@ -20,6 +20,8 @@ from rods_core.experiments import t_interval
 ABLATION_METRICS: dict[str, str] = {
     "informative_share_last_half": "share of informative groups over the last half of steps",
     "final_progress": "held-out progress at the last evaluation (every arm has the same trajectory budget)",
+    "progress_equal_tokens": "held-out progress at the same generated tokens for every run (the least any spent)",
+    "progress_equal_train_s": "held-out progress at the same training wall time for every run (the least any spent)",
     "landing_share": "share of probed variants whose first probe read boundary",
 }
 
@@ -64,7 +66,7 @@ def ablation_table(runs: pd.DataFrame, landing: pd.DataFrame) -> pd.DataFrame:
     for arm, g in table.groupby("method", sort=False):
         row: dict[str, object] = {"arm": arm, "runs": len(g)}
         for metric in ABLATION_METRICS:
-            mean, half, n = t_interval(g[metric])
+            mean, half, n = t_interval(g[metric] if metric in g else [])
             row.update({metric: mean, f"{metric}_ci95": half, f"{metric}_n": n})
         rows.append(row)
     return pd.DataFrame(rows)
@@ -78,7 +80,7 @@ def comparisons(runs: pd.DataFrame, landing: pd.DataFrame, arm: str = "rods", bo
         return []
     out = []
     for other, g in table[table.method != arm].groupby("method", sort=False):
-        for metric in ABLATION_METRICS:
+        for metric in (m for m in ABLATION_METRICS if m in table):
             d = diff_interval(list(mine[metric]), list(g[metric]), boots)
             out.append(
                 {

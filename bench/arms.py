@@ -103,7 +103,7 @@ def run(
     est = estimate_s(arms, repeats, steps, n_evals, eval_tasks) * len(todo) / len(plans)
     log(
         f"paper: {len(plans)} runs ({len(plans) - len(todo)} already complete) x {steps} steps x {per_step} "
-        f"trajectories, {n_evals} evaluations of {eval_tasks} tasks each; estimated {est / 60:.0f} min "
+        f"trajectories, {n_evals} evaluations (and one at step 0) of {eval_tasks} tasks each; estimated {est / 60:.0f} min "
         f"(figures of a loaded 2-core machine; the log updates the estimate after each run) into {out}"
     )
     out.mkdir(parents=True, exist_ok=True)

@@ -210,3 +210,14 @@ def eval_cost(evals: pd.DataFrame, step_times: pd.DataFrame) -> pd.DataFrame:
     m = evals.merge(st[["run", "step", "step_time"]], on=["run", "step"], how="inner")
     m["eval_s"] = (pd.to_datetime(m["time"]) - pd.to_datetime(m["step_time"])).dt.total_seconds()
     return m[["run", "method", "step", "eval_s"]].reset_index(drop=True)
+
+
+def at_equal_cost(evals: pd.DataFrame, y: str = "progress", axis: str = "tokens") -> tuple[pd.DataFrame, float]:
+    """Each run's `y` at the same spend on `axis`: the smallest final spend over all runs (so no run is read past
+    its end), each run's curve interpolated there. Returns (run, value) rows and that common spend."""
+    ev = evals.dropna(subset=[axis, y]).sort_values(["run", "step"])
+    if ev.empty:
+        return pd.DataFrame(columns=["run", "value"]), float("nan")
+    common = float(ev.groupby("run")[axis].max().min())
+    rows = [{"run": run, "value": float(np.interp(common, g[axis], g[y]))} for run, g in ev.groupby("run", sort=True)]
+    return pd.DataFrame(rows), common

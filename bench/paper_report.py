@@ -20,7 +20,7 @@ import plotly.graph_objects as go
 from bench.ablation import ablation_table, comparisons, markdown_table
 from bench.churn import CHURN_METRICS, churn_methods, churn_runs, depletion
 from bench.curriculum_report import _clean, band_figure, export_pngs
-from bench.efficiency import COST_AXES, attach_costs, curve_band, describe_reach, eval_cost, reach_table
+from bench.efficiency import COST_AXES, at_equal_cost, attach_costs, curve_band, describe_reach, eval_cost, reach_table
 from bench.paper_frames import PaperFrames, evals_with_times, load_paper
 from rods_core.experiments import fmt_ci, run_table, t_interval
 
@@ -95,7 +95,10 @@ def build(p: PaperFrames, settings: dict) -> tuple[dict[str, go.Figure], dict]:
         title = f"{y_title} vs {COST_AXES.get(x, 'trajectories consumed')}<br><sup>{_k(curve)}, 95% bootstrap band over runs; machine {note}</sup>"
         figs[name] = band_plot(curve, x, y, title, y_title)
         data["curves"][name] = curve.to_dict("records")
-    runs = run_table(p.frames)
+    runs, equal = run_table(p.frames), {}
+    for axis in ("tokens", "train_s"):
+        values, equal[axis] = at_equal_cost(ev, "progress", axis)
+        runs = runs.merge(values.rename(columns={"value": f"progress_equal_{axis}"}), on="run", how="left")
     table, comps = ablation_table(runs, p.frames.landing), comparisons(runs, p.frames.landing)
     figs["ablation_table"] = table_figure(table, f"Ablations of rods ({note})")
     reach = [r.as_dict() for r in reach_table(ev)]
@@ -104,6 +107,7 @@ def build(p: PaperFrames, settings: dict) -> tuple[dict[str, go.Figure], dict]:
     data.update(
         {
             "reach": reach,
+            "equal_cost": equal,
             "reach_sentences": [describe_reach(r) for r in reach_table(ev)],
             "ablation_table": table.to_dict("records"),
             "comparisons": comps,
@@ -141,6 +145,8 @@ def markdown(data: dict, figures: list[str]) -> str:
         "## Ablations",
         "",
         *markdown_table(pd.DataFrame(data["ablation_table"]), data["comparisons"]),
+        "",
+        "Equal compute: " + ", ".join(f"{COST_AXES[a]} {v:.0f}" for a, v in data["equal_cost"].items() if v == v) + ".",
         "",
         "## Churn (mean ± 95% t-interval over runs)",
         "",

@@ -7,6 +7,8 @@ subsets), before anything of the run is created.
 
 from __future__ import annotations
 
+import random
+
 from rods_core.config import RunConfig
 from rods_core.rng import derive_seed
 from rods_core.seeds import load_seeds
@@ -43,6 +45,18 @@ def select_seeds(cfg: RunConfig) -> list[Task]:
     if not tasks:
         raise TaskSetError("seeds: the selection is empty; widen seeds.categories or seeds.limit")
     return tasks
+
+
+def random_draw(tasks: list[Task], n: int, seed: int) -> list[Task]:
+    """n tasks drawn uniformly without replacement by `seed` (`seeds.random`: a pool nobody picked), in id order;
+    the draw depends on the ids available, never on their order."""
+    if n > len(tasks):
+        raise TaskSetError(
+            f"seeds.random.n: {n} tasks asked but the selection holds {len(tasks)}; lower seeds.random.n or widen "
+            "seeds.subset / seeds.categories"
+        )
+    pool = sorted(tasks, key=lambda t: t.id)
+    return sorted(random.Random(seed).sample(pool, n), key=lambda t: t.id)
 
 
 def fresh_variants(parents: list[Task], per_parent: int, cfg: RunConfig, purpose: str) -> list[Task]:

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from bench.efficiency import (
+    at_equal_cost,
     attach_costs,
     curve_band,
     describe_reach,
@@ -133,3 +134,13 @@ def test_eval_cost_is_the_time_from_the_step_row_to_the_eval_event():
         {"run": ["a", "a"], "step": [1, 2], "time": [t0 + pd.Timedelta(seconds=5), t0 + pd.Timedelta(seconds=20)]}
     )
     assert eval_cost(ev, steps).to_dict("records") == [{"run": "a", "method": "rods", "step": 2, "eval_s": 10.0}]
+
+
+def test_at_equal_cost_reads_every_run_at_the_least_any_run_spent():
+    ev = pd.DataFrame(
+        {"run": ["a"] * 3 + ["b"] * 3, "step": [0, 1, 2] * 2, "tokens": [0, 100, 200, 0, 300, 600],
+         "progress": [0.0, 0.2, 0.4, 0.0, 0.3, 0.6]}
+    )  # fmt: skip
+    values, common = at_equal_cost(ev, "progress", "tokens")
+    assert common == 200.0
+    assert dict(zip(values.run, values.value, strict=True)) == pytest.approx({"a": 0.4, "b": 0.2})
