@@ -63,7 +63,8 @@ def ablation_table(runs: pd.DataFrame, landing: pd.DataFrame) -> pd.DataFrame:
     """One row per arm: for each ABLATION_METRICS figure its mean, 95% t half-width and n over runs."""
     table = runs.merge(landing_by_run(landing)[["run", "landing_share"]], on="run", how="left")
     rows = []
-    for arm, g in table.groupby("method", sort=False):
+    for arm in sorted(set(table.method), key=lambda a: (a != "rods", a != "static", a)):
+        g = table[table.method == arm]
         row: dict[str, object] = {"arm": arm, "runs": len(g)}
         for metric in ABLATION_METRICS:
             mean, half, n = t_interval(g[metric] if metric in g else [])
@@ -72,8 +73,13 @@ def ablation_table(runs: pd.DataFrame, landing: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+# Fewer runs a side and a percentile bootstrap has too few distinct resamples to be trusted.
+MIN_RUNS = 3
+
+
 def comparisons(runs: pd.DataFrame, landing: pd.DataFrame, arm: str = "rods", boots: int = 4000) -> list[dict]:
-    """`arm` against every other arm on each figure: the difference of means, its interval and the verdict."""
+    """`arm` against every other arm on each figure: the difference of means, its interval and the verdict
+    ('not decided' when either side has fewer than MIN_RUNS runs with the figure)."""
     table = runs.merge(landing_by_run(landing)[["run", "landing_share"]], on="run", how="left")
     mine = table[table.method == arm]
     if mine.empty:
@@ -81,7 +87,9 @@ def comparisons(runs: pd.DataFrame, landing: pd.DataFrame, arm: str = "rods", bo
     out = []
     for other, g in table[table.method != arm].groupby("method", sort=False):
         for metric in (m for m in ABLATION_METRICS if m in table):
-            d = diff_interval(list(mine[metric]), list(g[metric]), boots)
+            a, b = list(mine[metric].dropna()), list(g[metric].dropna())
+            d = diff_interval(a, b, boots)
+            decided = min(len(a), len(b)) >= MIN_RUNS or math.isnan(d[0])
             out.append(
                 {
                     "arm": arm,
@@ -90,7 +98,7 @@ def comparisons(runs: pd.DataFrame, landing: pd.DataFrame, arm: str = "rods", bo
                     "diff": d[0],
                     "lo": d[1],
                     "hi": d[2],
-                    "verdict": verdict(d),
+                    "verdict": verdict(d) if decided else f"cannot be compared (K < {MIN_RUNS}) with",
                 }
             )
     return out

@@ -11,6 +11,7 @@ every run whose event log holds all its steps and reruns the others from scratch
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -127,7 +128,8 @@ def run(
     t0, spent = time.perf_counter(), []
     for i, (run_id, arm, _k, cfg) in enumerate(todo):
         shutil.rmtree(out / "runs" / run_id, ignore_errors=True)  # a run cut short restarts from scratch
-        meta = {**launch(run_id, cfg, out, timeout_s, log), "arm": arm}
+        load = os.getloadavg()[0]  # what else ran as this run started (the report says whether it was quiet)
+        meta = {**launch(run_id, cfg, out, timeout_s, log), "arm": arm, "load_1min_at_start": round(load, 2)}
         done[run_id] = meta
         spent.append(meta["wall_s"])
         left = (len(todo) - i - 1) * sum(spent) / len(spent)

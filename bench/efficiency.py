@@ -187,7 +187,7 @@ def describe_reach(r: ReachCost, goal: float = 0.2) -> str:
     if r.reached_at == 0:
         return (
             f"{r.method} was at or above {r.reference}'s final held-out {r.target:.3f} before training (step 0, "
-            f"K = {r.n[0]} / {r.n[1]}): the runs say nothing about sample efficiency"
+            f"K = {r.n[0]} / {r.n[1]}; {unit}): the runs say nothing about sample efficiency"
         )
     verdict = "under" if hi <= goal else ("not under" if lo > goal else "not decided against")
     return (

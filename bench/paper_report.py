@@ -25,13 +25,16 @@ from bench.paper_frames import PaperFrames, evals_with_times, load_paper
 from rods_core.experiments import fmt_ci, run_table, t_interval
 
 
-def machine_note(settings: dict) -> str:
-    """'quiet' or 'loaded (load L on C cores)' from the experiment's recorded machine (unknown without one)."""
+def machine_note(settings: dict, runs_meta: list[dict]) -> str:
+    """'quiet' or 'loaded (...)': the highest 1-minute load average recorded as a run started (the manifest's
+    runs), else the one recorded when the command started; a load under 0.5 counts as quiet."""
     m = settings.get("machine") or {}
-    load, cores = m.get("load_1min"), m.get("cores")
+    loads = [r["load_1min_at_start"] for r in runs_meta if r.get("load_1min_at_start") is not None]
+    load = max(loads) if loads else m.get("load_1min")
     if load is None:
         return "machine load not recorded"
-    return "quiet" if load < 0.5 else f"loaded (load {load} on {cores} cores when it started)"
+    where = "as a run started" if loads else "when the command started"
+    return "quiet" if load < 0.5 else f"loaded (load average up to {load} on {m.get('cores')} cores {where})"
 
 
 def band_plot(curve: pd.DataFrame, x: str, y: str, title: str, y_title: str) -> go.Figure:
@@ -76,9 +79,9 @@ def _k(curve: pd.DataFrame) -> str:
     return "K = " + "/".join(map(str, ks)) if ks else "no runs"
 
 
-def build(p: PaperFrames, settings: dict) -> tuple[dict[str, go.Figure], dict]:
+def build(p: PaperFrames, settings: dict, runs_meta: list[dict]) -> tuple[dict[str, go.Figure], dict]:
     """(figures by name, the numbers behind them) of one experiment."""
-    note = machine_note(settings)
+    note = machine_note(settings, runs_meta)
     ev = attach_costs(p.frames.evals, p.frames.steps)
     steps = p.frames.steps.rename(columns={"trajectories_total": "traj_total"})
     curves = {
@@ -181,11 +184,12 @@ def write(folder: Path, out: Path, png: bool = True, log=print) -> Path:
     png=False skips the PNG export (kaleido drives a headless Chrome: ~30 s on a loaded machine)."""
     folder, out = Path(folder), Path(out)
     manifest = folder / "manifest.json"
-    settings = json.loads(manifest.read_text())["settings"] if manifest.exists() else {}
+    meta = json.loads(manifest.read_text()) if manifest.exists() else {}
+    settings, runs_meta = meta.get("settings", {}), meta.get("runs", [])
     p = load_paper(folder)
     if p.frames.steps.empty:
         raise ValueError(f"{folder}: no run with recorded steps; nothing to report")
-    figs, data = build(p, settings)
+    figs, data = build(p, settings, runs_meta)
     out.mkdir(parents=True, exist_ok=True)
     files, problem = [], None
     with tempfile.TemporaryDirectory() as tmp:

@@ -53,7 +53,7 @@ def test_ablation_table_has_one_row_per_arm_with_intervals_and_the_losses_stated
     )
     landing = _landing({"rods_r0": ["boundary", "hard"], "rods_r1": ["boundary"], "uniform_parents_r0": ["hard"]})
     table = ablation_table(runs, landing).set_index("arm")
-    assert list(table.index) == ["rods", "static", "uniform_parents"]
+    assert list(table.index) == ["rods", "static", "uniform_parents"]  # rods, static, then the ablations
     assert table.at["rods", "informative_share_last_half"] == pytest.approx(0.55)
     assert table.at["rods", "informative_share_last_half_ci95"] > 0 and table.at["rods", "runs"] == 3
     assert table.at["rods", "landing_share"] == pytest.approx(0.75) and table.at["rods", "landing_share_n"] == 2
@@ -98,3 +98,10 @@ def test_estimate_grows_with_runs_steps_and_evaluations_and_is_complete_reads_th
     assert estimate_s(["rods", "static"], 2, 10, 2, 24) == pytest.approx(2 * one)
     assert estimate_s(["rods", "static"], 1, 20, 2, 24) > one and estimate_s(["rods", "static"], 1, 10, 5, 24) > one
     assert not is_complete(tmp_path / "missing", 3)
+
+
+def test_comparisons_with_fewer_than_three_runs_a_side_are_not_decided():
+    runs = _runs({"rods": [(0.5, 0.4), (0.6, 0.5)], "static": [(0.1, 0.1), (0.2, 0.1)]})
+    said = {c["metric"]: c["verdict"] for c in comparisons(runs, _landing({}), boots=200)}
+    assert said["informative_share_last_half"] == said["final_progress"] == "cannot be compared (K < 3) with"
+    assert said["landing_share"] == "not measured"

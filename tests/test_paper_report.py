@@ -76,7 +76,7 @@ def test_paper_report_writes_the_numbers_behind_every_figure(tmp_path):
     on = {r["axis"]: r for r in data["reach"]}
     # rods reaches static's final 0.3 halfway between steps 0 and 2 of 4 (x = 10 of 40 trajectories)
     assert [on[a]["fraction"] for a in ("trajectories", "tokens", "train_s")] == pytest.approx([0.25] * 3)
-    assert [r["arm"] for r in data["ablation_table"]] == ["rods", "single_layer", "static"]
+    assert [r["arm"] for r in data["ablation_table"]] == ["rods", "static", "single_layer"]
     assert data["depletion"]["fell_by_third"] is True and data["depletion"]["fall"] == 0.5
     churn = {r["run"]: r for r in data["churn_runs"]}
     assert churn["rods_r0"]["groups_per_retired"] == 2 and churn["single_layer_r0"]["one_shot_share"] == 1.0
