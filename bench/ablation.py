@@ -110,15 +110,19 @@ def _cell(mean: float, half: float | None) -> str:
     return f"{mean:.3f} ± {half:.3f}" if half is not None and math.isfinite(half) else f"{mean:.3f} (CI n/a)"
 
 
+def display_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The table as text cells (mean ± 95% half-width), one column per figure: what the Markdown and the PNG show."""
+    cells = {"arm": table.arm, "runs": table.runs}
+    for m in ABLATION_METRICS:
+        cells[m] = [_cell(r[m], r[f"{m}_ci95"]) for r in table.to_dict("records")]
+    return pd.DataFrame(cells)
+
+
 def markdown_table(table: pd.DataFrame, comps: list[dict]) -> list[str]:
-    """The table as Markdown lines, then one sentence per comparison of rods that is not a win."""
-    lines = [
-        "| arm | runs | " + " | ".join(ABLATION_METRICS) + " |",
-        "|---|---|" + "---|" * len(ABLATION_METRICS),
-    ]
-    for r in table.to_dict("records"):
-        cells = [_cell(r[m], r[f"{m}_ci95"]) for m in ABLATION_METRICS]
-        lines.append(f"| {r['arm']} | {r['runs']} | " + " | ".join(cells) + " |")
+    """The table as Markdown lines, then one sentence per comparison of rods, the ones that are not wins in bold."""
+    shown = display_table(table)
+    lines = ["| " + " | ".join(shown.columns) + " |", "|---" * len(shown.columns) + "|"]
+    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in shown.itertuples(index=False)]
     lines += ["", "Mean ± 95% t-interval over runs. " + "; ".join(f"`{k}`: {v}" for k, v in ABLATION_METRICS.items())]
     lines += ["", *[comparison_sentence(c) for c in comps]]
     return lines

@@ -9,7 +9,6 @@ reuse bench.curriculum_report (band_figure, export_pngs).
 from __future__ import annotations
 
 import json
-import math
 import shutil
 import tempfile
 from pathlib import Path
@@ -17,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import plotly.graph_objects as go
 
-from bench.ablation import ablation_table, comparisons, markdown_table
+from bench.ablation import ablation_table, comparisons, display_table, markdown_table
 from bench.churn import CHURN_METRICS, churn_methods, churn_runs, depletion
 from bench.curriculum_report import _clean, band_figure, export_pngs
 from bench.efficiency import COST_AXES, at_equal_cost, attach_costs, curve_band, describe_reach, eval_cost, reach_table
@@ -60,18 +59,30 @@ def band_plot(curve: pd.DataFrame, x: str, y: str, title: str, y_title: str) -> 
     return fig
 
 
-def table_figure(table: pd.DataFrame, title: str) -> go.Figure:
-    """A table as a figure (for the PNG a paper prints)."""
-    cells = [[_fmt(v) for v in table[c]] for c in table.columns]
-    fig = go.Figure(go.Table(header={"values": list(table.columns)}, cells={"values": cells}))
-    fig.update_layout(title=title, width=1100, height=120 + 30 * len(table))
+def table_figure(shown: pd.DataFrame, comps: list[dict], title: str) -> go.Figure:
+    """The ablation table (text cells) above rods' comparisons with every other arm, as one figure for the PNG."""
+    comps = [c for c in comps if c["verdict"] != "not measured"]
+    verdicts = pd.DataFrame(
+        {
+            "rods vs": [c["other"] for c in comps],
+            "figure": [c["metric"].replace("_", " ") for c in comps],
+            "difference (95% CI)": [f"{c['diff']:+.3f} ({c['lo']:+.3f} .. {c['hi']:+.3f})" for c in comps],
+            "verdict": [f"rods {c['verdict']} {c['other']}" for c in comps],
+        }
+    )
+    top = (len(shown) + 1) / (len(shown) + len(verdicts) + 2)
+
+    def table(frame: pd.DataFrame, y: list[float], widths: list[float] | None = None) -> go.Table:
+        return go.Table(
+            domain={"y": y},
+            columnwidth=widths,
+            header={"values": [c.replace("_", " ") for c in frame.columns], "align": "left"},
+            cells={"values": [list(map(str, frame[c])) for c in frame.columns], "align": "left", "height": 24},
+        )
+
+    fig = go.Figure([table(shown, [1 - top, 1]), table(verdicts, [0, 1 - top - 0.04], [1.2, 1.6, 1.6, 3.0])])
+    fig.update_layout(title=title, width=1300, height=160 + 34 * (len(shown) + len(verdicts) + 2))
     return fig
-
-
-def _fmt(v) -> str:
-    if isinstance(v, float):
-        return "n/a" if not math.isfinite(v) else f"{v:.3f}"
-    return str(v)
 
 
 def _k(curve: pd.DataFrame) -> str:
@@ -83,14 +94,15 @@ def build(p: PaperFrames, settings: dict, runs_meta: list[dict]) -> tuple[dict[s
     """(figures by name, the numbers behind them) of one experiment."""
     note = machine_note(settings, runs_meta)
     ev = attach_costs(p.frames.evals, p.frames.steps)
-    steps = p.frames.steps.rename(columns={"trajectories_total": "traj_total"})
+    steps = p.frames.steps.drop(columns=["trajectories"], errors="ignore")
+    steps = steps.rename(columns={"trajectories_total": "trajectories"})
     curves = {
         "progress_vs_trajectories": (curve_band(ev, "progress", "trajectories"), "held-out progress"),
         "accuracy_vs_trajectories": (curve_band(ev, "accuracy", "trajectories"), "held-out accuracy"),
         "progress_vs_tokens": (curve_band(ev, "progress", "tokens"), "held-out progress"),
         "progress_vs_train_s": (curve_band(ev, "progress", "train_s"), "held-out progress"),
-        "depletion": (curve_band(steps, "informative_share", "traj_total"), "share of informative groups"),
-        "active_pool": (curve_band(steps, "pool_active", "traj_total"), "active tasks"),
+        "depletion": (curve_band(steps, "informative_share", "trajectories"), "share of informative groups"),
+        "active_pool": (curve_band(steps, "pool_active", "trajectories"), "active tasks"),
     }
     figs, data = {}, {"settings": settings, "machine": note, "curves": {}}
     for name, (curve, y_title) in curves.items():
@@ -103,7 +115,9 @@ def build(p: PaperFrames, settings: dict, runs_meta: list[dict]) -> tuple[dict[s
         values, equal[axis] = at_equal_cost(ev, "progress", axis)
         runs = runs.merge(values.rename(columns={"value": f"progress_equal_{axis}"}), on="run", how="left")
     table, comps = ablation_table(runs, p.frames.landing), comparisons(runs, p.frames.landing)
-    figs["ablation_table"] = table_figure(table, f"Ablations of rods ({note})")
+    figs["ablation_table"] = table_figure(
+        display_table(table), comps, f"Ablations of rods: mean ± 95% t-interval over runs<br><sup>machine {note}</sup>"
+    )
     reach = [r.as_dict() for r in reach_table(ev)]
     churn = churn_runs(p.buffer, p.groups, p.frames.steps) if not p.frames.steps.empty else pd.DataFrame()
     costs = eval_cost(evals_with_times(p), p.step_times)
