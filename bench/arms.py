@@ -30,11 +30,11 @@ ABLATIONS: dict[str, dict[str, object]] = {
     "no_budget": {"buffer.expansion_budget": False},  # P_max not enforced
     "paper_streaks": {"buffer.mastered_streak": 2, "buffer.hard_streak": 3, "buffer.probe_obs": 2},
 }
-# Seconds per training step and per evaluation of 24 tasks, measured on the demo design (2 loaded cores,
-# 1 process); used only for the estimate printed before the runs start.
-EST_STEP_S = {"static": 5.0, "rods": 6.5}
-EST_EVAL_S_PER_TASK = 0.1
-EST_RUN_OVERHEAD_S = 25.0  # process start, model load, held-out variant synthesis
+# Seconds per training step and per held-out task evaluated, of the demo design (2 processes) on this 2-core
+# machine while loaded (docs/experiments/README.md); used only for the estimate printed before the runs start.
+EST_STEP_S = {"static": 10.0, "rods": 16.0}
+EST_EVAL_S_PER_TASK = 0.07
+EST_RUN_OVERHEAD_S = 40.0  # process start, model load, held-out variant synthesis
 
 
 def parse_arms(text: str) -> list[str]:
