@@ -12,8 +12,8 @@ import pandas as pd
 import yaml
 
 from bench.arms import ABLATIONS
+from rods_core.config import METHODS
 from rods_core.experiments import Frames, RunRef, discover_runs, load_runs
-from rods_core.sources import METHODS
 from storage.reader import RunReader
 
 

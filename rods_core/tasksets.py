@@ -20,7 +20,7 @@ class TaskSetError(ValueError):
 
 
 def select_seeds(cfg: RunConfig) -> list[Task]:
-    """The seeds the config names, filtered by category and limit; test-split tasks are refused."""
+    """The seeds the config names, filtered by category and limit or drawn at random; test-split tasks are refused."""
     s = cfg.seeds
     if s.subset == "demo":
         from rods_core.policy.demo import demo_seeds
@@ -42,6 +42,8 @@ def select_seeds(cfg: RunConfig) -> list[Task]:
         tasks = [by_id[i] for i in dict.fromkeys(s.ids)]
     if s.limit:
         tasks = tasks[: s.limit]
+    if s.random is not None:
+        tasks = random_draw(tasks, s.random.n, s.random.seed)
     if not tasks:
         raise TaskSetError("seeds: the selection is empty; widen seeds.categories or seeds.limit")
     return tasks

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from bench.ablation import ablation_table, comparisons, diff_interval, landing_by_run, markdown_table, verdict
-from bench.arms import arm_overrides, estimate_s, is_complete, parse_arms, plan_arms
+from bench.arms import ABLATIONS, arm_overrides, estimate_s, is_complete, parse_arms, plan_arms
 
 
 def _runs(values: dict[str, list[tuple[float, float]]]) -> pd.DataFrame:
@@ -87,7 +87,7 @@ def test_plan_arms_names_each_run_after_its_arm_with_the_arm_flag_set_and_shared
     assert by["static_r1"].seed == by["paper_streaks_r1"].seed == by["rods_r0"].seed + 1
 
 
-@pytest.mark.parametrize("arm", ["paper_streaks", "uniform_parents"])
+@pytest.mark.parametrize("arm", sorted(ABLATIONS))
 def test_every_ablation_is_a_valid_flag_of_the_run_config(arm, tmp_path):
     (plan,) = plan_arms(Path("configs/demo-cpu.yaml"), tmp_path, [arm], 1, 48, 1, {})
     assert plan[3].method == "rods" and plan[3].name == arm
