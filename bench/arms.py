@@ -128,7 +128,13 @@ def run(
     for i, (run_id, arm, _k, cfg) in enumerate(todo):
         shutil.rmtree(out / "runs" / run_id, ignore_errors=True)  # a run cut short restarts from scratch
         load = os.getloadavg()[0]  # what else ran as this run started (the report says whether it was quiet)
-        meta = {**launch(run_id, cfg, out, timeout_s, log), "arm": arm, "load_1min_at_start": round(load, 2)}
+        # "method" names the arm, so `rods bench curriculum-pool` numbers an ablation's repeats apart from rods'
+        meta = {
+            **launch(run_id, cfg, out, timeout_s, log),
+            "method": arm,
+            "arm": arm,
+            "load_1min_at_start": round(load, 2),
+        }
         done[run_id] = meta
         spent.append(meta["wall_s"])
         left = (len(todo) - i - 1) * sum(spent) / len(spent)

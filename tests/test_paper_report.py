@@ -15,12 +15,12 @@ from rods_lab.cli import app
 from storage.events import EventLog
 
 
-def write_run(root, run, name, method, progress, shares, retire_at=None):
+def write_run(root, run, name, method, progress, shares, retire_at=None, seed=0):
     """4 steps of 10 trajectories (100 tokens, 2 s each), evals at steps 0, 2, 4, one variant retired at
     `retire_at` after being played in every step up to it."""
     run_dir = root / "runs" / run
     run_dir.mkdir(parents=True)
-    (run_dir / "config.yaml").write_text(yaml.safe_dump({"name": name, "method": method, "seed": 0}))
+    (run_dir / "config.yaml").write_text(yaml.safe_dump({"name": name, "method": method, "seed": seed}))
     with EventLog(run_dir) as log:
         for step in range(1, 5):
             log.append(
@@ -93,3 +93,22 @@ def test_paper_commands_refuse_bad_input_with_exit_code_2(tmp_path):
     assert r.exit_code == 2 and "no run with recorded steps" in r.output
     r = runner.invoke(app, ["bench", "paper", "--budget", "48", "--arms", "rods,grpo", "--out", str(tmp_path / "p")])
     assert r.exit_code == 2 and "unknown ['grpo']" in r.output
+
+
+def test_paper_folders_of_one_design_pool_with_each_ablation_numbered_apart_from_rods(tmp_path):
+    from bench.curriculum_bench import pool_runs
+
+    settings = {"config": "c.yaml", "budget": 40, "max_steps": 4, "eval_every": 2, "trajectories_per_step": 10,
+                "sets": {}, "methods": ["rods", "single_layer"], "repeats": 1}  # fmt: skip
+    folders = []
+    for seed in (0, 1):
+        folder = tmp_path / f"p{seed}"
+        runs = []
+        for arm, method in (("rods", "rods"), ("single_layer", "rods")):
+            write_run(folder, f"{arm}_r0", arm, method, [0.1, 0.2, 0.3], [0.5] * 4, seed=seed)
+            runs.append({"run": f"{arm}_r0", "method": arm, "arm": arm, "status": "finished", "wall_s": 1.0})
+        (folder / "manifest.json").write_text(json.dumps({"settings": settings, "runs": runs}))
+        folders.append(folder)
+    _, meta = pool_runs(folders, tmp_path / "pooled")
+    assert sorted(m["run"] for m in meta) == ["rods_r0", "rods_r1", "single_layer_r0", "single_layer_r1"]
+    assert sorted(set(load_paper(tmp_path / "pooled").frames.steps.method)) == ["rods", "single_layer"]
