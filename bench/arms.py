@@ -29,15 +29,17 @@ ABLATIONS: dict[str, dict[str, object]] = {
     "no_budget": {"buffer.expansion_budget": False},  # P_max not enforced
     "paper_streaks": {"buffer.mastered_streak": 2, "buffer.hard_streak": 3, "buffer.probe_obs": 2},
 }
+# Settings a restart on the same folder must share with the runs already there (arms and repeats may grow).
+RESTART_SAME = ("budget", "config", "sets", "max_steps", "eval_every", "trajectories_per_step")
 # Seconds per training step and per held-out task evaluated, of the demo design (2 processes) on this 2-core
-# machine while loaded (docs/experiments/README.md); used only for the estimate printed before the runs start.
+# machine while loaded (docs/experiments/cpu-depletion.md); used only for the estimate printed before the runs start.
 EST_STEP_S = {"static": 10.0, "rods": 16.0}
 EST_EVAL_S_PER_TASK = 0.07
 EST_RUN_OVERHEAD_S = 40.0  # process start, model load, held-out variant synthesis
 
 
 def parse_arms(text: str) -> list[str]:
-    """Arms from a comma list: methods (rods_core.sources.METHODS) and ablations of rods (ABLATIONS)."""
+    """Arms from a comma list: methods (rods_core.config.METHODS) and ablations of rods (ABLATIONS)."""
     arms = [a.strip() for a in text.split(",") if a.strip()]
     known = (*METHODS, *ABLATIONS)
     bad = [a for a in arms if a not in known]
@@ -107,9 +109,9 @@ def run(
         f"(figures of a loaded 2-core machine; the log updates the estimate after each run) into {out}"
     )
     out.mkdir(parents=True, exist_ok=True)
-    ensure_model_once(plans[0][3], log)
     manifest = out / "manifest.json"
-    done = {m["run"]: m for m in (json.loads(manifest.read_text())["runs"] if manifest.exists() else [])}
+    before = json.loads(manifest.read_text()) if manifest.exists() else {"settings": {}, "runs": []}
+    done = {m["run"]: m for m in before["runs"]}
     settings = {
         "budget": budget,
         "arms": arms,
@@ -124,6 +126,10 @@ def run(
         "trajectories_per_run": steps * per_step,
         "machine": describe(),
     }
+    changed = [k for k in RESTART_SAME if before["settings"] and before["settings"].get(k) != settings[k]]
+    if changed:
+        raise ValueError(f"{out}: holds runs of another design ({', '.join(changed)} differ); give a new --out")
+    ensure_model_once(plans[0][3], log)
     t0, spent = time.perf_counter(), []
     for i, (run_id, arm, _k, cfg) in enumerate(todo):
         shutil.rmtree(out / "runs" / run_id, ignore_errors=True)  # a run cut short restarts from scratch

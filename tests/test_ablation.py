@@ -105,3 +105,14 @@ def test_comparisons_with_fewer_than_three_runs_a_side_are_not_decided():
     said = {c["metric"]: c["verdict"] for c in comparisons(runs, _landing({}), boots=200)}
     assert said["informative_share_last_half"] == said["final_progress"] == "cannot be compared (K < 3) with"
     assert said["landing_share"] == "not measured"
+
+
+def test_a_restart_on_a_folder_of_another_design_is_refused_before_any_run(tmp_path):
+    import json
+
+    from bench.arms import run
+
+    (tmp_path / "manifest.json").write_text(json.dumps({"settings": {"budget": 96, "max_steps": 2}, "runs": []}))
+    with pytest.raises(ValueError, match="another design \\(budget, config, sets, max_steps"):
+        run(48, ["static"], 1, Path("configs/demo-cpu.yaml"), 1, out=tmp_path, log=lambda *_: None)
+    assert not (tmp_path / "runs").exists()
