@@ -1,7 +1,7 @@
 """The ablation table: per arm, the informative share, held-out progress at equal trajectories and boundary landing,
 each with its interval; and plain verdicts on whether rods beats each other arm (static, uniform parents, ...).
 
-Pure functions over the per-run table (rods_core.experiments.run_table) and the landing frame (Frames.landing).
+Pure functions over the per-run table (bench.experiments.run_table) and the landing frame (Frames.landing).
 An arm "beats" another on a figure when the 95% bootstrap interval of the difference of their means (runs
 resampled within each arm) lies above 0, "is beaten" when it lies below, and "does not beat" otherwise: the
 table never calls a difference inside the noise a win.
@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from rods_core.experiments import t_interval
+from bench.experiments import t_interval
 
 # The table's figures: run-table column -> meaning.
 ABLATION_METRICS: dict[str, str] = {

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 from bench.curriculum_bench import ensure_model_once, launch, plan_steps, run_configs
+from bench.experiments import EXPERIMENTS
 from rods_core.config import METHODS, RunConfig
-from rods_core.experiments import EXPERIMENTS
 from storage.reader import RunReader
 
 # Ablations of rods: each changes one decision of the method, by one config flag (default: rods as shipped).

@@ -1,7 +1,7 @@
 """Sample efficiency over finished runs: held-out curves against trajectories, generated tokens and training
 wall time, bootstrap bands over runs, and what it costs a method to reach another method's final score.
 
-Pure functions over the tidy frames of bench (rods_core.experiments.Frames: `evals`, `steps`). The unit of
+Pure functions over the tidy frames of bench (bench.experiments.Frames: `evals`, `steps`). The unit of
 replication is the run: every bootstrap resamples whole runs (curves), never points within a run. Curves are
 per method means over runs at each evaluation step (runs of one design evaluate at the same steps); "the cost
 to reach a target" is where a method's mean curve first reaches it, interpolated linearly between evaluation

@@ -12,8 +12,8 @@ import pandas as pd
 import yaml
 
 from bench.arms import ABLATIONS
+from bench.experiments import Frames, RunRef, discover_runs, load_runs
 from rods_core.config import METHODS
-from rods_core.experiments import Frames, RunRef, discover_runs, load_runs
 from storage.reader import RunReader
 
 

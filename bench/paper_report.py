@@ -20,8 +20,8 @@ from bench.ablation import ablation_table, comparisons, display_table, markdown_
 from bench.churn import CHURN_METRICS, churn_methods, churn_runs, depletion
 from bench.curriculum_report import _clean, band_figure, export_pngs
 from bench.efficiency import COST_AXES, at_equal_cost, attach_costs, curve_band, describe_reach, eval_cost, reach_table
+from bench.experiments import fmt_ci, run_table, t_interval
 from bench.paper_frames import PaperFrames, evals_with_times, load_paper
-from rods_core.experiments import fmt_ci, run_table, t_interval
 
 
 def machine_note(settings: dict, runs_meta: list[dict]) -> str:

@@ -12,7 +12,7 @@ from rods_core.buffer import ReplayBuffer
 from rods_core.config import BoundaryConfig, BufferConfig, RunConfig, load_config
 from rods_core.retirement import RetireReason, active_retirement, single_layer
 from rods_core.tasksets import select_seeds
-from tests.test_buffer import BOUNDARY, HARD, MASTERED, reasons, seeds, variants
+from tests.test_buffer import BOUNDARY, HARD, MASTERED, observe, reasons, seeds, variants
 from tests.test_retirement import stats
 
 
@@ -32,7 +32,7 @@ def test_direct_injection_puts_a_variant_in_the_active_pool_unprobed():
     assert reasons(ev) == [("v0", None, "active", "offer/direct"), ("v1", None, "active", "offer/direct")]
     assert buf.pools()["staged"] == [] and {"v0", "v1"} <= set(buf.pools()["active"])
     # an active variant is judged by the retirement layers, not by a probe: one hard group does not retire it
-    assert buf.observe(2, {"v0": HARD}) == []
+    assert observe(buf, 2, {"v0": HARD}) == []
 
 
 def test_direct_injection_refuses_gated_review_naming_both_fields_and_the_fix():
@@ -55,8 +55,8 @@ def test_single_layer_retires_at_the_first_group_outside_the_boundary_without_st
 def test_single_layer_in_the_buffer_retires_a_promoted_variant_at_its_first_flat_group():
     buf = buffer(retirement="single", mastered_streak=5, hard_streak=5)
     buf.offer(variants(1), step=0)
-    assert reasons(buf.observe(1, {"v0": BOUNDARY})) == [("v0", "staged", "active", "promote/boundary")]
-    assert reasons(buf.observe(2, {"v0": MASTERED})) == [("v0", "active", "retired", "retire/mastered")]
+    assert reasons(observe(buf, 1, {"v0": BOUNDARY})) == [("v0", "staged", "active", "promote/boundary")]
+    assert reasons(observe(buf, 2, {"v0": MASTERED})) == [("v0", "active", "retired", "retire/mastered")]
 
 
 def test_without_the_expansion_budget_room_is_bounded_by_the_probe_backlog_only():
