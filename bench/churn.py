@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.experiments import t_interval
+from bench.experiments import method_table, t_interval
 
 # Run-level churn figures (column -> meaning), in report order.
 CHURN_METRICS: dict[str, str] = {
@@ -87,12 +87,7 @@ def churn_runs(buffer: pd.DataFrame, groups: pd.DataFrame, steps: pd.DataFrame) 
 
 def churn_methods(runs: pd.DataFrame) -> pd.DataFrame:
     """Per method and churn metric: mean, 95% t half-width (None with one run) and n."""
-    rows = []
-    for method, g in runs.groupby("method", sort=False):
-        for metric in CHURN_METRICS:
-            mean, half, n = t_interval(g[metric])
-            rows.append({"method": method, "metric": metric, "mean": mean, "ci95": half, "n": n})
-    return pd.DataFrame(rows, columns=["method", "metric", "mean", "ci95", "n"])
+    return method_table(runs, CHURN_METRICS)
 
 
 def depletion(runs: pd.DataFrame, method: str = "static") -> dict:
