@@ -16,7 +16,7 @@ import shutil
 import time
 from pathlib import Path
 
-from bench.curriculum_bench import ensure_model_once, launch, plan_steps, run_configs
+from bench.curriculum_bench import design_settings, ensure_model_once, launch, plan_steps, run_configs
 from bench.experiments import EXPERIMENTS
 from rods_core.config import METHODS, RunConfig
 from storage.reader import RunReader
@@ -93,7 +93,6 @@ def run(
     log=print,
 ) -> Path:
     """Run every arm x repeat into `out` (skipping runs already complete there); returns the folder."""
-    from bench.machine import describe
 
     sets = dict(sets or {})
     out = Path(out or EXPERIMENTS.parent / "paper" / time.strftime("%Y%m%d-%H%M%S"))
@@ -113,18 +112,9 @@ def run(
     before = json.loads(manifest.read_text()) if manifest.exists() else {"settings": {}, "runs": []}
     done = {m["run"]: m for m in before["runs"]}
     settings = {
-        "budget": budget,
+        **design_settings(plans[0][3], budget, arms, repeats, config, evals, sets),
         "arms": arms,
-        "methods": arms,
         "ablations": {a: ABLATIONS[a] for a in arms if a in ABLATIONS},
-        "repeats": repeats,
-        "config": str(config),
-        "sets": sets,
-        "max_steps": steps,
-        "eval_every": every,
-        "trajectories_per_step": per_step,
-        "trajectories_per_run": steps * per_step,
-        "machine": describe(),
     }
     changed = [k for k in RESTART_SAME if before["settings"] and before["settings"].get(k) != settings[k]]
     if changed:
