@@ -124,15 +124,34 @@ def run(
 ) -> Path:
     """Run the experiment and write its report; returns the output folder."""
     from bench.curriculum_report import write_report
-    from bench.machine import describe
 
     sets = dict(sets or {})
     out = Path(out or RESULTS / time.strftime("%Y%m%d-%H%M%S"))
     out.mkdir(parents=True, exist_ok=True)
     plans = run_configs(Path(config), out, methods, repeats, budget, evals, sets)
     ensure_model_once(plans[0][3], log)
-    steps, every, per_step = plan_steps(plans[0][3], budget, evals)
-    settings = {
+    settings = design_settings(plans[0][3], budget, methods, repeats, config, evals, sets)
+    steps, per_step = settings["max_steps"], settings["trajectories_per_step"]
+    log(f"curriculum: {len(plans)} runs x {steps} steps ({steps * per_step} trajectories each) into {out}")
+    runs = []
+    t0 = time.perf_counter()
+    for run_id, _method, _k, cfg in plans:
+        runs.append(launch(run_id, cfg, out, timeout_s, log))
+        (out / "manifest.json").write_text(json.dumps({"settings": settings, "runs": runs}, indent=2))
+    settings["wall_s"] = round(time.perf_counter() - t0, 1)
+    (out / "manifest.json").write_text(json.dumps({"settings": settings, "runs": runs}, indent=2))
+    write_report(out, settings, runs, log)
+    return out
+
+
+def design_settings(
+    cfg: RunConfig, budget: int, methods: list[str], repeats: int, config: Path, evals: int, sets: dict
+) -> dict:
+    """An experiment's design as its manifest records it (what the report and a restart read back)."""
+    from bench.machine import describe
+
+    steps, every, per_step = plan_steps(cfg, budget, evals)
+    return {
         "budget": budget,
         "methods": methods,
         "repeats": repeats,
@@ -145,16 +164,6 @@ def run(
         "machine": describe(),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
-    log(f"curriculum: {len(plans)} runs x {steps} steps ({steps * per_step} trajectories each) into {out}")
-    runs = []
-    t0 = time.perf_counter()
-    for run_id, _method, _k, cfg in plans:
-        runs.append(launch(run_id, cfg, out, timeout_s, log))
-        (out / "manifest.json").write_text(json.dumps({"settings": settings, "runs": runs}, indent=2))
-    settings["wall_s"] = round(time.perf_counter() - t0, 1)
-    (out / "manifest.json").write_text(json.dumps({"settings": settings, "runs": runs}, indent=2))
-    write_report(out, settings, runs, log)
-    return out
 
 
 def read_manifest(folder: Path) -> dict:

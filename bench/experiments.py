@@ -271,11 +271,12 @@ def run_table(frames: Frames) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["run", "method", "seed", "steps", *RUN_METRICS])
 
 
-def method_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per method and metric: mean, 95% half-width (None with one repeat) and n."""
+def method_table(runs: pd.DataFrame, metrics=RUN_METRICS) -> pd.DataFrame:
+    """Per method and metric (of `metrics`, columns of `runs`): mean, 95% t half-width (None with one repeat)
+    and n."""
     rows = []
     for method, g in runs.groupby("method", sort=False):
-        for metric in RUN_METRICS:
+        for metric in metrics:
             mean, half, n = t_interval(g[metric])
             rows.append({"method": method, "metric": metric, "mean": mean, "ci95": half, "n": n})
     return pd.DataFrame(rows, columns=["method", "metric", "mean", "ci95", "n"])

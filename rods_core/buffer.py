@@ -41,7 +41,7 @@ from rods_core.tasks import Task
 Pool = Literal["active", "staged", "dormant", "retired"]
 POOLS: tuple[Pool, ...] = ("active", "staged", "dormant", "retired")
 REASONS: tuple[str, ...] = (
-    "offer/staged", "offer/awaiting_review", "offer/duplicate", "offer/budget",
+    "offer/staged", "offer/awaiting_review", "offer/duplicate", "offer/budget", "offer/direct",
     "promote/boundary", "probe/mastered", "probe/hard", "probe/stale",
     "retire/mastered", "retire/hard", "retire/stale", "retire/capacity",
     "dormant/mastered", "reprobe/mastered", "wake/boundary", "wake/hard",
@@ -100,6 +100,16 @@ class TaskSource(Protocol):
     def room(self) -> int: ...
     def state_dict(self) -> dict[str, Any]: ...
     def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
+
+
+def admission(cfg: BufferConfig) -> tuple[Pool, str, str]:
+    """(pool, staged status, reason) an admitted variant enters with: staged and probed, staged awaiting review
+    (`review: gated`), or active at once (`injection: direct`, an ablation of staged injection)."""
+    if cfg.injection == "direct":
+        return "active", "", "offer/direct"
+    if cfg.review == "gated":
+        return "staged", "awaiting_review", "offer/awaiting_review"
+    return "staged", "probing", "offer/staged"
 
 
 # ----- the replay buffer ------------------------------------------------------------------------------
@@ -269,10 +279,14 @@ class ReplayBuffer:
         cfg = self.config
         alive = sum(not self._entries[t].seed for p in ("active", "staged") for t in self._pools[p])
         backlog = sum(self._entries[t].status == "probing" for t in self._pools["staged"])
-        return max(0, min(cfg.p_max - alive, cfg.probe_slots * cfg.max_probe_wait - backlog))
+        caps = [cfg.probe_slots * cfg.max_probe_wait - backlog]
+        if cfg.expansion_budget:
+            caps.append(cfg.p_max - alive)
+        return max(0, min(caps))
 
     def offer(self, variants: list[Task], step: int) -> list[BufferEvent]:
-        """Verified variants enter staged (probing, or awaiting review when gated) while P_max allows."""
+        """Verified variants enter staged (probing, or awaiting review when gated; active at once under
+        `injection: direct`) while room() allows."""
         self.step = max(self.step, step)
         cfg, events, room = self.config, [], self.room()
         for t in variants:
@@ -280,14 +294,14 @@ class ReplayBuffer:
             if dup is not None:
                 events.append(BufferEvent(self.step, t.id, None, None, "offer/duplicate", f"same as {dup}"))
             elif room <= 0:
-                why = f"p_max {cfg.p_max} reached or {cfg.probe_slots * cfg.max_probe_wait} variants await a probe"
+                why = f"{cfg.probe_slots * cfg.max_probe_wait} variants await a probe"
+                why = f"p_max {cfg.p_max} reached or {why}" if cfg.expansion_budget else why
                 events.append(BufferEvent(self.step, t.id, None, None, "offer/budget", why))
             else:
                 room -= 1
-                gated = cfg.review == "gated"
-                status, reason = ("awaiting_review", "offer/awaiting_review") if gated else ("probing", "offer/staged")
-                self._add(t, Entry("staged", False, self.step, status=status, reason=reason))
-                events.append(BufferEvent(self.step, t.id, None, "staged", reason))
+                pool, status, reason = admission(cfg)
+                self._add(t, Entry(pool, False, self.step, status=status, reason=reason))
+                events.append(BufferEvent(self.step, t.id, None, pool, reason))
         return events
 
     def boundary_tasks(self, k: int) -> list[str]:

@@ -52,6 +52,7 @@ class Thresholds(Protocol):
     mastered_streak: int
     hard_streak: int
     stale_steps: int
+    retirement: Literal["layered", "single"]
 
 
 def last_useful(st: TaskStats | None, since: int) -> int:
@@ -61,7 +62,10 @@ def last_useful(st: TaskStats | None, since: int) -> int:
 
 
 def active_retirement(st: TaskStats | None, since: int, step: int, cfg: Thresholds) -> Verdict | None:
-    """An active variant's retirement layers in order: mastered for k, hard for n, stale for S steps."""
+    """An active variant's retirement layers in order: mastered for k, hard for n, stale for S steps; with
+    `retirement: single`, one layer instead (single_layer)."""
+    if cfg.retirement == "single":
+        return single_layer(st)
     if st is not None and st.region == "mastered" and st.streak >= cfg.mastered_streak:
         return Verdict(RetireReason.RETIRE_MASTERED, _streak_detail(st))
     if st is not None and st.region == "hard" and st.streak >= cfg.hard_streak:
@@ -69,6 +73,14 @@ def active_retirement(st: TaskStats | None, since: int, step: int, cfg: Threshol
     if step - last_useful(st, since) >= cfg.stale_steps:
         return Verdict(RetireReason.RETIRE_STALE, f"no informative group for {cfg.stale_steps} steps")
     return None
+
+
+def single_layer(st: TaskStats | None) -> Verdict | None:
+    """The one-layer rule (an ablation of the layers above): retire at the first reading outside the boundary."""
+    if st is None or st.region == "boundary":
+        return None
+    reason = RetireReason.RETIRE_MASTERED if st.region == "mastered" else RetireReason.RETIRE_HARD
+    return Verdict(reason, "single layer: " + _streak_detail(st))
 
 
 def seed_exemption(verdict: Verdict | None) -> Verdict | None:

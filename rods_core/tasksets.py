@@ -7,6 +7,8 @@ subsets), before anything of the run is created.
 
 from __future__ import annotations
 
+import random
+
 from rods_core.benchmarks.protocols import Benchmark
 from rods_core.config import RunConfig
 from rods_core.rng import derive_seed
@@ -18,9 +20,9 @@ class TaskSetError(ValueError):
 
 
 def select_seeds(cfg: RunConfig, benchmark: Benchmark | None = None) -> list:
-    """The seeds the config names, filtered by category and limit; test-split tasks are refused. Another
-    benchmark than BFCL multi-turn gives its train split or a file of its tasks (through its schema,
-    verifier and leak guard); the config refuses BFCL's demo subset and categories there."""
+    """The seeds the config names, filtered by category and limit or drawn at random; test-split tasks are
+    refused. Another benchmark than BFCL multi-turn gives its train split or a file of its tasks (through its
+    schema, verifier and leak guard); the config refuses BFCL's demo subset and categories there."""
     s = cfg.seeds
     if benchmark is not None and benchmark.name != "bfcl_multi_turn":
         if s.subset == "file":
@@ -53,9 +55,23 @@ def _pick(tasks: list, cfg: RunConfig, source: str) -> list:
         tasks = [by_id[i] for i in dict.fromkeys(s.ids)]
     if s.limit:
         tasks = tasks[: s.limit]
+    if s.random is not None:
+        tasks = random_draw(tasks, s.random.n, s.random.seed)
     if not tasks:
         raise TaskSetError("seeds: the selection is empty; widen seeds.categories or seeds.limit")
     return tasks
+
+
+def random_draw(tasks: list, n: int, seed: int) -> list:
+    """n tasks drawn uniformly without replacement by `seed` (`seeds.random`: a pool nobody picked), in id order;
+    the draw depends on the ids available, never on their order."""
+    if n > len(tasks):
+        raise TaskSetError(
+            f"seeds.random.n: {n} tasks asked but the selection holds {len(tasks)}; lower seeds.random.n or widen "
+            "seeds.subset / seeds.categories"
+        )
+    pool = sorted(tasks, key=lambda t: t.id)
+    return sorted(random.Random(seed).sample(pool, n), key=lambda t: t.id)
 
 
 def fresh_variants(

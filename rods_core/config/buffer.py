@@ -44,6 +44,22 @@ class BufferConfig(BaseModel):
     synth_parents: Literal["boundary", "uniform"] = Field(
         "boundary", description="boundary_tasks() returns boundary tasks (rods) or random seeds (uniform_synth)"
     )
+    injection: Literal["staged", "direct"] = Field(
+        "staged",
+        description="staged: a verified variant waits in staged until a probe reads boundary (the paper's staged "
+        "injection); direct: it enters the active pool at once, unprobed (an ablation)",
+    )
+    retirement: Literal["layered", "single"] = Field(
+        "layered",
+        description="layered: an active variant retires after mastered_streak mastered or hard_streak hard groups, "
+        "or stale_steps without an informative one (the paper's multi-layer rules); single: at its first group "
+        "outside the boundary, with no streaks and no staleness timer (an ablation)",
+    )
+    expansion_budget: bool = Field(
+        True,
+        description="enforce p_max, the most variants alive in active + staged (the paper's expansion budget); "
+        "false: no budget, only the probe backlog bounds admission (an ablation)",
+    )
     weight_boundary: float = Field(4.0, ge=0, description="sampling weight of an active task in the boundary zone")
     weight_unseen: float = Field(2.0, ge=0, description="sampling weight of an active task never observed yet")
     weight_hard: float = Field(1.0, ge=0, description="sampling weight of an active hard task")
@@ -55,5 +71,10 @@ class BufferConfig(BaseModel):
             raise ValueError(
                 "buffer.probe_slots is 0 but buffer.p_max > 0: staged variants could never be probed; "
                 "set probe_slots >= 1, or p_max: 0 to admit no variants"
+            )
+        if self.injection == "direct" and self.review == "gated":
+            raise ValueError(
+                "buffer.injection is 'direct' but buffer.review is 'gated': direct injection skips staging, where "
+                "gated variants wait for an approve; set review: auto, or injection: staged"
             )
         return self

@@ -49,6 +49,15 @@ class ModelSettings(_Strict):
     )
 
 
+class RandomPool(_Strict):
+    """A seed pool nobody picked: `n` tasks drawn at random from the selection, by `seed`."""
+
+    n: int = Field(..., ge=1, description="tasks drawn (uniformly, without replacement)")
+    seed: int = Field(
+        0, description="seed of the draw; independent of the run seed, so every repeat trains on the same pool"
+    )
+
+
 class SeedSettings(_Strict):
     """Which seed tasks the run trains on."""
 
@@ -64,6 +73,11 @@ class SeedSettings(_Strict):
         "does not hold is an error",
     )
     limit: int | None = Field(None, ge=1, description="keep the first N tasks (after filtering)")
+    random: RandomPool | None = Field(
+        None,
+        description="draw the pool at random: `n` tasks of the subset and categories, by `seed` (None = no draw); "
+        "replaces `ids` and `limit`",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> SeedSettings:
@@ -72,6 +86,12 @@ class SeedSettings(_Strict):
             raise ValueError(f"unknown categories {bad}; choose from {list(CATEGORIES)}")
         if self.subset == "file" and not self.file:
             raise ValueError("subset is 'file' but no `file` is given; set seeds.file: path/to/tasks.jsonl")
+        picked = [f for f in ("ids", "limit") if getattr(self, f) is not None]
+        if self.random is not None and picked:
+            raise ValueError(
+                f"seeds.random and seeds.{picked[0]} are both set: a random pool replaces a hand-picked one; "
+                f"set seeds.{picked[0]}: null, or drop seeds.random"
+            )
         return self
 
 

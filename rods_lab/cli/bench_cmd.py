@@ -90,6 +90,55 @@ def curriculum_pool(
     typer.echo((folder / "summary.md").read_text())
 
 
+@app.command("paper")
+def paper(
+    budget: int = typer.Option(..., min=1, help="trajectories per run (max_steps = budget // (tasks x rollouts))"),
+    arms: str = typer.Option(
+        "rods,static,uniform_parents,direct_injection,single_layer,no_budget,paper_streaks",
+        help="comma-separated arms: methods, and ablations of rods (bench/arms.py ABLATIONS)",
+    ),
+    repeats: int = typer.Option(4, min=1, help="random seeds per arm (K); repeat k of every arm uses seed base+k"),
+    config: Path = typer.Option(Path("configs/demo-cpu.yaml"), "--config", "-c", help="the base run config"),
+    evals: int = typer.Option(6, min=1, help="held-out evaluations per run (plus step 0)"),
+    sets: list[str] = typer.Option([], "--set", help="override a field of every run, e.g. --set eval.limit=100"),
+    out: Path = typer.Option(None, help="output folder; the same folder again reruns only the unfinished runs"),
+    timeout: float = typer.Option(None, help="seconds allowed per run (default: no limit)"),
+) -> None:
+    """The paper's comparison: arms x K repeats on one budget, with a time estimate; restartable per run.
+
+    Example: rods bench paper --budget 1440 --arms rods,static,single_layer --repeats 4 --out bench/results/paper/a
+    """
+    from bench.arms import parse_arms, run
+    from bench.paper_report import write
+    from rods_core.config import ConfigError, parse_overrides
+
+    try:
+        folder = run(budget, parse_arms(arms), repeats, config, evals, parse_overrides(sets), out, timeout, typer.echo)
+        write(folder, folder / "report", log=typer.echo)
+    except (ValueError, ConfigError) as e:
+        fail(str(e))
+    typer.echo((folder / "report" / "summary.md").read_text())
+
+
+@app.command("paper-report")
+def paper_report(
+    folder: Path = typer.Argument(..., help="a `rods bench paper` or `rods bench curriculum` folder"),
+    out: Path = typer.Option(None, help="where the figures go (default docs/experiments/<folder name>)"),
+    png: bool = typer.Option(True, help="export PNGs through kaleido (~30 s); --no-png writes the JSON only"),
+) -> None:
+    """The figures a paper prints (PNG + the JSON behind them) and summary.md, from one experiment folder.
+
+    Example: rods bench paper-report bench/results/paper/a --out docs/experiments/cpu-paper
+    """
+    from bench.paper_report import write
+
+    try:
+        target = write(folder, out or Path("docs/experiments") / Path(folder).name, png=png, log=typer.echo)
+    except ValueError as e:
+        fail(str(e))
+    typer.echo((target / "summary.md").read_text())
+
+
 @app.command("systems")
 def systems(
     as_json: bool = typer.Option(False, "--json", help="print the JSON report instead of Markdown"),

@@ -1,0 +1,21 @@
+"""The run's task sets: a pool drawn at random from the train split by a seed (rods_core.tasksets.random_draw)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rods_core.seeds import load_seeds, split_of
+from rods_core.tasksets import TaskSetError, random_draw
+
+
+def test_a_random_pool_is_reproducible_from_its_seed_whatever_the_order_of_the_selection():
+    train = load_seeds("train", ("base",))
+    a = random_draw(train, 12, seed=7)
+    assert [t.id for t in a] == [t.id for t in random_draw(list(reversed(train)), 12, seed=7)]
+    assert len({t.id for t in a}) == 12 and all(split_of(t.id) == "train" for t in a)
+    assert [t.id for t in a] != [t.id for t in random_draw(train, 12, seed=8)]
+
+
+def test_a_random_pool_larger_than_the_selection_is_refused_naming_the_field():
+    with pytest.raises(TaskSetError, match="seeds.random.n: 500 tasks asked but the selection holds 100"):
+        random_draw(load_seeds("train", ("base",)), 500, seed=0)
