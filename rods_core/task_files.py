@@ -13,7 +13,7 @@ from rods_core.envs.bfcl import BfclEnvironment
 from rods_core.envs.checker import score_calls
 from rods_core.inputs import read_bytes
 from rods_core.seeds import is_bfcl_task, refuse_test_tasks
-from rods_core.tasks import Task, TaskFileError, parse_task_lines
+from rods_core.tasks import Task, TaskFileError, parse_task_lines, record_parser
 
 
 def _reports_error(result: str) -> bool:
@@ -63,7 +63,7 @@ def parse_task_bytes(
     then verification by execution, then (guard=True) the leak guard naming `where`; a `benchmark` other
     than BFCL multi-turn gives the schema, the verifier (`Benchmark.verify`) and the guard."""
     other = benchmark if benchmark is not None and benchmark.name != "bfcl_multi_turn" else None
-    lines = parse_task_lines(data, source, other.task_type.model_validate if other else None)
+    lines = parse_task_lines(data, source, record_parser(other.task_type) if other else None)
     if verify:
         problem = replay_problem if other is None else _verifier(other)
         problems = [(ln, *why) for ln, task in lines if (why := problem(task))]

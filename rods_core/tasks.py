@@ -206,6 +206,18 @@ def parse_record(rec: Any) -> Task:
     return Task.model_validate(rec)
 
 
+def record_parser(task_type: type) -> Callable[[Any], Any]:
+    """`parse_record` for another benchmark's task model: a JSON object, the export-only fields dropped (so
+    an export of a run's pool imports back), validated by `task_type`."""
+
+    def parse(rec: Any) -> Any:
+        if not isinstance(rec, dict):
+            raise ValueError("a record must be a JSON object")
+        return task_type.model_validate({k: v for k, v in rec.items() if k not in EXPORT_ONLY_FIELDS})
+
+    return parse
+
+
 def parse_task_lines(data: bytes, source: str, parse: Callable[[Any], Any] | None = None) -> list[tuple[int, Task]]:
     """(line, task) for each record of a JSONL file's bytes, all or nothing: any invalid line (not UTF-8,
     not JSON, too deep, a bad field, a repeated id) raises TaskFileError naming them all. `parse` reads one

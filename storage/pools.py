@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, task_type_of
 from rods_core.config import ConfigError, read_config_data
-from rods_core.tasks import Task, parse_record
+from rods_core.tasks import Task, parse_record, record_parser
 from storage.schema import POOLS
 
 POOLS_FILE = "pools.json"
@@ -98,7 +98,7 @@ def read_pools_snapshot(run_dir: str | Path) -> PoolsSnapshot:
     if doc.get("format") != FORMAT:
         raise PoolsFileError(f"{path}: format {doc.get('format')!r}, expected {FORMAT!r}")
     kind = run_task_type(Path(run_dir))
-    parse = parse_record if kind is Task else kind.model_validate
+    parse = parse_record if kind is Task else record_parser(kind)
     pools: dict[str, list[Task]] = {}
     for p, recs in doc.get("pools", {}).items():
         if p not in POOLS:

@@ -214,8 +214,10 @@ def test_a_memory_buffer_resumes_with_its_variants_as_memory_tasks():
 
 
 def test_a_memory_runs_pools_read_back_and_export_as_memory_tasks(tmp_path):
+    from rods_core.benchmarks.bfcl_memory import BfclMemory
     from rods_core.benchmarks.memory_tasks import MemoryTask, load_memory_seeds
     from rods_core.config import dump_config
+    from rods_core.task_files import load_task_file
     from storage.export import export_pool
     from storage.pools import read_pools_snapshot, write_pools_snapshot
 
@@ -228,11 +230,9 @@ def test_a_memory_runs_pools_read_back_and_export_as_memory_tasks(tmp_path):
     assert snap.tasks("seeds") == seeds and all(isinstance(t, MemoryTask) for t in snap.tasks("all"))
     out = tmp_path / "all.jsonl"
     assert export_pool(run_dir, "all", out) == 3
-    lines = [json.loads(line) for line in out.read_text().splitlines()]
-    assert [
-        MemoryTask.model_validate({k: v for k, v in r.items() if k not in ("pool", "stats")}) for r in lines
-    ] == seeds
-    assert [r["pool"] for r in lines] == ["seeds", "seeds", "seeds"]
+    assert [json.loads(line)["pool"] for line in out.read_text().splitlines()] == ["seeds", "seeds", "seeds"]
+    # an export imports back through the benchmark's task-file door (its pool and stats fields dropped)
+    assert load_task_file(out, "re-import", benchmark=BfclMemory("kv")) == seeds
 
 
 def test_a_memory_seed_file_passes_the_door_through_the_benchmark(tmp_path):
@@ -261,3 +261,23 @@ def test_a_memory_seed_file_passes_the_door_through_the_benchmark(tmp_path):
         seeds_of("leak.jsonl", test)
     with pytest.raises(TaskFileError, match="scenario"):  # a BFCL-shaped record fails the memory schema
         seeds_of("bfcl.jsonl", [{"id": "x_1", "question": []}])
+
+
+def test_rods_sft_warm_starts_on_a_memory_task_file(tmp_path, tiny_model_dir):
+    """`rods sft --benchmark`: the file through the memory door, its demonstrations played by the memory
+    reference policy, the report on memory episodes; --demo (BFCL's seeds) is refused with the reason."""
+    from typer.testing import CliRunner
+
+    from rods_core.benchmarks.memory_tasks import load_memory_seeds
+    from rods_lab.cli import app
+
+    tasks = tmp_path / "memory.jsonl"
+    tasks.write_text(json.dumps(load_memory_seeds("train")[0].to_record()) + "\n")
+    base = ["sft", "--model", str(tiny_model_dir), "--benchmark", "bfcl_memory_kv", "--prereq", "fact"]
+    r = CliRunner().invoke(app, [*base, "--out", str(tmp_path / "o1"), "--demo"])
+    assert r.exit_code == 2 and "--demo is BFCL multi-turn's demo seeds" in r.output
+    args = ["--out", str(tmp_path / "o2"), "--tasks", str(tasks), "--max-epochs", "1", "--samples", "0", "--json"]
+    r = CliRunner().invoke(app, [*base, *args])
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.output[r.output.index("{\n") :])
+    assert report["sft/tasks"] == 1 and report["eval/tasks"] == 1 and "eval/accuracy/customer" in report

@@ -22,7 +22,8 @@ from typing import Any
 
 from rods_core.benchmarks.bfcl_multi_turn import BfclMultiTurn
 from rods_core.benchmarks.protocols import Benchmark, demonstration
-from rods_core.config import PromptConfig, SFTSettings
+from rods_core.benchmarks.registry import make_benchmark
+from rods_core.config import BenchmarkName, Prereq, PromptConfig, SFTSettings
 from rods_core.policy.rendering import renderer_for
 from rods_core.tasks import Task
 
@@ -84,16 +85,19 @@ def run_sft(
     show_progress: bool = True,
     progress=None,
     report_to: list[str] | str = "none",
+    benchmark: BenchmarkName = "bfcl_multi_turn",
+    prereq: Prereq = "all",
 ) -> dict[str, Any]:
     """Warm-start the model in `model_dir` on `tasks`, save it with its card to `out_dir`; returns figures.
-    `report_to` is TRL's (a run's report.to: its warm start shows up in the same tracker)."""
+    `report_to` is TRL's (a run's report.to: its warm start shows up in the same tracker); the named
+    `benchmark` (with memory's `prereq`) plays the demonstrations in the model card's chat format."""
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
     from rods_core.policy.tiny import load_policy, read_card, write_card
 
     model, tokenizer, prompt = load_policy(model_dir)
-    rows = tokenize_demonstrations(tasks, tokenizer, prompt)
+    rows = tokenize_demonstrations(tasks, tokenizer, prompt, make_benchmark(benchmark, prompt=prompt, prereq=prereq))
     n_tokens = sum(len(r["input_ids"]) for r in rows)
     out_dir = Path(out_dir)
     # a token budget becomes a step budget: steps x batch x processes conversations of the mean length

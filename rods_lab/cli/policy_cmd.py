@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer
 
-from rods_core.benchmarks.registry import BENCHMARK_NAMES
+from rods_core.benchmarks.registry import BENCHMARK_NAMES, make_benchmark
 from rods_core.config import ComputeSettings, SFTSettings
 from rods_core.evaluation import EvalConfig
 from rods_lab.cli._common import Split, choices, clean_errors, emit_json, fail
@@ -22,15 +22,16 @@ BenchmarkChoice = choices("BenchmarkChoice", BENCHMARK_NAMES)
 PrereqChoice = choices("PrereqChoice", ("all", "fact"))
 
 
-def _load_tasks(tasks_file: Path | None, demo: bool, where: str):
-    """The tasks of --tasks (schema, replay by execution and the leak guard), the demo seeds, or None."""
+def _load_tasks(tasks_file: Path | None, demo: bool, where: str, benchmark=None):
+    """The tasks of --tasks (the benchmark's schema, replay by execution and leak guard; BFCL multi-turn's by
+    default), the demo seeds, or None."""
     from rods_core.policy.demo import demo_seeds
     from rods_core.task_files import load_task_file
 
     if tasks_file is None:
         return demo_seeds() if demo else None
     with clean_errors():
-        return load_task_file(tasks_file, where)
+        return load_task_file(tasks_file, where, benchmark=benchmark)
 
 
 def _model(path: Path) -> Path:
@@ -92,6 +93,8 @@ def sft(
     processes: int = typer.Option(_C.processes, "--processes", min=1, help="SFT processes (> 1: accelerate, gloo)"),
     threads: int = typer.Option(_C.threads, "--threads", min=1, help="torch threads per process"),
     samples: int = typer.Option(8, help="samples per task for the reward-variance report (0 skips it)"),
+    benchmark: BenchmarkChoice = typer.Option(_E.benchmark, help="the benchmark of the --tasks file"),
+    prereq: PrereqChoice = typer.Option(_E.prereq, help="memory: the prerequisite conversations demonstrated"),
     json_out: bool = typer.Option(False, "--json", help="print the report as JSON"),
 ) -> None:
     """Warm-start a model on ground-truth conversations (TRL SFTTrainer), then report format validity,
@@ -111,7 +114,11 @@ def sft(
     from rods_core.policy.sft import run_sft
     from rods_core.policy.tiny import read_card, write_card
 
-    tasks = _load_tasks(tasks_file, demo, "rods sft --tasks")
+    ecfg = EvalConfig(benchmark=benchmark.value, prereq=prereq.value)  # demonstrated, then evaluated, on it
+    bench = make_benchmark(ecfg.benchmark, prereq=ecfg.prereq)
+    if demo and bench.name != "bfcl_multi_turn":
+        fail(f"--demo is BFCL multi-turn's demo seeds; give {bench.name} tasks with --tasks FILE")
+    tasks = _load_tasks(tasks_file, demo, "rods sft --tasks", bench)
     if tasks is None:
         fail("give --tasks FILE or --demo")
     _model(model)
@@ -129,10 +136,11 @@ def sft(
         from rods_core.config import RunConfig
         from rods_core.tasksets import fresh_variants
 
-        extra = fresh_variants(tasks, variants, RunConfig(), "warm-start")  # the variants `rods train` builds with
+        run = RunConfig(benchmark=ecfg.benchmark, prereq=ecfg.prereq)
+        extra = fresh_variants(tasks, variants, run, "warm-start", bench)  # the variants `rods train` builds with
     # TRL prints its log lines on stdout; with --json they go to stderr so stdout stays one JSON document.
     with contextlib.redirect_stdout(sys.stderr) if json_out else contextlib.nullcontext():
-        report = run_sft(model, out, tasks + extra, settings)
+        report = run_sft(model, out, tasks + extra, settings, benchmark=ecfg.benchmark, prereq=ecfg.prereq)
     if under_launcher():
         from rods_core.ranks import Ranks
 
@@ -142,12 +150,12 @@ def sft(
     report["sft/variants"] = len(extra)  # the reports below are on the given tasks only
     bar, step = _bar("greedy episodes")
     with bar:
-        greedy = evaluate(out, tasks, progress=step)
+        greedy = evaluate(out, tasks, ecfg, progress=step)
     report |= {k: v for k, v in greedy.items() if k != "per_task"}
     if samples:
         bar, step = _bar(f"{samples} samples per task")
         with bar:
-            report |= variance_report(out, tasks, samples=samples, progress=step)
+            report |= variance_report(out, tasks, samples=samples, cfg=ecfg, progress=step)
     card = read_card(out)
     card["stages"][-1]["report"] = {k: v for k, v in report.items() if k != "sft/loss_curve"}
     write_card(out, card)
@@ -188,7 +196,6 @@ def eval_cmd(
 
     Example: rods eval --model models/tiny-demo --benchmark bfcl_memory_kv --prereq fact --limit 20 --json
     """
-    from rods_core.benchmarks.registry import make_benchmark
     from rods_core.evaluation import evaluate
     from rods_core.threads import apply_thread_policy
 
