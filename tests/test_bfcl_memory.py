@@ -188,3 +188,14 @@ def test_content_key_sees_through_ids_case_and_spacing_and_records_round_trip():
     other = task.model_copy(update={"answers": [task.answers[0] + " and more"]})
     assert other.content_key() != task.content_key()
     assert type(task).model_validate(task.to_record()) == task
+
+
+@pytest.mark.parametrize("blank", ["", "   ", "..."])
+def test_verify_refuses_an_empty_or_blank_accepted_answer(blank, tmp_path):
+    """An answer that standardizes to nothing matches every reply: the task is refused before it is played."""
+    bench = BfclMemory("kv", prereq="fact")
+    seed = bench.seeds("train")[0]
+    assert bench.verify(seed, tmp_path).ok
+    for answers in ([blank], [*seed.answers, blank]):
+        verdict = bench.verify(seed.model_copy(update={"answers": answers}), tmp_path)
+        assert not verdict.ok and "empty or blank" in verdict.reason and repr(blank) in verdict.reason

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rods_core.benchmarks.memory_answers import blank_answers
 from rods_core.benchmarks.memory_env import (
     Backend,
     MemoryEnvironment,
@@ -56,6 +57,9 @@ class BfclMemory:
         return reference_policy(task, self.backend)
 
     def verify(self, task: MemoryTask, workdir: Path) -> Verdict:
+        blank = blank_answers(task.answers)
+        if blank:
+            return Verdict(False, None, blank)
         return verify_with(self, task, workdir)
 
     def render(self, task: MemoryTask) -> str:
@@ -69,7 +73,7 @@ class BfclMemory:
         ]
         if task.source:
             lines.append(f"**Where the conversation says it:** {task.source}")
-        return "\n".join(lines)
+        return "\n\n".join(line for line in lines if line)  # one paragraph each: Markdown joins single lines
 
     def group_of(self, task: MemoryTask) -> str:
         return task.scenario

@@ -18,3 +18,15 @@ def answer_matches(reply: str, answers: list[str]) -> bool:
     """True when one accepted answer occurs in the reply on word boundaries, after standardizing both."""
     said = standardize(reply)
     return any(re.search(rf"\b{re.escape(standardize(a))}\b", said) for a in answers)
+
+
+def blank_answers(answers: list[str]) -> str | None:
+    """Why a list of accepted answers accepts any reply (an answer empty or blank once standardized matches
+    every reply), or None."""
+    blank = [a for a in answers if not standardize(a).strip()]
+    if not blank:
+        return None
+    return (
+        f"accepted answer(s) {blank} are empty or blank after BFCL's standardization, so any reply would pass; "
+        "give every accepted answer words or digits of its own"
+    )
