@@ -68,7 +68,9 @@ class BufferDecision(BaseModel):
     model_config = ConfigDict(extra="forbid")
     action: Literal["approve", "reject", "edit", "reseed"]
     task_id: str = Field(min_length=1, description="the task decided on")
-    task: Task | None = Field(None, description="edit only: the edited task, already re-verified by the caller")
+    task: Any = Field(
+        None, description="edit only: the edited task (the run's task type), already re-verified by the caller"
+    )
     mode: Literal["promote", "synthesize"] | None = Field(
         None, description="reseed only: promote the task to a seed (default), or request more variants of it"
     )

@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from rods_core.benchmarks.edits import parse_edit, verify_edit
 from rods_core.benchmarks.protocols import Benchmark
 from rods_core.boundary import group_stats, is_informative
 from rods_core.buffer import BufferDecision
@@ -238,11 +239,14 @@ class RodsStep:
             return False, f"payload of {len(d.payload)} characters is over the {MAX_DECISION_PAYLOAD} limit"
         payload = d.payload_dict()
         task = None
-        if d.action == "edit":
+        if d.action == "edit" and self.task_type is not Task:
+            task = parse_edit(self.benchmark, payload.get("task"))
+            original = self.source.task(d.task_id)
+            ok, reason = verify_edit(self.benchmark, task, self.known_keys() - {original.content_key()})
+            if not ok:
+                return False, f"edit failed verification: {reason}"
+        elif d.action == "edit":
             from rods_core.synth.verify import verify_task
-
-            if self.task_type is not Task:
-                return False, "edits are BFCL multi-turn tasks' (the Review editor); this run's benchmark has none"
 
             task = Task.model_validate(payload.get("task"))
             refuse_test_tasks([task], f"edit decision {d.id}")

@@ -30,8 +30,9 @@ from sqlalchemy import Column, DateTime, TypeDecorator, text, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Field, Session, SQLModel, select
 
-from rods_core.tasks import Task, parse_record
+from rods_core.tasks import Task, parse_record, record_parser
 from storage.legacy_duckdb import LegacyStoreError, read_legacy_store, set_aside
+from storage.pools import run_task_type
 from storage.store_engine import DEFAULT_DB, ENV_VAR, resolve_store, store_engine, store_target
 
 LEGACY_FILE = "control.duckdb"  # the store of earlier versions, carried over on first open
@@ -333,7 +334,7 @@ class ControlDB:
     def add_decision(
         self, run_id: str, task_id: str, action: str, payload: dict | None = None, author: str = "researcher"
     ) -> DecisionRecord:
-        _check_decision(action, payload)
+        _check_decision(action, payload, self._edit_parser(run_id, [action]))
         d = DecisionRecord(
             run_id=run_id,
             task_id=task_id,
@@ -482,6 +483,13 @@ class ControlDB:
         return self._tx(lambda s: s.exec(stmt).rowcount) == 1
 
     # ----- review: batches of decisions, comments, the audit trail -----------------------------------
+    def _edit_parser(self, run_id: str, actions: list[str]) -> Callable[[Any], Any]:
+        """How an edit's task record is read: as the task model of the run's benchmark (its config.yaml), BFCL
+        multi-turn's for a run unknown here or without a folder; the run is looked up only for an edit."""
+        run = self.get_run(run_id) if "edit" in actions else None
+        kind = run_task_type(Path(run.out_dir)) if run is not None and run.out_dir else Task
+        return parse_record if kind is Task else record_parser(kind)
+
     def add_decisions(
         self,
         run_id: str,
@@ -492,10 +500,11 @@ class ControlDB:
     ) -> list[DecisionRecord]:
         """Record (task_id, action, payload) decisions in ONE transaction under one new batch id: the trainer
         claims a run's pending decisions all at once, so a batch is applied whole at one step boundary."""
-        batch, now = uuid.uuid4().hex[:12], _now()
+        batch, now, items = uuid.uuid4().hex[:12], _now(), list(items)
+        parse = self._edit_parser(run_id, [action for _, action, _ in items])
         rows = []
         for task_id, action, payload in items:
-            _check_decision(action, payload)
+            _check_decision(action, payload, parse)
             rows.append(
                 DecisionRecord(
                     run_id=run_id,
@@ -591,10 +600,11 @@ class Comment(SQLModel, table=True):
     created_at: datetime | None = _tz_field()
 
 
-def _check_decision(action: str, payload: dict | None) -> None:
+def _check_decision(action: str, payload: dict | None, parse: Callable[[Any], Any] = parse_record) -> None:
+    """`parse`: the run's task record parser (`parse_record` for BFCL multi-turn)."""
     if action not in ACTIONS:
         raise ValueError(f"action must be one of {ACTIONS}, got {action!r}")
     if action == "edit":
         if not payload or "task" not in payload:
             raise ValueError("an edit decision needs payload {'task': <the edited task record>}")
-        parse_record(payload["task"])  # a bad edit fails here, in the app, not in the trainer
+        parse(payload["task"])  # a bad edit fails here, in the app, not in the trainer

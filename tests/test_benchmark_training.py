@@ -281,3 +281,50 @@ def test_rods_sft_warm_starts_on_a_memory_task_file(tmp_path, tiny_model_dir):
     assert r.exit_code == 0, r.output
     report = json.loads(r.output[r.output.index("{\n") :])
     assert report["sft/tasks"] == 1 and report["eval/tasks"] == 1 and "eval/accuracy/customer" in report
+
+
+def test_a_memory_edit_is_parsed_verified_and_applied_and_a_bad_one_refused_while_the_run_goes_on():
+    """Edit decisions on a memory run are hostile input: parsed as memory tasks and verified by executing
+    their ground truth; the good one enters probing as an edit, each bad one is refused with its reason."""
+    from rods_core.benchmarks.bfcl_memory import BfclMemory
+    from rods_core.ranks import Ranks
+    from rods_core.recording import Decision
+    from rods_core.step import RodsStep
+    from rods_core.trainer import RolloutReport
+
+    bench = BfclMemory("kv", prereq="fact")
+    seeds = bench.seeds("train")[:2]
+    cfg = RunConfig.model_validate({"method": "rods", "benchmark": "bfcl_memory_kv", "prereq": "fact"})
+    flat = RolloutReport(
+        groups=[(t.id, [0.0, 0.0]) for t in seeds], accuracy=[0.0] * 4, n_calls=[1] * 4, model_tokens=40
+    )
+    seed, test_task = seeds[0], bench.seeds("test")[0]
+    good = seed.model_copy(update={"question": seed.question + " Answer in one word."}).to_record()
+
+    def edit(i: int, record: object) -> Decision:
+        return Decision(i, seed.id, "edit", json.dumps({"task": record, "accept": True}))
+
+    decisions = [
+        edit(1, good),
+        edit(2, {**good, "answers": [" "]}),  # accepts any reply
+        edit(3, {**good, "question": 7}),  # not a memory task
+        edit(4, {**good, "answers": ["x" * 3000]}),  # fails by execution: longer than a kv memory entry holds
+        edit(5, test_task.to_record()),  # a held-out question
+        edit(6, seeds[1].to_record()),  # a copy of another pool task
+        edit(7, {"id": "x_1", "question": [], "ground_truth": []}),  # a BFCL multi-turn record
+    ]
+    cur = RodsStep(cfg, seeds, Ranks(), bench)
+    try:
+        out = cur.after_step(1, flat, decisions)
+        nxt = cur.after_step(2, flat, [])  # the run goes on
+    finally:
+        cur.close()
+    got = {o.decision_id: (o.outcome, o.reason) for o in out.decisions}
+    assert got[1][0] == "applied" and all(got[i][0] == "refused" for i in range(2, 8)), got
+    assert "empty or blank" in got[2][1] and "question" in got[3][1] and "ground-truth path" in got[4][1]
+    assert "test-split leak" in got[5][1] and "duplicate" in got[6][1] and "scenario" in got[7][1]
+    edited = [cur.task(t) for t in cur.source.pools()["staged"]]
+    assert [(t.question, t.provenance.source, t.provenance.parent_id) for t in edited] == [
+        (good["question"], "edit", seed.id)
+    ]
+    assert nxt.events["task_stats"] and not nxt.decisions
