@@ -27,7 +27,7 @@ def regions(run_dir: str):
 
 @st.cache_data(ttl=ui.LIVE_S, show_spinner=False)
 def complexity(run_dir: str):
-    structure = views.structure_table(views.snapshot(run_dir), ui.structure_cache())
+    structure = views.structure_table(views.snapshot(run_dir), ui.structure_cache(), ui.benchmark(run_dir))
     return views.success_by_complexity(ui.reader(run_dir), structure)
 
 
@@ -50,6 +50,9 @@ def live(run_dir: str) -> None:
     ratio = var.ratio.dropna()
     right.metric("Boundary / other variance (latest)", f"{ratio.iloc[-1]:.2f}×" if len(ratio) else "—")
     cx = complexity(run_dir)
+    if not views.is_bfcl(ui.benchmark(run_dir)):  # no class combinations, depth or turns: success by group
+        st.plotly_chart(charts.group_lines(cx), key="boundary_groups")
+        return
     combos = ["all", *sorted(cx.class_combo.unique())] if not cx.empty else ["all"]
     combo = st.selectbox("Class combination", combos, key="boundary_combo")
     a, b = st.columns(2)

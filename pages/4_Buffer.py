@@ -15,7 +15,14 @@ ui.page_setup(__file__)
 
 @st.cache_data(ttl=ui.LIVE_S, show_spinner=False)
 def table(run_dir: str):
-    return views.pool_table(run_dir, ui.reader(run_dir), ui.structure_cache())
+    return views.pool_table(run_dir, ui.reader(run_dir), ui.structure_cache(), ui.benchmark(run_dir))
+
+
+@st.cache_data(ttl=ui.LIVE_S, show_spinner=False)
+def rendered(run_dir: str, task_id: str) -> str:
+    """The task as its benchmark shows it (Markdown)."""
+    tasks = {t.id: t for t in views.snapshot(run_dir).tasks("all")}
+    return ui.benchmark(run_dir).render(tasks[task_id]) if task_id in tasks else f"{task_id}: no longer in the pools"
 
 
 @st.cache_data(ttl=ui.LIVE_S, show_spinner=False)
@@ -36,6 +43,7 @@ def export_bytes(run_dir: str, pool: str, run_id: str) -> tuple[bytes, int, str]
 run = ui.pick_run("buffer")
 if run is None:
     st.stop()
+bfcl = views.is_bfcl(ui.benchmark(run.out_dir))
 df = table(run.out_dir)
 a, b, c = st.columns([2, 2, 3])
 pools = a.multiselect("Pools", POOLS, key="buffer_pools")
@@ -46,13 +54,16 @@ keep &= df.pool.isin(pools) if pools else True
 keep &= df.region.isin(regions) if regions else True
 view = df[keep]
 st.write(f"{len(view)} of {len(df)} tasks")
-st.dataframe(view, hide_index=True, height=280)
+# another benchmark's tasks have no class combination, depth, turns or calls: those columns are left out
+st.dataframe(view, hide_index=True, height=280, column_order=None if bfcl else views.GROUP_COLUMNS)
 st.plotly_chart(charts.lineage_tree(views.lineage(df)), key="buffer_lineage")
 
 left, right = st.columns([3, 2])
 with left:
     st.subheader("Task history")
     tid = st.selectbox("Task", view.task_id.tolist(), key="buffer_task")
+    if tid and not bfcl:
+        st.markdown(rendered(run.out_dir, tid))
     if tid:
         stats, moves = history(run.out_dir, tid)
         st.plotly_chart(charts.task_history(stats), key="buffer_history")

@@ -85,6 +85,19 @@ def complexity_lines(df: pd.DataFrame, class_combo: str | None = None) -> go.Fig
     return fig.update_layout(**_LAYOUT)
 
 
+def group_lines(df: pd.DataFrame) -> go.Figure:
+    """Mean reward over steps per group (a benchmark without BFCL's structure: memory's scenarios), from
+    `views.success_by_complexity`, whose class_combo column holds the group."""
+    title = "Success by group"
+    if df.empty:
+        return _empty(title)
+    agg = df.assign(w=df.success * df.tasks).groupby(["step", "class_combo"], as_index=False)[["w", "tasks"]].sum()
+    agg = agg.assign(success=agg.w / agg.tasks).rename(columns={"class_combo": "group"}).sort_values(["group", "step"])
+    fig = px.line(agg, x="step", y="success", color="group", markers=True, title=title, hover_data=["tasks"])
+    fig.update_yaxes(range=[-0.05, 1.05], title="mean progress reward")
+    return fig.update_layout(**_LAYOUT)
+
+
 def complexity_heatmap(df: pd.DataFrame, step: int | None) -> go.Figure:
     """Mean reward by dependency depth × turns at one step (all class combinations)."""
     title = f"Success by depth × turns at step {step}"

@@ -12,11 +12,14 @@ import json
 import time
 import urllib.parse
 from collections import Counter
+from collections.abc import Callable
 from types import SimpleNamespace
+from typing import Any
 
 import pandas as pd
 import streamlit as st
 
+from rods_core.benchmarks.protocols import Benchmark
 from rods_core.tasks import Task
 from rods_lab import ui, views
 from storage import curation
@@ -52,6 +55,7 @@ def table(run_dir: str, run_id: str, read: str) -> pd.DataFrame:
         reader.latest_task_stats(),
         db.decisions(run_id),
         Counter(c.task_id for c in db.comments(run_id)),
+        ui.benchmark(run_dir).group_of,
     )
 
 
@@ -117,6 +121,18 @@ def diff_html(parent: Task | None, task: Task) -> str:
     return f'<table style="width:100%;border-collapse:collapse">{head}{rows}</table>'
 
 
+def render_diff(bench: Benchmark, parent: Any | None, task: Any) -> None:
+    """Parent and variant side by side as the benchmark renders them (another benchmark than BFCL
+    multi-turn); paragraphs only one side has are marked."""
+    old = bench.render(parent).split("\n\n") if parent is not None else []
+    new = bench.render(task).split("\n\n")
+    marked = curation.mark_lines(old, new)
+    left, right = st.columns(2)
+    for col, head, lines, mark in ((left, "Parent", marked[0], ":red[▍]"), (right, "Variant", marked[1], ":green[▍]")):
+        col.markdown(f"**{head}**" + ("" if lines or parent else " *(not in the pools)*"))
+        col.markdown("\n\n".join(f"{mark} {text}" if changed else text for text, changed in lines))
+
+
 def _move(ids: list[str], by: int) -> None:
     i = ids.index(st.session_state["review_focus"]) if st.session_state.get("review_focus") in ids else 0
     st.session_state["review_focus"] = ids[(i + by) % len(ids)]
@@ -140,7 +156,7 @@ def focus(run: SimpleNamespace, rows: pd.DataFrame, reviewer: str) -> None:
     c = st.columns([1, 1, 1, 1, 1, 3])
     c[0].button("Previous", key="review_prev", shortcut=SHORTCUTS["previous"], on_click=_move, args=(ids, -1))
     c[1].button("Next", key="review_next", shortcut=SHORTCUTS["next"], on_click=_move, args=(ids, 1))
-    tid = st.session_state["review_focus"]
+    tid, bench = st.session_state["review_focus"], ui.benchmark(run.out_dir)
     row = rows.set_index("task_id").loc[tid]
     c[2].button(
         "Approve",
@@ -166,14 +182,20 @@ def focus(run: SimpleNamespace, rows: pd.DataFrame, reviewer: str) -> None:
     c[5].selectbox("Variant", ids, key="review_focus", label_visibility="collapsed")
     st.caption(
         f"{ids.index(tid) + 1} of {len(ids)} · {row.state} · {row.decision or 'no decision'} · "
-        f"changed: {row.values_changed} value(s), {row.calls_changed} call(s), {row.turns_changed} turn(s) · "
+        f"changed: {row.values_changed} value(s)"
+        + (f", {row.calls_changed} call(s), {row.turns_changed} turn(s)" if views.is_bfcl(bench) else "")
+        + " · "
         f"stages {row.stages or '(none recorded)'} · keys: " + ", ".join(f"{k} {v}" for k, v in SHORTCUTS.items())
     )
     tasks = {t.id: t for t in snapshot(run.out_dir, token()).tasks("all")}
     task = tasks[tid]
-    st.html(diff_html(tasks.get(task.provenance.parent_id or ""), task))
+    parent = tasks.get(task.provenance.parent_id or "")
+    if views.is_bfcl(bench):
+        st.html(diff_html(parent, task))
+    else:
+        render_diff(bench, parent, task)
     if st.session_state.get("review_editing"):
-        fix_and_accept(run, task, reviewer)
+        (fix_and_accept if views.is_bfcl(bench) else fix_and_accept_record)(run, task, reviewer)
     comments(run, tid, reviewer)
 
 
@@ -191,9 +213,20 @@ def fix_and_accept(run: SimpleNamespace, task: Task, reviewer: str) -> None:
         note = st.text_input("Comment", key=f"review_fix_note_{task.id}")
         if not st.form_submit_button("Verify, fix & accept", type="primary"):
             return
-    try:
+
+    def edit() -> tuple[Task, bool, str]:
         edited = views.edited_task(task, users, calls)
-        ok, reason = views.verify_edit(task, edited, snapshot(run.out_dir, token()))
+        return edited, *views.verify_edit(task, edited, snapshot(run.out_dir, token()))
+
+    _submit_edit(run, task, reviewer, note, edit)
+
+
+def _submit_edit(
+    run: SimpleNamespace, task: Any, reviewer: str, note: str, edit: Callable[[], tuple[Any, bool, str]]
+) -> None:
+    """Send the edit that `edit()` makes and verifies (edited task, ok, reason), or say why not."""
+    try:
+        edited, ok, reason = edit()
     except ValueError as e:
         ok, reason = False, f"invalid: {e}"
     if not ok:
@@ -202,6 +235,28 @@ def fix_and_accept(run: SimpleNamespace, task: Task, reviewer: str) -> None:
     send(run, [(task.id, "edit", {"task": edited.to_record(), "accept": True})], reviewer, note, "fix & accept")
     st.session_state["review_editing"] = False
     st.rerun()
+
+
+def fix_and_accept_record(run: SimpleNamespace, task: Any, reviewer: str) -> None:
+    """Another benchmark's Fix & Accept: edit the task's JSON, parse and verify it here first (the trainer's
+    own check: its schema, leak guard, duplicates and the benchmark's verifier), then send the edit."""
+    bench = ui.benchmark(run.out_dir)
+    with st.form(f"review_fix_{task.id}"):
+        text = st.text_area(
+            "Task (JSON)",
+            json.dumps(task.to_record(), indent=2, ensure_ascii=False),
+            height=400,
+            key=f"review_j_{task.id}",
+        )
+        note = st.text_input("Comment", key=f"review_fix_note_{task.id}")
+        if not st.form_submit_button("Verify, fix & accept", type="primary"):
+            return
+
+    def edit() -> tuple[Any, bool, str]:
+        edited = views.edited_record(bench, text)
+        return edited, *views.verify_record_edit(bench, task, edited, snapshot(run.out_dir, token()))
+
+    _submit_edit(run, task, reviewer, note, edit)
 
 
 def comments(run: SimpleNamespace, tid: str, reviewer: str) -> None:

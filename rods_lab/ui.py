@@ -14,6 +14,7 @@ import pandas as pd
 import streamlit as st
 from streamlit.runtime.pages_manager import PagesManager
 
+from rods_core.benchmarks.protocols import Benchmark
 from rods_lab import views
 from rods_lab.pages import PageSpec, page_of
 from rods_lab.paths import AppPaths
@@ -56,6 +57,20 @@ def runs(workspace: str, target: str) -> pd.DataFrame:
 
 def all_runs() -> pd.DataFrame:
     return runs(str(paths().workspace), str(paths().control_db))
+
+
+@st.cache_resource(show_spinner=False)
+def _benchmark(run_dir: str) -> Benchmark:
+    return views.run_benchmark(run_dir)
+
+
+def benchmark(run_dir: str) -> Benchmark:
+    """The run's benchmark (built once per run); a config.yaml that names none stops the page with the reason."""
+    try:
+        return _benchmark(run_dir)
+    except views.RunBenchmarkError as e:
+        st.error(str(e))
+        st.stop()
 
 
 def structure_cache() -> str:

@@ -19,6 +19,10 @@ from typing import Any
 
 import pandas as pd
 
+from rods_core.benchmarks import edits
+from rods_core.benchmarks.protocols import Benchmark
+from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, make_benchmark
+from rods_core.config import ConfigError, read_config_data
 from rods_core.signature import signature
 from rods_core.synth.verify import verify_task
 from rods_core.tasks import Task
@@ -100,6 +104,27 @@ def build_view(run_dir: str | Path, status: str, has_steps: bool) -> BuildView |
     return BuildView(shown, p.fraction, describe_build(p))
 
 
+# ----- the run's benchmark ---------------------------------------------------------------------------------
+class RunBenchmarkError(ValueError):
+    """A run's config.yaml names no benchmark the app can build; the message says which file and why."""
+
+
+def run_benchmark(run_dir: str | Path) -> Benchmark:
+    """The benchmark a run trains on: `benchmark:` and `prereq:` of its config.yaml (BFCL multi-turn for a run
+    folder without one, or written before the fields existed)."""
+    cfg = Path(run_dir) / "config.yaml"
+    try:
+        data = read_config_data(cfg) if cfg.is_file() else {}
+        return make_benchmark(data.get("benchmark", DEFAULT_BENCHMARK), prereq=data.get("prereq", "all"))
+    except (ConfigError, ValueError) as e:
+        raise RunBenchmarkError(f"{cfg}: cannot tell the run's benchmark: {e}") from e
+
+
+def is_bfcl(bench: Benchmark) -> bool:
+    """Whether the benchmark's tasks are BFCL multi-turn `Task`s (signatures, class combinations, calls)."""
+    return bench.task_type is Task
+
+
 def snapshot(run_dir: str | Path) -> PoolsSnapshot:
     """The pools snapshot, or an empty one before the trainer wrote the first."""
     try:
@@ -109,6 +134,20 @@ def snapshot(run_dir: str | Path) -> PoolsSnapshot:
 
 
 # ----- structure and complexity ------------------------------------------------------------------------
+STRUCTURE_COLUMNS = [
+    "task_id",
+    "pool",
+    "category",
+    "class_combo",
+    "depth",
+    "turns",
+    "calls",
+    "complexity",
+    "source",
+    "parent_id",
+]
+
+
 def _structure(task: Task) -> list:
     s = signature(task).summary()
     return [s["class_combo"], int(s["depth"]), task.n_turns, task.n_calls]
@@ -120,11 +159,16 @@ def _structure_key(task: Task) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
-def structure_table(snap: PoolsSnapshot, cache_file: str | Path | None = None) -> pd.DataFrame:
+def structure_table(
+    snap: PoolsSnapshot, cache_file: str | Path | None = None, bench: Benchmark | None = None
+) -> pd.DataFrame:
     """task_id, pool, class_combo, depth, turns, calls, complexity ("depth d × turns t") per pool task.
 
     Signatures replay each task (~1 ms each); `cache_file` (JSON, e.g. in the workspace) keeps them across
-    pages, runs that share seeds, and app restarts."""
+    pages, runs that share seeds, and app restarts. Another benchmark's tasks (`bench` not BFCL multi-turn)
+    have no signature: their category, class_combo and complexity are the benchmark's group, the rest 0."""
+    if bench is not None and not is_bfcl(bench):
+        return _group_table(snap, bench)
     cache: dict[str, list] = {}
     if cache_file and Path(cache_file).exists():
         try:
@@ -158,21 +202,22 @@ def structure_table(snap: PoolsSnapshot, cache_file: str | Path | None = None) -
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(cache), encoding="utf-8")
         os.replace(tmp, path)
-    return pd.DataFrame(
-        rows,
-        columns=[
-            "task_id",
-            "pool",
-            "category",
-            "class_combo",
-            "depth",
-            "turns",
-            "calls",
-            "complexity",
-            "source",
-            "parent_id",
-        ],
-    )
+    return pd.DataFrame(rows, columns=STRUCTURE_COLUMNS)
+
+
+# what a pool table of another benchmark's tasks shows (`pool_table` columns without BFCL's structure)
+GROUP_COLUMNS = ["task_id", "pool", "category", "source", "parent_id", "mean", "var", "region", "last_step"]
+
+
+def _group_table(snap: PoolsSnapshot, bench: Benchmark) -> pd.DataFrame:
+    pool_of = snap.pool_of()
+    rows = []
+    for t in snap.tasks("all"):
+        group = bench.group_of(t)
+        rows.append(
+            [t.id, pool_of.get(t.id), group, group, 0, 0, 0, group, t.provenance.source, t.provenance.parent_id]
+        )
+    return pd.DataFrame(rows, columns=STRUCTURE_COLUMNS)
 
 
 def _values_sql(df: pd.DataFrame, cols: list[str]) -> str:
@@ -276,6 +321,22 @@ def verify_edit(original: Task, edited: Task, snap: PoolsSnapshot) -> tuple[bool
     return verify_task(edited, parent, keys)
 
 
+def edited_record(bench: Benchmark, text: str) -> Any:
+    """The editor's JSON text as a task of the benchmark; ValueError when it is not JSON or not the schema."""
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"not JSON: {e}") from None
+    return edits.parse_edit(bench, record)
+
+
+def verify_record_edit(bench: Benchmark, original: Any, edited: Any, snap: PoolsSnapshot) -> tuple[bool, str]:
+    """The trainer's check of another benchmark's edit (`rods_core.benchmarks.edits.verify_edit`), run first
+    in the app, against every other task of the pools for duplicates."""
+    keys = {t.content_key() for t in snap.tasks("all")} - {original.content_key()}
+    return edits.verify_edit(bench, edited, keys)
+
+
 def turn_diff(parent: Task | None, task: Task) -> list[str]:
     """Per turn, a unified diff (parent → task) of the user's words and the ground-truth calls."""
     out = []
@@ -292,11 +353,14 @@ def turn_diff(parent: Task | None, task: Task) -> list[str]:
 
 # ----- pools, lineage, history -------------------------------------------------------------------------
 def pool_table(
-    run_dir: str | Path, reader: RunReader | None = None, cache_file: str | Path | None = None
+    run_dir: str | Path,
+    reader: RunReader | None = None,
+    cache_file: str | Path | None = None,
+    bench: Benchmark | None = None,
 ) -> pd.DataFrame:
-    """Every pool task with its structure and latest statistics."""
+    """Every pool task with its structure (`structure_table`) and latest statistics."""
     reader = reader or RunReader(run_dir)
-    table = structure_table(snapshot(run_dir), cache_file)
+    table = structure_table(snapshot(run_dir), cache_file, bench)
     stats = reader.latest_task_stats()
     if stats.empty:
         return table.assign(mean=float("nan"), var=float("nan"), region=None, last_step=pd.NA)

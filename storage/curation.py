@@ -14,8 +14,9 @@ import functools
 import io
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -41,6 +42,8 @@ REVIEW_COLUMNS = [
     "age_steps",
     "comments",
 ]
+# the review table of another benchmark's tasks: no class combination, calls or turns (`record_distance`)
+GROUP_REVIEW_COLUMNS = [c for c in REVIEW_COLUMNS if c not in ("class_combo", "calls_changed", "turns_changed")]
 AUDIT_COLUMNS = [
     "id",
     "task_id",
@@ -86,10 +89,32 @@ class Distance:
     turns: int
 
 
+def _leaves(value: Any, path: str = "") -> dict[str, Any]:
+    """A JSON value's scalars by their path ("sessions.0.2")."""
+    if isinstance(value, dict):
+        return {k: v for key, item in value.items() for k, v in _leaves(item, f"{path}.{key}").items()}
+    if isinstance(value, list):
+        return {k: v for i, item in enumerate(value) for k, v in _leaves(item, f"{path}.{i}").items()}
+    return {path: value}
+
+
+def record_distance(parent: Any | None, task: Any) -> Distance:
+    """Another benchmark's task (no calls, no turns): the values of its record (id and provenance aside)
+    that differ from the parent's, path by path; every value without a parent."""
+    new = _leaves(task.model_dump(mode="json", exclude={"id", "provenance"}))
+    if parent is None:
+        return Distance(len(new), 0, 0)
+    old = _leaves(parent.model_dump(mode="json", exclude={"id", "provenance"}))
+    return Distance(sum(new.get(k) != old.get(k) for k in new.keys() | old.keys()), 0, 0)
+
+
 def distance(parent: Task | None, task: Task) -> Distance:
     """Calls are aligned by turn and position: a call whose function differs (or that one side lacks) is a
     changed call; a call to the same function counts each differing argument value. A turn changed when its
-    user words or calls differ. Without a parent, everything counts as changed."""
+    user words or calls differ. Without a parent, everything counts as changed. A task of another benchmark
+    is measured by `record_distance`."""
+    if not isinstance(task, Task):
+        return record_distance(parent, task)
     if parent is None:
         return Distance(sum(len(_call_parts(c)[1]) for t in task.ground_truth for c in t), task.n_calls, task.n_turns)
     if parent.ground_truth == task.ground_truth and parent.user_texts == task.user_texts:
@@ -122,20 +147,23 @@ def _turn_lines(t: Task | None, i: int) -> list[str]:
     return [f"user: {t.user_texts[i]}", *t.ground_truth[i]] if t is not None and i < t.n_turns else []
 
 
+def mark_lines(old: list[str], new: list[str]) -> tuple[list[Line], list[Line]]:
+    """Both sides' lines, each marked changed when the other side has no equal line at that place
+    (difflib's alignment)."""
+    same_old, same_new = set(), set()
+    for a, b, n in difflib.SequenceMatcher(None, old, new, autojunk=False).get_matching_blocks():
+        same_old.update(range(a, a + n))
+        same_new.update(range(b, b + n))
+    return [(x, j not in same_old) for j, x in enumerate(old)], [(x, j not in same_new) for j, x in enumerate(new)]
+
+
 def side_by_side(parent: Task | None, task: Task) -> list[tuple[list[Line], list[Line]]]:
-    """Per turn, the parent's lines and the variant's ("user: ..." then one line per call), each marked
-    changed when the other side has no equal line at that place (difflib's alignment)."""
-    out = []
-    for i in range(max(task.n_turns, parent.n_turns if parent else 0)):
-        old, new = _turn_lines(parent, i), _turn_lines(task, i)
-        same_old, same_new = set(), set()
-        for a, b, n in difflib.SequenceMatcher(None, old, new, autojunk=False).get_matching_blocks():
-            same_old.update(range(a, a + n))
-            same_new.update(range(b, b + n))
-        out.append(
-            ([(x, j not in same_old) for j, x in enumerate(old)], [(x, j not in same_new) for j, x in enumerate(new)])
-        )
-    return out
+    """Per turn, the parent's lines and the variant's ("user: ..." then one line per call), marked by
+    `mark_lines`."""
+    return [
+        mark_lines(_turn_lines(parent, i), _turn_lines(task, i))
+        for i in range(max(task.n_turns, parent.n_turns if parent else 0))
+    ]
 
 
 # ----- the review table --------------------------------------------------------------------------------
@@ -154,11 +182,14 @@ def review_rows(
     stats: pd.DataFrame,
     decisions: Iterable[DecisionRecord],
     comments: Mapping[str, int] | None = None,
+    group_of: Callable[[Any], str] | None = None,
 ) -> pd.DataFrame:
     """One row per staged task and per variant with a decision (wherever it is now), oldest first.
 
     `reasons` maps a task to its latest buffer (reason, step); `outcomes` a variant to its (stages, reason);
-    `stats` holds each task's latest task_stats row (task_id, mean, region, step); `comments` counts notes."""
+    `stats` holds each task's latest task_stats row (task_id, mean, region, step); `comments` counts notes.
+    `group_of` (the run's `Benchmark.group_of`) fills the category column of another benchmark's tasks,
+    which have no category and no class combination (its column stays empty)."""
     last = {d.task_id: d for d in decisions}  # decisions come oldest first: the latest per task wins
     pool_of = snap.pool_of()
     by_id = {t.id: t for t in snap.tasks("all")}
@@ -179,8 +210,8 @@ def review_rows(
                 "state": state,
                 "decision": _decision_text(last[t.id]) if t.id in last else "",
                 "parent_id": parent_id,
-                "category": t.category,
-                "class_combo": " + ".join(sorted(t.involved_classes)),
+                "category": t.category if isinstance(t, Task) else (group_of(t) if group_of else ""),
+                "class_combo": " + ".join(sorted(t.involved_classes)) if isinstance(t, Task) else "",
                 "parent_region": ps.get("region") or "",
                 "parent_mean": ps.get("mean"),
                 "values_changed": d.values,

@@ -1,0 +1,123 @@
+"""Every page over a real BFCL v4 memory run (the tiny model, 3 steps, uniform synthesis with review-gated
+variants): memory questions and answers shown as the benchmark renders them, grouped by scenario, and
+Review's Fix & Accept editing a variant's JSON, verified before it is sent."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+import yaml
+from app_helpers import page, rods, smoke_config
+
+from rods_lab import views
+from rods_lab.paths import AppPaths
+
+MEMORY_RUN = "fx_memory"
+# the four train questions with the shortest episodes (configs/memory-cpu.yaml)
+SEEDS = ["memory_145_notetaker_15", "memory_142_notetaker_12", "memory_144_notetaker_14", "memory_143_notetaker_13"]
+
+
+@pytest.fixture(scope="module")
+def memory_env(tmp_path_factory, tiny_model_dir):
+    """(workspace, run folder) of a real memory run (`rods train`, ~15 s on a loaded machine), shown by the
+    app through RODS_* variables for this module's tests (restored after)."""
+    base = tmp_path_factory.mktemp("memory_app")
+    ws, runs = base / "ws", base / "runs"
+    model = ws / "models" / "tiny"
+    shutil.copytree(tiny_model_dir, model)
+    overrides = {
+        "name": "fx_memory",
+        "method": "uniform_synth",
+        "benchmark": "bfcl_memory_kv",
+        "prereq": "fact",
+        "seeds.subset": "all",
+        "seeds.ids": SEEDS,
+        "seeds.limit": None,
+        "episode.max_context_tokens": 4096,
+        "eval.every": 0,
+        "eval.split": "test",
+        "buffer.review": "gated",
+        "buffer.probe_slots": 1,
+        "synthesis.parents_per_step": 2,
+        "synth.n_per_parent": 2,
+    }
+    cfg = base / "memory.yaml"
+    cfg.write_text(yaml.safe_dump(smoke_config(base, model, **overrides)))
+    rods("train", "--config", str(cfg), "--run-id", MEMORY_RUN)
+    old = {k: os.environ.get(k) for k in ("RODS_WORKSPACE", "RODS_RUNS")}
+    os.environ["RODS_WORKSPACE"], os.environ["RODS_RUNS"] = str(ws), str(runs)
+    yield ws, runs / MEMORY_RUN
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+def memory_page(path: str):
+    at = page(path)
+    at.session_state["lab_run"] = MEMORY_RUN
+    return at
+
+
+def texts(at) -> str:
+    return "\n".join(m.value for m in at.markdown)
+
+
+def test_memory_pages_render_questions_and_answers_and_group_by_scenario(memory_env):
+    _, run_dir = memory_env
+    snap = views.snapshot(run_dir)
+    staged = snap.tasks("staged")
+    assert staged, "uniform synthesis staged no memory variant to review"
+    for path in ("app.py", "pages/2_Boundary.py"):
+        at = memory_page(path).run()
+        assert not at.exception, path
+    assert len(at.get("plotly_chart")) == 4  # the scatter, regions, variance, and success by scenario
+    at = memory_page("pages/4_Buffer.py").run()
+    assert not at.exception
+    variant = staged[0]
+    at.selectbox(key="buffer_task").select(variant.id).run()
+    assert not at.exception
+    shown = texts(at)
+    assert f"**Question:** {variant.question}" in shown and all(f"`{a}`" in shown for a in variant.answers)
+    at = memory_page("pages/3_Review.py")
+    at.session_state["review_reviewer"] = "ana"
+    at.run()
+    assert not at.exception
+    assert set(at.multiselect(key="review_cats").options) == {"notetaker"}  # the scenario, memory's group
+    focus = next(t for t in staged if t.id == at.selectbox(key="review_focus").value)
+    parent = next(t for t in snap.tasks("all") if t.id == focus.provenance.parent_id)
+    shown = texts(at)
+    for task in (focus, parent):  # parent and variant side by side, the changed answer marked
+        assert task.question in shown and all(a in shown for a in task.answers)
+    assert ":green[▍] **Accepted answers:**" in shown
+
+
+def test_memory_fix_and_accept_edits_the_json_and_verifies_it_first(memory_env):
+    db = AppPaths.from_env().db()
+    n = len(db.decisions(MEMORY_RUN))
+    at = memory_page("pages/3_Review.py")
+    at.session_state["review_reviewer"] = "ana"
+    at.run()
+    tid = at.selectbox(key="review_focus").value
+    at.button(key="review_focus_edit").click().run()
+    record = json.loads(at.text_area(key=f"review_j_{tid}").value)
+    assert record["id"] == tid and record["sessions"]
+
+    def submit(edited: dict | str):
+        at.text_area(key=f"review_j_{tid}").input(edited if isinstance(edited, str) else json.dumps(edited))
+        next(b for b in at.button if b.proto.form_id == f"review_fix_{tid}").click().run()
+        assert not at.exception
+        return " ".join(e.value for e in at.error)
+
+    assert "empty or blank" in submit({**record, "answers": [""]})
+    assert "not JSON" in submit("{")
+    assert "not a bfcl_memory_kv task" in submit({**record, "question": ""})
+    assert len(db.decisions(MEMORY_RUN)) == n  # nothing recorded for a failing edit
+    assert not submit({**record, "question": record["question"] + " Answer briefly."})
+    last = db.decisions(MEMORY_RUN)[-1]
+    assert (last.task_id, last.action, last.author) == (tid, "edit", "ana")
+    assert last.payload_dict()["task"]["question"].endswith("Answer briefly.")
