@@ -1,4 +1,5 @@
-"""Seeds: the seed catalog (import, enable/disable, tag, start a run on a subset) and the BFCL seed set."""
+"""Seeds: the seed catalog (import a task file of any benchmark, enable/disable, tag, start a run on a subset)
+and the BFCL seed set."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from rods_core.config import parse_overrides
+from rods_core.config import BENCHMARK_NAMES, parse_overrides
 from rods_core.inputs import DoorError
 from rods_core.seeds import load_seeds, split_of
 from rods_core.stats import task_rows
@@ -26,12 +27,13 @@ def bfcl_table() -> pd.DataFrame:
     return pd.DataFrame(task_rows(tasks)).assign(split=[split_of(t.id) for t in tasks])
 
 
-def import_seed_file(upload, typed: str, tags: list[str]) -> None:
+def import_seed_file(upload, typed: str, tags: list[str], benchmark: str) -> None:
+    bench = ui.named_benchmark(benchmark)
     try:
         report = (
-            import_upload(paths, db, upload.name, upload.getvalue(), tags)
+            import_upload(paths, db, upload.name, upload.getvalue(), tags, bench)
             if upload is not None
-            else import_workspace_file(paths, db, typed, tags)
+            else import_workspace_file(paths, db, typed, tags, bench)
         )
     except DoorError as e:  # unreadable, invalid, failing replay, test-split or outside the workspace
         st.error("Nothing was imported.")
@@ -45,8 +47,11 @@ with add:
     upload = st.file_uploader("JSONL task file", type=["jsonl", "json"], key="seeds_upload")
     typed = st.text_input("…or a file in the workspace", key="seeds_path", placeholder="imports/tasks.jsonl")
     tags = [t.strip() for t in st.text_input("Tags (comma separated)", key="seeds_import_tags").split(",") if t.strip()]
+    benchmark = st.selectbox(
+        "Benchmark of the file's tasks (its schema, verifier and test split)", BENCHMARK_NAMES, key="seeds_benchmark"
+    )
     if st.button("Import", key="seeds_import", type="primary"):
-        import_seed_file(upload, typed, tags)
+        import_seed_file(upload, typed, tags, benchmark)
     if st.button("Add the BFCL train split (400 seeds)", key="seeds_add_bfcl"):
         added, updated = db.upsert_seeds(load_seeds("train"), source="bfcl", tags=["bfcl"])
         st.success(f"Added {added} and updated {updated} BFCL seed(s).")

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rods_core.benchmarks.registry import make_benchmark, task_type_of
 from rods_core.config import RunConfig, dump_config
 from rods_core.ids import check_run_id, new_run_id
 from rods_core.seeds import refuse_test_tasks
-from rods_core.tasks import write_tasks
+from rods_core.tasks import Task, write_tasks
 from rods_lab.configs import build_config
 from rods_lab.paths import PROJECT_ROOT, AppPaths
 from rods_lab.status import LOG_FILE
@@ -95,13 +96,23 @@ def launch_on_seeds(
     tasks = catalog_tasks(db, task_ids)
     if not tasks:
         raise ValueError("choose at least one seed")
-    refuse_test_tasks(tasks, "a run on catalog seeds")
     file = paths.workspace / "subsets" / f"{new_run_id(name)}.jsonl"
     cfg = build_config(
         base,
-        {"name": name, "seeds.subset": "file", "seeds.file": str(file), "seeds.limit": None, **overrides},
+        # the chosen seeds are the pool: the base config's own pick (ids, limit) does not apply to them
+        {"name": name, "seeds.subset": "file", "seeds.file": str(file), "seeds.ids": None, "seeds.limit": None}
+        | overrides,
         paths,
         check_seeds=False,
     )
+    kind = task_type_of(cfg.benchmark)
+    other = sorted(t.id for t in tasks if type(t) is not kind)
+    if other:
+        raise ValueError(
+            f"seed(s) {', '.join(other[:5])} are not {cfg.benchmark} tasks, which the config trains on: pick seeds "
+            f"of one benchmark and a config whose `benchmark:` is theirs"
+        )
+    guard = None if kind is Task else make_benchmark(cfg.benchmark, prereq=cfg.prereq).leak_reason
+    refuse_test_tasks(tasks, "a run on catalog seeds", guard)
     write_tasks(file, tasks)
     return launch_run(cfg, paths), file

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.experiments import EXPERIMENTS
+from rods_core.benchmarks.protocols import Benchmark
 from rods_core.inputs import DoorError, read_bytes
 from storage.catalog import ImportReport, import_seeds
 from storage.control import ControlDB, open_store
@@ -70,15 +71,22 @@ def save_upload(paths: AppPaths, name: str, data: bytes) -> Path:
     return target
 
 
-def import_upload(paths: AppPaths, db: ControlDB, name: str, data: bytes, tags: list[str]) -> ImportReport:
-    """An uploaded seed file, verified as `rods seeds import` verifies one (schema, replay, leak guard)
-    before anything is written; then kept under imports/."""
-    report = import_seeds(db, data, Path(name).name or "upload", "the Seeds page upload", tags=tags)
+def import_upload(
+    paths: AppPaths, db: ControlDB, name: str, data: bytes, tags: list[str], benchmark: Benchmark | None = None
+) -> ImportReport:
+    """An uploaded seed file of `benchmark`'s tasks (BFCL multi-turn's when None), verified as `rods seeds
+    import` verifies one (schema, verification by execution, leak guard) before anything is written; then
+    kept under imports/."""
+    where = Path(name).name or "upload"
+    report = import_seeds(db, data, where, "the Seeds page upload", tags=tags, benchmark=benchmark)
     save_upload(paths, name, data)
     return report
 
 
-def import_workspace_file(paths: AppPaths, db: ControlDB, typed: str, tags: list[str]) -> ImportReport:
+def import_workspace_file(
+    paths: AppPaths, db: ControlDB, typed: str, tags: list[str], benchmark: Benchmark | None = None
+) -> ImportReport:
     """A seed file typed as a path: confined to the workspace, then verified and imported whole."""
     path = confine(typed, paths.workspace)
-    return import_seeds(db, read_bytes(path, "task file"), str(path), "the Seeds page import", tags=tags)
+    data = read_bytes(path, "task file")
+    return import_seeds(db, data, str(path), "the Seeds page import", tags=tags, benchmark=benchmark)

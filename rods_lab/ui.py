@@ -15,6 +15,7 @@ import streamlit as st
 from streamlit.runtime.pages_manager import PagesManager
 
 from rods_core.benchmarks.protocols import Benchmark
+from rods_core.benchmarks.registry import make_benchmark
 from rods_lab import views
 from rods_lab.pages import PageSpec, page_of
 from rods_lab.paths import AppPaths
@@ -71,6 +72,12 @@ def benchmark(run_dir: str) -> Benchmark:
     except views.RunBenchmarkError as e:
         st.error(str(e))
         st.stop()
+
+
+@st.cache_resource(show_spinner=False)
+def named_benchmark(name: str) -> Benchmark:
+    """A benchmark by its registry name (the Seeds page's import door), built once."""
+    return make_benchmark(name)
 
 
 def structure_cache() -> str:

@@ -6,14 +6,18 @@ built-in BFCL seed and is read from the BFCL data by id.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
+from rods_core.benchmarks.protocols import Benchmark
+from rods_core.benchmarks.registry import BENCHMARK_NAMES, make_benchmark, task_type_of
 from rods_core.tasks import Task
-from storage.control import ControlDB
+from storage.control import ControlDB, Seed
 
 
 @dataclass(frozen=True)
@@ -31,38 +35,57 @@ def import_seeds(
     *,
     tags: Iterable[str] = (),
     allow_test: bool = False,
+    benchmark: Benchmark | None = None,
 ) -> ImportReport:
     """Verify a whole seed file's bytes (schema naming file:line:field, replay by execution, and the leak
     guard unless allow_test), and only then add its tasks to the catalog in one transaction. `db` may be
-    a factory, so a refused file does not even create the database. Raises DoorError subclasses."""
+    a factory, so a refused file does not even create the database. `benchmark` (BFCL multi-turn when None)
+    gives the schema, the verifier and the guard. Raises DoorError subclasses."""
     from rods_core.task_files import parse_task_bytes
 
-    tasks = parse_task_bytes(data, source, where, guard=not allow_test)
+    tasks = parse_task_bytes(data, source, where, guard=not allow_test, benchmark=benchmark)
     cdb = db() if callable(db) else db
     added, updated = cdb.upsert_seeds(tasks, source="import", tags=tags)
     return ImportReport(source, added, updated)
 
 
+@functools.cache
+def _group_of(kind: type) -> Callable[[Any], str]:
+    """`group_of` of the first benchmark whose tasks are of this model (memory's scenario for every backend)."""
+    return make_benchmark(next(n for n in BENCHMARK_NAMES if task_type_of(n) is kind)).group_of
+
+
 def seed_frame(db: ControlDB) -> pd.DataFrame:
-    """task_id, enabled, tags (comma separated), source, category, turns, calls, added_at."""
+    """task_id, enabled, tags (comma separated), source, category, turns, calls, added_at. Another
+    benchmark's task has its group (memory's scenario) as category, and no turns or calls (0)."""
     rows = []
     for s in db.list_seeds():
         rec = json.loads(s.record) if s.record else {}
+        task = _catalog_task(s)
+        other = task is not None and not isinstance(task, Task)
         rows.append(
             {
                 "task_id": s.task_id,
                 "enabled": bool(s.enabled),
                 "tags": ", ".join(json.loads(s.tags or "[]")),
                 "source": s.source,
-                "category": rec.get("category", ""),
-                "turns": len(rec.get("question", [])),
-                "calls": sum(len(c) for c in rec.get("ground_truth", [])),
+                "category": _group_of(type(task))(task) if other else rec.get("category", ""),
+                "turns": 0 if other else len(rec.get("question", [])),
+                "calls": 0 if other else sum(len(c) for c in rec.get("ground_truth", [])),
                 "added_at": s.added_at,
             }
         )
     return pd.DataFrame(
         rows, columns=["task_id", "enabled", "tags", "source", "category", "turns", "calls", "added_at"]
     )
+
+
+def _catalog_task(seed: Seed) -> Any:
+    """The entry's task, or None for a built-in BFCL seed and for a record no task model reads (shown as is)."""
+    try:
+        return seed.task()
+    except ValueError:
+        return None
 
 
 def catalog_tasks(db: ControlDB, task_ids: Iterable[str]) -> list[Task]:

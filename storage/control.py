@@ -30,9 +30,9 @@ from sqlalchemy import Column, DateTime, TypeDecorator, text, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Field, Session, SQLModel, select
 
-from rods_core.tasks import Task, parse_record, record_parser
+from rods_core.benchmarks.registry import parse_any_record
+from rods_core.tasks import Task
 from storage.legacy_duckdb import LegacyStoreError, read_legacy_store, set_aside
-from storage.pools import run_task_type
 from storage.store_engine import DEFAULT_DB, ENV_VAR, resolve_store, store_engine, store_target
 
 LEGACY_FILE = "control.duckdb"  # the store of earlier versions, carried over on first open
@@ -137,8 +137,9 @@ class Seed(SQLModel, table=True):
     added_at: datetime | None = _tz_field()
     record: str | None = Field(None, description="the task record as JSON (None: a built-in BFCL seed)")
 
-    def task(self) -> Task | None:
-        return parse_record(json.loads(self.record)) if self.record else None
+    def task(self) -> Any:
+        """The entry's task, of whichever benchmark's model its record fits; None for a built-in BFCL seed."""
+        return parse_any_record(json.loads(self.record)) if self.record else None
 
 
 # ----- where the store is -----------------------------------------------------------------------
@@ -334,7 +335,7 @@ class ControlDB:
     def add_decision(
         self, run_id: str, task_id: str, action: str, payload: dict | None = None, author: str = "researcher"
     ) -> DecisionRecord:
-        _check_decision(action, payload, self._edit_parser(run_id, [action]))
+        _check_decision(action, payload)
         d = DecisionRecord(
             run_id=run_id,
             task_id=task_id,
@@ -483,13 +484,6 @@ class ControlDB:
         return self._tx(lambda s: s.exec(stmt).rowcount) == 1
 
     # ----- review: batches of decisions, comments, the audit trail -----------------------------------
-    def _edit_parser(self, run_id: str, actions: list[str]) -> Callable[[Any], Any]:
-        """How an edit's task record is read: as the task model of the run's benchmark (its config.yaml), BFCL
-        multi-turn's for a run unknown here or without a folder; the run is looked up only for an edit."""
-        run = self.get_run(run_id) if "edit" in actions else None
-        kind = run_task_type(Path(run.out_dir)) if run is not None and run.out_dir else Task
-        return parse_record if kind is Task else record_parser(kind)
-
     def add_decisions(
         self,
         run_id: str,
@@ -500,11 +494,10 @@ class ControlDB:
     ) -> list[DecisionRecord]:
         """Record (task_id, action, payload) decisions in ONE transaction under one new batch id: the trainer
         claims a run's pending decisions all at once, so a batch is applied whole at one step boundary."""
-        batch, now, items = uuid.uuid4().hex[:12], _now(), list(items)
-        parse = self._edit_parser(run_id, [action for _, action, _ in items])
+        batch, now = uuid.uuid4().hex[:12], _now()
         rows = []
         for task_id, action, payload in items:
-            _check_decision(action, payload, parse)
+            _check_decision(action, payload)
             rows.append(
                 DecisionRecord(
                     run_id=run_id,
@@ -600,11 +593,11 @@ class Comment(SQLModel, table=True):
     created_at: datetime | None = _tz_field()
 
 
-def _check_decision(action: str, payload: dict | None, parse: Callable[[Any], Any] = parse_record) -> None:
-    """`parse`: the run's task record parser (`parse_record` for BFCL multi-turn)."""
+def _check_decision(action: str, payload: dict | None) -> None:
+    """An edit's task must fit some benchmark's task model (the trainer holds it to its run's own)."""
     if action not in ACTIONS:
         raise ValueError(f"action must be one of {ACTIONS}, got {action!r}")
     if action == "edit":
         if not payload or "task" not in payload:
             raise ValueError("an edit decision needs payload {'task': <the edited task record>}")
-        parse(payload["task"])  # a bad edit fails here, in the app, not in the trainer
+        parse_any_record(payload["task"])  # a bad edit fails here, in the app, not in the trainer

@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 import yaml
-from app_helpers import page, rods, smoke_config
+from app_helpers import kill_group, page, rods, smoke_config
 
 from rods_lab import views
 from rods_lab.paths import AppPaths
@@ -121,3 +121,51 @@ def test_memory_fix_and_accept_edits_the_json_and_verifies_it_first(memory_env):
     last = db.decisions(MEMORY_RUN)[-1]
     assert (last.task_id, last.action, last.author) == (tid, "edit", "ana")
     assert last.payload_dict()["task"]["question"].endswith("Answer briefly.")
+
+
+def test_memory_seeds_import_through_the_benchmark_and_launch_only_with_a_memory_config(memory_env):
+    """The Seeds page's door reads a file as the chosen benchmark's tasks (schema, verifier, leak guard), the
+    catalog shows them by scenario, and a run on them needs a config of their benchmark."""
+    from rods_core.benchmarks.memory_tasks import MemoryTask, load_memory_seeds
+    from rods_core.tasks import write_tasks
+    from storage.catalog import seed_frame
+
+    ws, _ = memory_env
+    db = AppPaths.from_env().db()
+    by_id = {t.id: t for t in load_memory_seeds("all")}
+    write_tasks(ws / "imports" / "memory.jsonl", [by_id[i] for i in SEEDS[:2]])
+    write_tasks(ws / "imports" / "leak.jsonl", load_memory_seeds("test")[:1])
+    at = memory_page("pages/5_Seeds.py").run()
+
+    def import_file(name: str):
+        at.text_input(key="seeds_path").input(f"imports/{name}").run()
+        at.button(key="seeds_import").click().run()
+        assert not at.exception
+        return " ".join(c.value for c in at.code)
+
+    assert "memory.jsonl:1" in import_file("memory.jsonl")  # read as BFCL multi-turn tasks, the default
+    assert any("Nothing was imported" in e.value for e in at.error) and not db.list_seeds()
+    at.selectbox(key="seeds_benchmark").select("bfcl_memory_kv").run()
+    assert "refused" in import_file("leak.jsonl") and not db.list_seeds()
+    import_file("memory.jsonl")
+    assert any("Imported 2 new" in s.value for s in at.success)
+    assert all(isinstance(s.task(), MemoryTask) for s in db.list_seeds())
+    assert set(seed_frame(db).category) == {"notetaker"}
+    at.multiselect(key="seeds_pick").set_value(SEEDS[:2]).run()
+    at.selectbox(key="seeds_config").select("demo-cpu").run()
+    before = {r.id for r in db.list_runs()}
+    at.button(key="seeds_launch").click().run()
+    assert any("not bfcl_multi_turn tasks" in e.value for e in at.error)
+    assert {r.id for r in db.list_runs()} == before  # nothing launched
+    at.selectbox(key="seeds_config").select("memory-cpu").run()
+    at.text_area(key="seeds_more").input(f"model.path={ws / 'models' / 'tiny'}\ngrpo.max_steps=1").run()
+    at.button(key="seeds_launch").click().run()
+    assert not at.exception and not at.error
+    (run,) = [r for r in db.list_runs() if r.id not in before]
+    try:
+        cfg = run.config_dict()
+        assert cfg["benchmark"] == "bfcl_memory_kv" and cfg["seeds"]["ids"] is None  # the chosen seeds are the pool
+        with open(cfg["seeds"]["file"]) as f:
+            assert [json.loads(line)["id"] for line in f] == SEEDS[:2]
+    finally:
+        kill_group(run.pid)

@@ -3,9 +3,12 @@ them with the episode settings they share (prompt format, tool-call messages per
 
 from __future__ import annotations
 
+from typing import Any
+
 from rods_core.benchmarks.bfcl_multi_turn import BfclMultiTurn
 from rods_core.benchmarks.protocols import Benchmark
 from rods_core.config import BENCHMARK_NAMES, BenchmarkName, Prereq, PromptConfig
+from rods_core.tasks import parse_record, record_parser
 
 __all__ = [
     "BENCHMARK_NAMES",
@@ -14,6 +17,7 @@ __all__ = [
     "Prereq",
     "benchmark_problem",
     "make_benchmark",
+    "parse_any_record",
     "task_type_of",
 ]
 DEFAULT_BENCHMARK = "bfcl_multi_turn"
@@ -60,3 +64,17 @@ def task_type_of(name: str) -> type:
     from rods_core.benchmarks.memory_tasks import MemoryTask  # not at the top: see make_benchmark
 
     return MemoryTask
+
+
+def parse_any_record(rec: Any) -> Any:
+    """A record of a store that holds tasks of every benchmark (the seed catalog), read by the first task
+    model, in BENCHMARK_NAMES order, whose schema it fits; BFCL multi-turn's error when none does."""
+    try:
+        return parse_record(rec)
+    except ValueError as bfcl_error:
+        for kind in dict.fromkeys(task_type_of(n) for n in BENCHMARK_NAMES[1:]):
+            try:
+                return record_parser(kind)(rec)
+            except ValueError:
+                continue
+        raise bfcl_error from None

@@ -11,6 +11,8 @@ from typing import Any
 
 import typer
 
+from rods_core.config import BENCHMARK_NAMES
+
 
 def emit_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
@@ -39,6 +41,7 @@ def choices(name: str, values: Iterable[str]) -> type[Enum]:
 
 
 Split = choices("Split", ("train", "test", "all"))  # rods_core.seeds.Split (tests/test_cli.py compares them)
+BenchmarkChoice = choices("BenchmarkChoice", BENCHMARK_NAMES)
 
 
 def seeds_of_split(split: Split):

@@ -10,15 +10,14 @@ from pathlib import Path
 
 import typer
 
-from rods_core.benchmarks.registry import BENCHMARK_NAMES, make_benchmark
+from rods_core.benchmarks.registry import make_benchmark
 from rods_core.config import ComputeSettings, SFTSettings
 from rods_core.evaluation import EvalConfig
-from rods_lab.cli._common import Split, choices, clean_errors, emit_json, fail
+from rods_lab.cli._common import BenchmarkChoice, Split, choices, clean_errors, emit_json, fail
 
 _S = SFTSettings()
 _C = ComputeSettings()
 _E = EvalConfig()
-BenchmarkChoice = choices("BenchmarkChoice", BENCHMARK_NAMES)
 PrereqChoice = choices("PrereqChoice", ("all", "fact"))
 
 
