@@ -72,10 +72,11 @@ def test_memory_pages_render_questions_and_answers_and_group_by_scenario(memory_
     snap = views.snapshot(run_dir)
     staged = snap.tasks("staged")
     assert staged, "uniform synthesis staged no memory variant to review"
-    for path in ("app.py", "pages/2_Boundary.py"):
+    for path in ("app.py", "pages/1_Launch.py", "pages/6_Compare.py", "pages/2_Boundary.py"):
         at = memory_page(path).run()
         assert not at.exception, path
     assert len(at.get("plotly_chart")) == 4  # the scatter, regions, variance, and success by scenario
+    assert [s.key for s in at.selectbox] == ["boundary_run"]  # no class combination to pick
     at = memory_page("pages/4_Buffer.py").run()
     assert not at.exception
     variant = staged[0]
