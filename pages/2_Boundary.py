@@ -63,4 +63,5 @@ def live(run_dir: str) -> None:
 
 
 if run is not None:
+    ui.benchmark(run.out_dir)  # a config.yaml naming no benchmark stops the page here, with the reason
     live(run.out_dir)

@@ -29,6 +29,7 @@ st.caption(
     + ("its variants wait here for approval." if mode == "gated" else "its variants are probed at once.")
 )
 reviewer = review.reviewer_field()
+bfcl = views.is_bfcl(ui.benchmark(run.out_dir))  # a config.yaml naming no benchmark stops the page here
 rows = review.table(run.out_dir, run.id, review.token())
 
 
@@ -52,7 +53,6 @@ if "review_view" not in st.session_state or st.session_state.get("review_view_ru
 f = st.columns([2, 2, 2, 2, 2])
 view = f[0].radio("Show", curation.VIEWS, key="review_view", horizontal=True)
 text = f[1].text_input("Task or parent id contains", key="review_text")
-bfcl = views.is_bfcl(ui.benchmark(run.out_dir))
 cats = f[2].multiselect("Category" if bfcl else "Group", sorted(rows.category.unique()), key="review_cats")
 combos = f[3].multiselect("Class combination", sorted(rows.class_combo.unique()), key="review_combos") if bfcl else []
 regions = f[4].multiselect("Parent's region", sorted(rows.parent_region.unique()), key="review_regions")

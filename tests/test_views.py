@@ -66,3 +66,29 @@ def test_task_history_reads_the_reason_code_and_detail_apart_and_logs_without_de
     _, moves = views.task_history(RunReader(tmp_path / "old"), "v0")
     assert list(moves.columns) == ["step", "from_pool", "to_pool", "reason", "detail"]
     assert moves["reason"].tolist() == [old["reason"]] and moves["detail"].isna().all()
+
+
+def test_a_runs_benchmark_comes_from_its_config_and_another_benchmarks_tasks_are_grouped(tmp_path):
+    from rods_core.benchmarks.memory_tasks import load_memory_seeds
+    from storage import curation
+
+    run = tmp_path / "run"
+    run.mkdir()
+    assert views.run_benchmark(run).name == "bfcl_multi_turn"  # no config.yaml: a run from before the field
+    (run / "config.yaml").write_text("benchmark: bfcl_memory_rec_sum\nprereq: fact\n")
+    bench = views.run_benchmark(run)
+    assert (bench.name, bench.prereq, views.is_bfcl(bench)) == ("bfcl_memory_rec_sum", "fact", False)
+    (run / "config.yaml").write_text("benchmark: memory\n")
+    with pytest.raises(views.RunBenchmarkError, match="config.yaml: cannot tell the run's benchmark: unknown"):
+        views.run_benchmark(run)
+    seed = load_memory_seeds("train")[0]
+    prov = seed.provenance.model_copy(update={"source": "synth", "parent_id": seed.id})
+    variant = seed.model_copy(update={"id": "v1", "answers": ["Other"], "source": "Other.", "provenance": prov})
+    snap = PoolsSnapshot(step=1, written_at=None, pools={"seeds": [seed], "staged": [variant]})
+    table = views.structure_table(snap, tmp_path / "cache.json", bench)
+    assert set(table.class_combo) == set(table.category) == {seed.scenario} and not (tmp_path / "cache.json").exists()
+    assert curation.distance(seed, variant) == curation.Distance(2, 0, 0)  # the answer and the source
+    rows = curation.review_rows(snap, {}, {}, pd.DataFrame(), [], group_of=bench.group_of)
+    assert rows[["task_id", "category", "class_combo", "values_changed"]].values.tolist() == [
+        ["v1", seed.scenario, "", 2]
+    ]
