@@ -174,6 +174,9 @@ def test_rods_eval_refuses_bad_benchmark_input(tiny_model_dir, tmp_path):
     assert r.exit_code == 2 and "--categories and --tasks are BFCL multi-turn's" in r.output
     r = runner.invoke(app, [*base, "--benchmark", "bfcl_memory_kv", "--out", str(tmp_path / "no" / "r.json")])
     assert r.exit_code == 2 and "does not exist" in r.output
+    # a folder as --out is refused before any episode is played, not with a traceback after all of them
+    r = runner.invoke(app, [*base, "--benchmark", "bfcl_memory_kv", "--limit", "1", "--out", str(tmp_path)])
+    assert r.exit_code == 2 and "is a folder" in r.output, r.output
     r = runner.invoke(app, [*base, "--prereq", "some"])
     assert r.exit_code == 2 and "'some' is not one of" in r.output
 

@@ -196,6 +196,7 @@ def eval_cmd(
     Example: rods eval --model models/tiny-demo --benchmark bfcl_memory_kv --prereq fact --limit 20 --json
     """
     from rods_core.evaluation import evaluate
+    from rods_core.inputs import check_output_file
     from rods_core.threads import apply_thread_policy
 
     apply_thread_policy()
@@ -205,6 +206,9 @@ def eval_cmd(
     tasks = _eval_tasks(bench, split.value, categories, tasks_file)
     if out is not None and not out.parent.is_dir():
         fail(f"--out: folder {out.parent} does not exist; create it or choose another path")
+    if out is not None:
+        with clean_errors():  # a folder or an unwritable path is refused before the episodes, not after
+            check_output_file(out, "--out file")
     tasks = tasks[:limit] if limit else tasks
     bar, step = _bar(f"eval {len(tasks)} tasks")
     with bar:
