@@ -169,6 +169,14 @@ def test_task_fields_that_reach_paths_are_refused():
             MemoryTask.model_validate({**base, field: value})
 
 
+def test_an_empty_prerequisite_conversation_is_refused_by_the_schema_naming_it():
+    """A conversation with no user turn has nothing to open its session with: the schema names it, where the
+    episode would fail with an IndexError inside its verifier."""
+    base = load_memory_seeds("train")[0].model_dump(mode="json")
+    with pytest.raises(ValueError, match=r"sessions\.1\s+List should have at least 1 item"):
+        MemoryTask.model_validate({**base, "sessions": [base["sessions"][0], []]})
+
+
 def test_fact_mode_plays_only_the_conversation_that_states_the_answer(tmp_path):
     bench = BfclMemory("kv", prereq="fact")
     task = next(t for t in bench.seeds("train") if fact_session(t) not in (None, 0))

@@ -8,7 +8,7 @@ import json
 import re
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -33,7 +33,9 @@ class MemoryTask(BaseModel):
     question: str = Field(min_length=1, description="the question asked in the final session")
     answers: list[str] = Field(min_length=1, description="accepted answers; any one found in the reply passes")
     source: str = Field("", description="BFCL's excerpt of the conversation that holds the answer")
-    sessions: list[list[str]] = Field(min_length=1, description="the prerequisite conversations: user turns each")
+    sessions: list[Annotated[list[str], Field(min_length=1)]] = Field(
+        min_length=1, description="the prerequisite conversations: user turns each (at least one a conversation)"
+    )
     provenance: Provenance = Field(default_factory=Provenance)
 
     @field_validator("id", mode="before")
