@@ -19,7 +19,7 @@ Episodes are played through `Generator.stream`: in rounds (one batched message p
 with the KV-cached decoder, continuously: an episode's next message starts as soon as its last is played.
 Departure from the paper (verl's multi-turn rollout): a message cut by `max_new_tokens` is closed with the
 stop token as an environment token, and an episode whose context would outgrow `max_context_tokens` ends
-early with its remaining turns scored as failed.
+early with its remaining turns scored as failed (before any generation when its opening alone would).
 """
 
 from __future__ import annotations
@@ -80,7 +80,13 @@ class _Run:
     """The token bookkeeping of one episode, fed one generated message at a time; the Environment plays it."""
 
     def __init__(
-        self, task_id: str, env: Environment, renderer: ChatRenderer, cfg: EpisodeConfig, fresh_sessions: bool
+        self,
+        task_id: str,
+        env: Environment,
+        renderer: ChatRenderer,
+        cfg: EpisodeConfig,
+        fresh_sessions: bool,
+        stop_id: int,
     ):
         self.env, self.renderer, self.cfg, self.fresh_sessions = env, renderer, cfg, fresh_sessions
         self.tools = env.tools()
@@ -88,6 +94,11 @@ class _Run:
         msgs = env.reset()
         self.session = list(msgs)  # the conversation the tokens hold (the whole transcript, or this session's)
         self.ep = Episode(task_id, prompt_ids=renderer.prompt_ids(msgs, self.tools), transcript=list(msgs))
+        if len(self.ep.prompt_ids) + cfg.sampling.max_new_tokens > cfg.max_context_tokens:
+            # The opening alone fills the context (a task's long first turn): nothing is generated past the
+            # budget, which a backend may refuse; the completion is one stop token, as a cut message's end.
+            self._append([stop_id], 0)
+            self._finish_early()
 
     def _append(self, ids: list[int], mask: int, logprobs: list[float] | None = None) -> None:
         ep = self.ep
@@ -192,7 +203,9 @@ def run_episodes(
     renderer = renderer_for(generator.tokenizer)
     with tempfile.TemporaryDirectory(prefix="episodes_") as tmp:
         where = Path(tmp) if workdir is None else workdir
-        runs = [_Run(t.id, bench.environment(t, where), renderer, cfg, fresh_sessions) for t in tasks]
+        runs = [
+            _Run(t.id, bench.environment(t, where), renderer, cfg, fresh_sessions, generator.stop_id) for t in tasks
+        ]
         active = [r for r in runs if not r.done]
 
         def on_message(i: int, comp: Completion) -> list[int] | None:

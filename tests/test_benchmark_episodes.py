@@ -87,6 +87,23 @@ def test_evaluation_starts_each_memory_session_in_a_fresh_context(tok, tmp_path)
     assert task.question in tok.decode(ep.prompt_ids)  # the tokens hold the last session only
 
 
+def test_an_opening_longer_than_the_context_is_not_generated_from(tok, tmp_path):
+    """A task whose first turn alone fills the context (a hostile or long task) ends before any generation:
+    a backend would overrun its positions or refuse the prompt (vLLM's max_model_len) and stop the run."""
+    bench = BfclMemory("kv", prereq="fact")
+    seed = bench.seeds("train")[0]
+    long = seed.model_copy(update={"id": "long_1", "sessions": [["word " * 3000 + seed.answers[0] + "."]]})
+    assert bench.verify(long, tmp_path / "verify").ok  # a valid task: only its length is the problem
+    asked: list[int] = []
+    gen = ScriptedGenerator(tok, lambda ctx: asked.append(len(ctx)) or "Noted.")
+    cfg = EpisodeConfig(max_context_tokens=1024)
+    short, cut = run_episodes([seed, long], gen, cfg, benchmark=bench, workdir=tmp_path / "run")
+    assert asked and all(n <= cfg.max_context_tokens for n in asked)  # only the short task was played
+    assert cut.truncated and (cut.reward, cut.accuracy) == (0.0, 0.0)
+    assert cut.completion_ids == [gen.stop_id] and cut.env_mask == [0]  # one token, as TRL needs one
+    assert len(cut.prompt_ids) > cfg.max_context_tokens and short.n_messages >= 1
+
+
 def test_the_cached_decoder_restarts_a_row_whose_next_context_is_fresh(tiny_model_dir):
     """A context that does not extend the row's is played from position 0: the same greedy messages as
     transformers' `generate` in rounds."""
