@@ -23,6 +23,7 @@ from rods_core.benchmarks import edits
 from rods_core.benchmarks.protocols import Benchmark
 from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, make_benchmark
 from rods_core.config import ConfigError, read_config_data
+from rods_core.inputs import json_value
 from rods_core.signature import signature
 from rods_core.synth.verify import verify_task
 from rods_core.tasks import Task
@@ -322,12 +323,9 @@ def verify_edit(original: Task, edited: Task, snap: PoolsSnapshot) -> tuple[bool
 
 
 def edited_record(bench: Benchmark, text: str) -> Any:
-    """The editor's JSON text as a task of the benchmark; ValueError when it is not JSON or not the schema."""
-    try:
-        record = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"not JSON: {e}") from None
-    return edits.parse_edit(bench, record)
+    """The editor's JSON text as a task of the benchmark; ValueError when it is not JSON (the project's JSON
+    door: too deep, a number past Python's digit limit, a lone surrogate) or not the schema."""
+    return edits.parse_edit(bench, json_value(text))
 
 
 def verify_record_edit(bench: Benchmark, original: Any, edited: Any, snap: PoolsSnapshot) -> tuple[bool, str]:

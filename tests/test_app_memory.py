@@ -115,7 +115,7 @@ def test_memory_fix_and_accept_edits_the_json_and_verifies_it_first(memory_env):
         return " ".join(e.value for e in at.error)
 
     assert "empty or blank" in submit({**record, "answers": [""]})
-    assert "not JSON" in submit("{")
+    assert "not valid JSON" in submit("{")
     assert "not a bfcl_memory_kv task" in submit({**record, "question": ""})
     assert len(db.decisions(MEMORY_RUN)) == n  # nothing recorded for a failing edit
     assert not submit({**record, "question": record["question"] + " Answer briefly."})

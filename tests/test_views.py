@@ -92,3 +92,22 @@ def test_a_runs_benchmark_comes_from_its_config_and_another_benchmarks_tasks_are
     assert rows[["task_id", "category", "class_combo", "values_changed"]].values.tolist() == [
         ["v1", seed.scenario, "", 2]
     ]
+
+
+def test_the_review_editors_json_is_refused_as_a_value_error_whatever_it_holds():
+    """Fix & Accept catches ValueError: deep nesting (json's RecursionError), a 5,000-digit number, a list or a
+    number in place of a task each come back as one, naming the problem, never as a page traceback."""
+    from rods_core.benchmarks.bfcl_memory import BfclMemory
+
+    bench = BfclMemory("kv")
+    cases = {
+        "[" * 100_000: "nested deeper than",
+        '{"a":' * 5000 + "1" + "}" * 5000: "nested deeper than",
+        "9" * 5000: "digits",
+        "{": "not valid JSON",
+        "[1, 2]": "not a bfcl_memory_kv task",
+        "5": "not a bfcl_memory_kv task",
+    }
+    for text, needle in cases.items():
+        with pytest.raises(ValueError, match=needle):
+            views.edited_record(bench, text)
