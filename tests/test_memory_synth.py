@@ -67,3 +67,14 @@ def test_a_test_split_parent_is_refused():
     bench = BfclMemory("kv")
     with pytest.raises(ValueError, match="not a synthesis parent"):
         bench.synthesizer.variants(bench.seeds("test")[0], 1, seed=0)
+
+
+@pytest.mark.parametrize("answer", ["²", "9" * 5000, "12345"])
+def test_a_number_the_template_cannot_hold_is_no_plan_and_no_exception(answer, tmp_path):
+    """An edited task's answer that `isdigit` admits but `int` refuses ("²", 5,000 digits) gives no number
+    plan, so the synthesizer returns no variant rather than failing the whole job (or `rods sft --variants`)."""
+    seed = load_memory_seeds("train")[0]
+    task = seed.model_copy(update={"answers": [answer], "sessions": [[f"My number is {answer}. Noted?"]]})
+    assert number_plan(task, random.Random(0)) is None
+    synth = BfclMemory("kv", prereq="fact", synth_workdir=tmp_path).synthesizer
+    assert synth.variants(task, 2, seed=0) == []
