@@ -15,6 +15,7 @@ from rods_core.benchmarks.bfcl_memory import BfclMemory
 from rods_core.benchmarks.memory_answers import answer_matches
 from rods_core.benchmarks.memory_env import AGENTIC_FORMAT
 from rods_core.benchmarks.memory_tasks import (
+    MAX_SESSIONS,
     TEST_SCENARIOS,
     MemoryTask,
     fact_session,
@@ -175,6 +176,15 @@ def test_an_empty_prerequisite_conversation_is_refused_by_the_schema_naming_it()
     base = load_memory_seeds("train")[0].model_dump(mode="json")
     with pytest.raises(ValueError, match=r"sessions\.1\s+List should have at least 1 item"):
         MemoryTask.model_validate({**base, "sessions": [base["sessions"][0], []]})
+
+
+def test_a_task_of_more_prerequisite_conversations_than_the_bound_is_refused_by_the_schema():
+    """Thousands of one-line sessions fit a 1 MB edit and would take their verification ~3 ms each."""
+    base = load_memory_seeds("train")[0].model_dump(mode="json")
+    assert max(len(t.sessions) for t in load_memory_seeds("all")) <= MAX_SESSIONS
+    MemoryTask.model_validate({**base, "sessions": [["a"]] * MAX_SESSIONS})
+    with pytest.raises(ValueError, match=rf"sessions\s+List should have at most {MAX_SESSIONS} items"):
+        MemoryTask.model_validate({**base, "sessions": [["a"]] * 5000})
 
 
 def test_fact_mode_plays_only_the_conversation_that_states_the_answer(tmp_path):

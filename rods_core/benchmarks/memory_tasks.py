@@ -22,6 +22,9 @@ SCENARIOS: tuple[str, ...] = ("customer", "finance", "healthcare", "notetaker", 
 # test question's facts would reach training through any train question of the same scenario.
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 TEST_SCENARIOS = frozenset({"healthcare", "student"})  # 75 test questions; customer, finance, notetaker: 80 train
+# BFCL's scenarios have at most 10; each session writes snapshot files when played, so an edit or imported
+# task of thousands of one-line sessions would hold the step boundary for its verification (~3 ms a session)
+MAX_SESSIONS = 100
 
 
 class MemoryTask(BaseModel):
@@ -34,7 +37,9 @@ class MemoryTask(BaseModel):
     answers: list[str] = Field(min_length=1, description="accepted answers; any one found in the reply passes")
     source: str = Field("", description="BFCL's excerpt of the conversation that holds the answer")
     sessions: list[Annotated[list[str], Field(min_length=1)]] = Field(
-        min_length=1, description="the prerequisite conversations: user turns each (at least one a conversation)"
+        min_length=1,
+        max_length=MAX_SESSIONS,
+        description="the prerequisite conversations: user turns each (at least one a conversation)",
     )
     provenance: Provenance = Field(default_factory=Provenance)
 
