@@ -196,6 +196,10 @@ def test_rods_eval_refuses_bad_benchmark_input(tiny_model_dir, tmp_path):
     assert r.exit_code == 2 and "is a folder" in r.output, r.output
     r = runner.invoke(app, [*base, "--prereq", "some"])
     assert r.exit_code == 2 and "'some' is not one of" in r.output
+    sft = ["sft", *base[1:], "--out", str(tmp_path / "o"), "--demo", "--variants", "1", "--max-epochs", "1"]
+    for command in ([*base, "--limit", "1"], sft):
+        r = runner.invoke(app, [*command, "--prereq", "fact"])  # memory's option, on BFCL multi-turn
+        assert r.exit_code == 2 and "--prereq is memory's" in r.output, r.output
 
 
 def test_rods_eval_reports_a_memory_benchmark_per_scenario(tiny_model_dir, tmp_path):

@@ -195,6 +195,16 @@ def test_the_config_names_the_benchmark_and_refuses_bfcl_options_on_another():
     RunConfig.model_validate({**bad, "method": "rods", "seeds": {}})  # the fixes named are enough
 
 
+def test_the_config_refuses_memorys_prereq_on_bfcl_multi_turn():
+    """`prereq: fact` on a BFCL multi-turn run would be silently ignored: refused, naming the field and fix."""
+    import pytest
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="prereq 'fact': memory benchmarks' option.*remove prereq"):
+        RunConfig.model_validate({"prereq": "fact"})
+    assert RunConfig.model_validate({"prereq": "all"}).prereq == "all"
+
+
 def test_a_memory_buffer_resumes_with_its_variants_as_memory_tasks():
     from rods_core.benchmarks.bfcl_memory import BfclMemory
     from rods_core.benchmarks.memory_tasks import MemoryTask

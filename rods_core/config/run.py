@@ -275,8 +275,14 @@ class RunConfig(_Strict):
 
 
 def benchmark_option_problems(cfg: RunConfig) -> list[str]:
-    """BFCL multi-turn's own options set on a run of another benchmark: each names the field, why, the fix."""
+    """A benchmark's own options set on a run of another (BFCL multi-turn's on memory, memory's `prereq` on
+    BFCL multi-turn): each names the field, why, the fix."""
     if cfg.benchmark == "bfcl_multi_turn":
+        if cfg.prereq != "all":
+            return [
+                f"prereq {cfg.prereq!r}: memory benchmarks' option; bfcl_multi_turn has no prerequisite "
+                "conversations: remove prereq"
+            ]
         return []
     other = f"benchmark {cfg.benchmark} "
     problems = []

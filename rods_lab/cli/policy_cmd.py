@@ -33,6 +33,15 @@ def _load_tasks(tasks_file: Path | None, demo: bool, where: str, benchmark=None)
         return load_task_file(tasks_file, where, benchmark=benchmark)
 
 
+def _benchmark(benchmark: BenchmarkChoice, prereq: PrereqChoice):
+    """(EvalConfig, Benchmark) of --benchmark and --prereq; --prereq fact on BFCL multi-turn is refused (exit 2),
+    as the run config refuses it, rather than silently ignored."""
+    if benchmark.value == "bfcl_multi_turn" and prereq.value != "all":
+        fail("--prereq is memory's: bfcl_multi_turn has no prerequisite conversations; remove --prereq")
+    cfg = EvalConfig(benchmark=benchmark.value, prereq=prereq.value)
+    return cfg, make_benchmark(cfg.benchmark, prereq=cfg.prereq)
+
+
 def _model(path: Path) -> Path:
     from rods_core.model_folders import check_model_dir
 
@@ -113,8 +122,7 @@ def sft(
     from rods_core.policy.sft import run_sft
     from rods_core.policy.tiny import read_card, write_card
 
-    ecfg = EvalConfig(benchmark=benchmark.value, prereq=prereq.value)  # demonstrated, then evaluated, on it
-    bench = make_benchmark(ecfg.benchmark, prereq=ecfg.prereq)
+    ecfg, bench = _benchmark(benchmark, prereq)  # demonstrated, then evaluated, on it
     if demo and bench.name != "bfcl_multi_turn":
         fail(f"--demo is BFCL multi-turn's demo seeds; give {bench.name} tasks with --tasks FILE")
     tasks = _load_tasks(tasks_file, demo, "rods sft --tasks", bench)
@@ -201,8 +209,7 @@ def eval_cmd(
 
     apply_thread_policy()
     _model(model)
-    cfg = EvalConfig(benchmark=benchmark.value, prereq=prereq.value)
-    bench = make_benchmark(cfg.benchmark, prereq=cfg.prereq)
+    cfg, bench = _benchmark(benchmark, prereq)
     tasks = _eval_tasks(bench, split.value, categories, tasks_file)
     if out is not None and not out.parent.is_dir():
         fail(f"--out: folder {out.parent} does not exist; create it or choose another path")
