@@ -82,3 +82,9 @@ def test_choice_options_list_their_values_in_help_and_match_the_library():
         assert listed in runner.invoke(app, [*path, "--help"], env=wide).output, path
     refused = runner.invoke(app, ["seeds", "stats", "--split", "dev"], env=wide)
     assert refused.exit_code == 2 and "'dev' is not one of" in refused.output
+
+
+def test_the_seeds_group_says_its_import_takes_any_benchmark():
+    """`rods seeds import --benchmark` reads any benchmark's file: the group's summary must not say BFCL only."""
+    result = runner.invoke(app, ["seeds", "--help"])
+    assert result.exit_code == 0 and "of any benchmark" in " ".join(result.output.split())

@@ -1,4 +1,4 @@
-"""`rods seeds ...`: the BFCL seed set and its split."""
+"""`rods seeds ...`: the BFCL multi-turn seed set's statistics, and the seed catalog's import door (any benchmark)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,10 @@ import typer
 
 from rods_lab.cli._common import Split, emit_json, seeds_of_split
 
-app = typer.Typer(no_args_is_help=True, help="The BFCL multi-turn seed set: statistics, import.")
+app = typer.Typer(
+    no_args_is_help=True,
+    help="Seeds: BFCL multi-turn's statistics; import a task file of any benchmark into the catalog.",
+)
 
 
 @app.command("stats")
