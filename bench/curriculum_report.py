@@ -33,7 +33,19 @@ _COLORS = {
     "dapo_filter": "#2ca02c",
     "uniform_synth": "#9467bd",
     "env_augment": "#ff7f0e",
+    # the ablations of bench.arms: one hue each, so seven arms stay apart in one figure
+    "uniform_parents": "#17becf",
+    "direct_injection": "#8c564b",
+    "single_layer": "#e377c2",
+    "no_budget": "#7f7f7f",
+    "paper_streaks": "#bcbd22",
 }
+_SPARE_COLORS = ("#444444", "#aec7e8", "#ffbb78", "#98df8a")
+
+
+def method_color(method: str) -> str:
+    """A method's or arm's line colour: its own when it has one, else a spare picked by its name (stable)."""
+    return _COLORS.get(method) or _SPARE_COLORS[sum(map(ord, method)) % len(_SPARE_COLORS)]
 
 
 def _rgba(hex_color: str, alpha: float) -> str:
@@ -46,7 +58,7 @@ def band_figure(curve: pd.DataFrame, x: str, y: str, title: str, y_title: str) -
     fig = go.Figure()
     for method, g in curve.groupby("method", sort=False):
         g = g.sort_values(x)
-        color = _COLORS.get(method, "#444444")
+        color = method_color(method)
         half = g.ci95.astype(float).fillna(0.0) if "ci95" in g else 0.0
         if "ci95" in g and g.ci95.notna().any():
             fig.add_trace(
@@ -80,7 +92,7 @@ def ratio_figure(methods: pd.DataFrame) -> go.Figure:
             x=rows.method,
             y=rows["mean"],
             error_y={"type": "data", "array": rows.ci95.fillna(0)},
-            marker_color=[_COLORS.get(m, "#444444") for m in rows.method],
+            marker_color=[method_color(m) for m in rows.method],
         )
     )
     fig.add_hline(y=2.0, line_dash="dash", annotation_text="goal 2x (paper 2.0-2.2x)")

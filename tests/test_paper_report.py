@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 import yaml
 from typer.testing import CliRunner
 
+from bench.arms import ABLATIONS
+from bench.curriculum_report import band_figure
 from bench.paper_frames import arm_of, load_paper
 from bench.paper_report import write
+from rods_core.config import METHODS
 from rods_lab.cli import app
 from storage.events import EventLog
 
@@ -112,3 +116,12 @@ def test_paper_folders_of_one_design_pool_with_each_ablation_numbered_apart_from
     _, meta = pool_runs(folders, tmp_path / "pooled")
     assert sorted(m["run"] for m in meta) == ["rods_r0", "rods_r1", "single_layer_r0", "single_layer_r1"]
     assert sorted(set(load_paper(tmp_path / "pooled").frames.steps.method)) == ["rods", "single_layer"]
+
+
+def test_every_arm_of_one_figure_has_its_own_line_colour():
+    arms = [*METHODS, *ABLATIONS]
+    curve = pd.DataFrame([{"method": a, "trajectories": x, "progress": 0.5} for a in arms for x in (0, 48)])
+    fig = band_figure(curve, "trajectories", "progress", "t", "y")
+    colours = {t.name: t.line.color for t in fig.data if t.mode == "lines+markers"}
+    assert set(colours) == set(arms)
+    assert len(set(colours.values())) == len(arms), colours
