@@ -3,6 +3,7 @@ review-gated variants (so the review queue is not empty), in a temporary workspa
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -88,14 +89,23 @@ def app_env(tmp_path_factory, tiny_model_dir):
     cfg = base / "fx.yaml"
     cfg.write_text(yaml.safe_dump(small_run_config(base, model)))
     rods("train", "--config", str(cfg), "--run-id", RUN_ID)
+    with lab_env(ws, runs):
+        yield ws, runs, model, runs / RUN_ID
+
+
+@contextlib.contextmanager
+def lab_env(ws, runs):
+    """The app's workspace and runs folder for a module's pages (module-scoped fixtures cannot monkeypatch)."""
     old = {k: os.environ.get(k) for k in ("RODS_WORKSPACE", "RODS_RUNS")}
     os.environ["RODS_WORKSPACE"], os.environ["RODS_RUNS"] = str(ws), str(runs)
-    yield ws, runs, model, runs / RUN_ID
-    for k, v in old.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def page(path: str):

@@ -5,12 +5,11 @@ Review's Fix & Accept editing a variant's JSON, verified before it is sent."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 
 import pytest
 import yaml
-from app_helpers import kill_group, page, rods, smoke_config
+from app_helpers import kill_group, lab_env, page, rods, smoke_config
 
 from rods_lab import views
 from rods_lab.paths import AppPaths
@@ -47,14 +46,8 @@ def memory_env(tmp_path_factory, tiny_model_dir):
     cfg = base / "memory.yaml"
     cfg.write_text(yaml.safe_dump(smoke_config(base, model, **overrides)))
     rods("train", "--config", str(cfg), "--run-id", MEMORY_RUN)
-    old = {k: os.environ.get(k) for k in ("RODS_WORKSPACE", "RODS_RUNS")}
-    os.environ["RODS_WORKSPACE"], os.environ["RODS_RUNS"] = str(ws), str(runs)
-    yield ws, runs / MEMORY_RUN
-    for k, v in old.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    with lab_env(ws, runs):
+        yield ws, runs / MEMORY_RUN
 
 
 def memory_page(path: str):
