@@ -31,6 +31,17 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class LoraSettings(_Strict):
+    """A LoRA adapter (peft's LoraConfig) trained in place of the full weights."""
+
+    r: int = Field(16, ge=1, description="adapter rank")
+    alpha: int = Field(32, ge=1, description="scaling numerator (the update is scaled by alpha / r)")
+    dropout: float = Field(0.05, ge=0.0, lt=1.0, description="dropout on the adapter's input")
+    target_modules: list[str] | Literal["all-linear"] = Field(
+        "all-linear", description="module names to adapt (e.g. [q_proj, v_proj]), or all-linear"
+    )
+
+
 class ModelSettings(_Strict):
     """The policy: a local model folder; the embedded default builds and warm-starts a tiny one."""
 
@@ -46,6 +57,22 @@ class ModelSettings(_Strict):
     sft: SFTSettings = Field(default_factory=SFTSettings, description="the warm start (stops on a loss target)")
     sft_variants_per_seed: int = Field(
         0, ge=0, description="synthesized variants per seed mixed into the warm start (teaches copying values)"
+    )
+    dtype: Literal["float32", "bfloat16", "float16", "auto"] = Field(
+        "float32",
+        description="dtype the policy's weights are loaded in for training: float32 keeps fp32 master weights "
+        "(TRL's own default; grpo.bf16 adds bf16 autocast); bfloat16 trains in pure bf16, where AdamW's small "
+        "updates fall below the weights' resolution; auto = the checkpoint's own dtype. Evaluation-only loads "
+        "(`rods eval`) use bfloat16 on a GPU",
+    )
+    attn_implementation: str | None = Field(
+        None,
+        description="transformers' attention kernel (eager, sdpa, flash_attention_2, ...); None = transformers' choice",
+    )
+    lora: LoraSettings | None = Field(
+        None,
+        description="train a LoRA adapter (TRL's peft_config, the peft package) instead of every weight; "
+        "None = full fine-tuning",
     )
 
 
@@ -198,6 +225,12 @@ class EvalSettings(_Strict):
     categories: list[str] = Field(default_factory=lambda: list(CATEGORIES), description="categories to evaluate")
     limit: int | None = Field(40, ge=1, description="evaluate the first N tasks (None = all)")
     variants_per_seed: int = Field(1, ge=1, description="with split=variants: fresh variants per seed, frozen per run")
+    max_batch: int = Field(
+        16,
+        ge=1,
+        description="episodes generated together per process when transformers generates (no vLLM): bounds the "
+        "evaluation's KV cache and activations beside the training state",
+    )
 
 
 class SynthSchedule(_Strict):
