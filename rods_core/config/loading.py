@@ -79,9 +79,37 @@ def set_dotted(data: dict, key: str, value: Any) -> None:
     node[leaf] = value
 
 
+EXTENDS = "extends"
+
+
 def read_config_data(path: str | Path) -> dict:
-    """A config file's mapping, before validation: ConfigError when it is missing, a folder, not UTF-8,
-    not YAML, too deep, or not a mapping."""
+    """A config file's mapping, before validation, with its `extends:` chain merged in: `extends: base.yaml`
+    (a path relative to this file's folder) names a config whose mapping this file's is deep-merged over
+    (sections merge key by key; a value, list included, replaces the base's). ConfigError, naming the file,
+    when a file of the chain is missing, a folder, not UTF-8, not YAML, too deep or not a mapping, or when the
+    chain comes back to a file it passed."""
+    return _read_chain(Path(path), ())
+
+
+def _read_chain(path: Path, seen: tuple[Path, ...]) -> dict:
+    data = _read_one(path)
+    base = data.pop(EXTENDS, None)
+    if base is None:
+        return data
+    if not isinstance(base, str) or not base.strip():
+        raise ConfigError(f"{path}: extends: must be the path of another config file (relative to {path.parent})")
+    here = path.resolve()
+    target = (path.parent / base).resolve()
+    chain = (*seen, here)
+    if target in chain:
+        loop = " -> ".join(str(p) for p in (*chain, target))
+        raise ConfigError(f"{path}: extends: {base}: the chain comes back to a file it passed ({loop}); remove one")
+    if not target.is_file():
+        raise ConfigError(f"{path}: extends: {base}: no such config file ({target})")
+    return deep_merge(_read_chain(target, chain), data)
+
+
+def _read_one(path: Path) -> dict:
     try:
         data = yaml_value(read_text(path, "config file"), str(path)) or {}
     except DoorError as e:
@@ -89,6 +117,17 @@ def read_config_data(path: str | Path) -> dict:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of fields")
     return data
+
+
+def deep_merge(base: dict, over: dict) -> dict:
+    """`over` merged onto a copy of `base`: mappings merge key by key, anything else in `over` replaces."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
 
 
 def load_config(path: str | Path, overrides: dict | None = None) -> RunConfig:
