@@ -60,6 +60,35 @@ OWNED: dict[str, str] = {
     "ddp_find_unused_parameters": "fixed for the multi-turn update",
     "ddp_broadcast_buffers": "fixed: ranks make different numbers of forward calls",
     "resume_from_checkpoint": "use `rods train --resume <run id>` (the curriculum resumes with the weights)",
+    "vllm_server_base_url": "set grpo.vllm_server_url",
+    "vllm_max_model_length": "an episode ends before its context passes episode.max_context_tokens: set that",
+    # rollouts sample from episode.sampling (rods_core.policy.generation), never from TRL's generation settings
+    "top_p": "rollouts sample from episode.sampling: set episode.sampling.top_p",
+    "top_k": "rollouts sample from episode.sampling (temperature, top_p, max_new_tokens); top_k is not offered",
+    "min_p": "rollouts sample from episode.sampling (temperature, top_p, max_new_tokens); min_p is not offered",
+    "repetition_penalty": "rollouts sample from episode.sampling (temperature, top_p, max_new_tokens); "
+    "a repetition penalty is not offered",
+    "generation_kwargs": "rollouts sample from episode.sampling, which TRL's generation_kwargs never reach",
+    # RODS loads the policy itself and hands TRL a model object, for which TRL ignores model_init_kwargs
+    "model_init_kwargs": "RODS loads the policy, so TRL would ignore it: set model.dtype and model.attn_implementation",
+}
+
+# Fields GRPOConfig accepts that break multi-turn rollouts at some values: (the value is refused when, why).
+# Both are TRL colocate-mode features; RODS's episodes call the engine a different number of times on each
+# process, outside TRL's own generate (rods_core.policy.generation.VLLMGenerator).
+REFUSED_VALUES: dict[str, tuple] = {
+    "vllm_enable_sleep_mode": (
+        bool,
+        "sleep mode discards vLLM's weights after each of TRL's own generate calls and re-syncs them only in the "
+        "next one, which multi-turn episodes never make (they call the engine directly, many times a step); "
+        "remove it, or lower trainer_args.vllm_gpu_memory_utilization to leave the training state room",
+    ),
+    "vllm_tensor_parallel_size": (
+        lambda v: not isinstance(v, int) or v > 1,
+        "a tensor-parallel colocated engine spans several training processes, each of which must call it "
+        "together, while each process's episodes call it a different number of times (a hang); keep 1, or use "
+        "grpo.vllm_mode: server with `trl vllm-serve --tensor_parallel_size N` on the generation GPUs",
+    ),
 }
 
 
@@ -95,12 +124,15 @@ def _init_false(value: ast.expr | None) -> bool:
 
 def trainer_args_problems(args: dict, known: frozenset[str] | None = None) -> list[str]:
     """Why each key of `grpo.trainer_args` cannot be passed to GRPOConfig (empty when all can): a field RODS
-    sets itself (with the config field to use), or no GRPOConfig field (with the nearest name)."""
+    sets itself (with the config field to use), a value that breaks multi-turn rollouts (with the reason),
+    or no GRPOConfig field (with the nearest name)."""
     known = grpo_config_fields() if known is None else known
     problems = []
-    for key in args:
+    for key, value in args.items():
         if key in OWNED:
             problems.append(f"{key}: set by RODS, not passed through ({OWNED[key]})")
+        elif key in REFUSED_VALUES and REFUSED_VALUES[key][0](value):
+            problems.append(f"{key}: {value!r} is refused: {REFUSED_VALUES[key][1]}")
         elif key not in known:
             near = difflib.get_close_matches(key, sorted(known), n=1)
             hint = f"; did you mean {near[0]!r}?" if near else ""
