@@ -12,19 +12,26 @@ from rods_core.model_folders import check_model_dir, model_folder
 from rods_core.task_files import load_task_file
 
 
+def check_ids(run_id: str | None, resume: str | None) -> None:
+    """The run ids given by the rule, and not two different ones: checked on every rank of a launched run too,
+    where the rest of the pre-flight (run folders, seed file, model) has been done once, or is rank 0's."""
+    if run_id and resume and run_id != resume:
+        raise DoorError(f"--run-id {run_id} and --resume {resume} differ; give one of them")
+    for given in (run_id, resume):
+        if given:
+            check_run_id(given)
+
+
 def preflight(cfg: RunConfig, run_id: str | None, resume: str | None) -> str | None:
     """Check a run's inputs before anything is created: ids by the rule, the resume target exists, a new
     id names no existing run, the seed file passes the task-file door, the model folder holds a model.
     Returns the run id to use (None: a new one is made)."""
     runs = Path(cfg.output_dir).resolve()
-    if run_id and resume and run_id != resume:
-        raise DoorError(f"--run-id {run_id} and --resume {resume} differ; give one of them")
+    check_ids(run_id, resume)
     if resume:
-        check_run_id(resume)
         if not (runs / resume).is_dir():
             raise DoorError(f"--resume {resume}: no such run in the runs folder {runs}")
     elif run_id:
-        check_run_id(run_id)
         if (runs / run_id / "config.yaml").exists():
             raise DoorError(f"--run-id {run_id}: the run exists in {runs}; resume it with --resume {run_id}")
     if cfg.seeds.subset == "file":

@@ -10,7 +10,7 @@ import typer
 
 from rods_core.ranks import die_with_launcher
 from rods_core.tracking import network_off_by_default
-from rods_lab.cli import bench_cmd, env_cmd, model_cmd, policy_cmd, seeds_cmd, store_cmd, synth_cmd, train_cmd
+from rods_lab.cli import bench_cmd, env_cmd, model_cmd, plan_cmd, policy_cmd, seeds_cmd, store_cmd, synth_cmd, train_cmd
 
 app = typer.Typer(
     no_args_is_help=True, add_completion=False, help="RODS Lab: online data synthesis for GRPO tool-use agents."
@@ -23,6 +23,7 @@ app.command("sft")(policy_cmd.sft)
 app.command("eval")(policy_cmd.eval_cmd)
 app.add_typer(train_cmd.config_app, name="config")
 app.command("train")(train_cmd.train)
+app.command("plan")(plan_cmd.plan)
 app.command("synth")(synth_cmd.synth)
 app.command("export")(store_cmd.export)
 app.add_typer(store_cmd.runs_app, name="runs")

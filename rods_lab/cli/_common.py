@@ -49,3 +49,11 @@ def seeds_of_split(split: Split):
     from rods_core.seeds import load_seeds
 
     return load_seeds(split.value)
+
+
+def load_run_config(config, sets: list[str]):
+    """The config file (its `extends:` chain merged) with the --set overrides, validated; exit 2 when bad."""
+    from rods_core.config import load_config, parse_overrides
+
+    with clean_errors():
+        return load_config(config, parse_overrides(sets))

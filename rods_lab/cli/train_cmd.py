@@ -8,16 +8,9 @@ from pathlib import Path
 
 import typer
 
-from rods_lab.cli._common import clean_errors, fail
+from rods_lab.cli._common import clean_errors, fail, load_run_config
 
 config_app = typer.Typer(no_args_is_help=True, help="Run configs: show defaults, validate a file.")
-
-
-def _load(config: Path, sets: list[str]):
-    from rods_core.config import load_config, parse_overrides
-
-    with clean_errors():
-        return load_config(config, parse_overrides(sets))
 
 
 def train(
@@ -30,6 +23,9 @@ def train(
     processes: int = typer.Option(
         None, "--processes", min=1, help="training processes (= --set compute.processes=N): > 1 runs accelerate"
     ),
+    skip_plan: bool = typer.Option(
+        False, "--skip-plan", help="start a multi-GPU run even when the memory estimate (rods plan) refuses it"
+    ),
 ) -> None:
     """Train a policy with GRPO (and RODS, per the config's method).
 
@@ -38,14 +34,20 @@ def train(
     # light imports only until the hand-off: importing rods_lab.run (torch, transformers, TRL) takes ~10 s,
     # which a process that is about to exec `accelerate launch` would spend for nothing
     from rods_core.ids import new_run_id
-    from rods_core.preflight import preflight
+    from rods_core.preflight import check_ids, preflight
     from rods_core.ranks import under_launcher
     from rods_lab.cli.handoff import handoff_to_accelerate
+    from rods_lab.cli.plan_cmd import train_preflight
 
-    cfg = _load(config, [*sets, *([f"compute.processes={processes}"] if processes else [])])
-    if not under_launcher():  # checked once, before anything is made (the launched ranks skip it)
-        with clean_errors():
+    cfg = load_run_config(config, [*sets, *([f"compute.processes={processes}"] if processes else [])])
+    launched = under_launcher()
+    with clean_errors():
+        if launched:  # the ids by the rule on every rank, however the launcher was started
+            check_ids(run_id, resume)
+        else:  # the rest once, before anything is made
             run_id = preflight(cfg, run_id, resume) or new_run_id(cfg.name)
+    if not skip_plan:  # before any model is loaded, on every rank (each exits 2 on a refusal)
+        train_preflight(cfg, int(os.environ.get("WORLD_SIZE", "1")) if launched else cfg.compute.processes)
     if cfg.compute.processes > 1 and not under_launcher():
         argv = sys.argv[1:]
         if not resume and "--run-id" not in argv:
@@ -72,7 +74,7 @@ def show(
     """
     from rods_core.config import RunConfig, dump_config
 
-    typer.echo(dump_config(_load(config, []) if config else RunConfig()))
+    typer.echo(dump_config(load_run_config(config, []) if config else RunConfig()))
 
 
 @config_app.command("validate")
@@ -81,5 +83,5 @@ def validate(config: Path = typer.Argument(..., help="a YAML run config")) -> No
 
     Example: rods config validate configs/static.yaml
     """
-    cfg = _load(config, [])
+    cfg = load_run_config(config, [])
     typer.echo(f"{config}: valid ({cfg.method}, {cfg.grpo.max_steps} steps)")
