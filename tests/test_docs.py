@@ -121,3 +121,23 @@ def test_the_checks_catch_what_they_are_for(tmp_path):
         (["runs", "list", "show", "stop"], []),
         (["sft"], ["--model", "--demo", "--tasks"]),
     ]
+
+
+# `--run-id X`, `--resume X`, `--run X`, `runs/X/` in the docs; placeholders (ID, <id>) are not ids
+RUN_ID_USE = re.compile(r"(?:--run-id|--resume|--run)\s+([^\s`\\\]]+)|\bruns/([^/\s`)]+)/")
+
+
+def test_every_run_id_in_the_docs_follows_the_id_rule():
+    """A run id a reader copies from the docs starts, resumes and shows in the app (rods_core.ids's rule);
+    a shell loop's `$b` stands for each of its words."""
+    from rods_core.ids import is_valid_id
+
+    seen = []
+    for path in DOCS:
+        for m in RUN_ID_USE.finditer(path.read_text(encoding="utf-8")):
+            given = m.group(1) or m.group(2)
+            if given in ("ID", "<id>", "<run>", "<run") or given.startswith("<"):
+                continue
+            seen.append(given)
+            assert is_valid_id(given.replace("$b", "static")), f"{path.name}: run id {given!r} breaks the id rule"
+    assert "paper_rods" in seen

@@ -7,7 +7,7 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from rods_core.config import ReportSettings, RunConfig
-from rods_core.tracking import tracker_environment
+from rods_core.tracking import network_off_by_default, tracker_environment
 from storage.reader import RunReader
 from storage.schema import STEP_METRICS
 from tests.conftest import smoke_config
@@ -42,5 +42,22 @@ def test_trackers_default_to_none_and_the_network_to_off(tmp_path):
     env = {"WANDB_MODE": "online"}
     tracker_environment(ReportSettings(to=["wandb"]), tmp_path, env)
     assert env["HF_HUB_DISABLE_TELEMETRY"] == "1" and env["WANDB_MODE"] == "online"  # the user's choice stands
+
+
+@pytest.mark.parametrize(
+    ("environ", "mode", "expected"),
+    [
+        ({}, "configured", None),  # W&B's own default: online when logged in
+        ({"WANDB_MODE": "offline"}, "configured", "offline"),  # the host's configuration stands
+        ({}, "offline", "offline"),  # offline only on request
+        ({"WANDB_MODE": "offline"}, "online", "online"),  # the run config's request wins
+        ({}, "disabled", "disabled"),
+    ],
+)
+def test_wandb_reports_as_configured_and_offline_only_on_request(tmp_path, environ, mode, expected):
+    env = dict(environ)
+    network_off_by_default(env)  # what the CLI does for every command
+    tracker_environment(ReportSettings(to=["wandb"], wandb_mode=mode), tmp_path, env)
+    assert env.get("WANDB_MODE") == expected and env["HF_HUB_DISABLE_TELEMETRY"] == "1"
     with pytest.raises(ValueError, match="'none' cannot be combined"):
         ReportSettings(to=["none", "tensorboard"])

@@ -70,9 +70,11 @@ def test_a_moved_pin_is_reported():
 
 @pytest.mark.vllm
 def test_the_gpu_extra_resolves_beside_every_pin(tmp_path):
-    """pip resolves requirements.txt plus pyproject's `vllm` extra (TRL's own `trl[vllm]`) to a set that keeps every
-    pin: what a GPU host installs. A dry run: pip fetches metadata and a few wheels, installs nothing (~1 min)."""
-    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["vllm"]
+    """pip resolves requirements.txt plus pyproject's `vllm` and `deepspeed` extras (TRL's own `trl[vllm]`, the
+    pinned DeepSpeed) to a set that keeps every pin: what a GPU host installs (`make vllm`, `make deepspeed`). A dry
+    run: pip fetches metadata and a few wheels, builds DeepSpeed's metadata, installs nothing (~1 min)."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    extra = [*extras["vllm"], *extras["deepspeed"]]
     report = tmp_path / "report.json"
     cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet", "--report"]
     cmd += [str(report), "-r", str(ROOT / "requirements.txt"), TORCH, *extra]
@@ -81,6 +83,7 @@ def test_the_gpu_extra_resolves_beside_every_pin(tmp_path):
     resolved = {i["metadata"]["name"]: i["metadata"]["version"] for i in json.loads(report.read_text())["install"]}
     assert broken_pins(resolved) == []
     assert resolved["vllm"].startswith("0.31."), resolved["vllm"]
+    assert resolved["deepspeed"] == extras["deepspeed"][0].split("==")[1]
 
 
 @pytest.fixture(scope="module")

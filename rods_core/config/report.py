@@ -21,6 +21,12 @@ class ReportSettings(BaseModel):
     )
     project: str = Field("rods", min_length=1, description="the tracker's project (trackio, wandb) or experiment "
                          "(mlflow) the run is filed under")  # fmt: skip
+    wandb_mode: Literal["configured", "online", "offline", "disabled"] = Field(
+        "configured",
+        description="W&B's mode (WANDB_MODE) for this run: configured = as W&B is set up on the host (WANDB_MODE "
+        "when set, else online, which needs `wandb login`); offline writes the run to ./wandb for a later "
+        "`wandb sync`",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> ReportSettings:
