@@ -358,9 +358,12 @@ class Policy:
 
     @classmethod
     def load(cls, cfg: RunConfig, model_dir: Path) -> Policy:
+        from rods_core.policy.precision import model_init_kwargs
         from rods_core.policy.tiny import load_policy, read_card
 
-        model, tokenizer, card_prompt = load_policy(model_dir)
+        # TRL's dtype rule (fp32 master weights unless model.dtype says otherwise), applied here because TRL
+        # ignores model_init_kwargs for a model it is handed
+        model, tokenizer, card_prompt = load_policy(model_dir, model_init_kwargs(cfg.model, cfg.grpo.trainer_args))
         prompt = card_prompt if read_card(model_dir) else cfg.episode.prompt  # a tiny model keeps its card's format
         episode = cfg.episode.model_copy(
             update={"prompt": prompt, "hints": cfg.episode.hints or cfg.method == "env_augment"}

@@ -165,8 +165,11 @@ class ModelFolderError(DoorError):
     """A model folder that cannot be used as a policy; the message names the folder and the fix."""
 
 
-def load_policy(model_dir: str | Path):
+def load_policy(model_dir: str | Path, init_kwargs: dict[str, Any] | None = None):
     """(model, tokenizer, PromptConfig) from a folder; the tokenizer loads as PreTrainedTokenizerFast.
+
+    `init_kwargs` go to `from_pretrained` (a training load passes policy/precision.model_init_kwargs: dtype,
+    attention kernel); without them transformers loads the checkpoint's own dtype.
 
     AutoTokenizer may rebuild a `tokenizers`-trained tokenizer differently (docs/ARCHITECTURE.md), so it is only
     used for folders without a rods_model.json (hub checkpoints). The chat template is probed here
@@ -192,6 +195,6 @@ def load_policy(model_dir: str | Path):
         renderer_for(tokenizer)
     except TemplateError as e:
         raise ModelFolderError(f"{model_dir}: {e}") from e
-    model = AutoModelForCausalLM.from_pretrained(str(model_dir))
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), **(init_kwargs or {}))
     prompt = PromptConfig.model_validate(card["prompt"]) if "prompt" in card else PromptConfig(docs_mode="json")
     return model, tokenizer, prompt
