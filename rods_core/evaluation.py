@@ -36,7 +36,12 @@ class EvalConfig(BaseModel):
         default_factory=lambda: EpisodeConfig(sampling=SamplingConfig(temperature=0.0)),
         description="episode settings; the prompt format is replaced by the model card's when loading a folder",
     )
-    max_batch: int = Field(64, ge=1, description="episodes played together (bounds the KV cache's memory)")
+    max_batch: int = Field(
+        16,
+        ge=1,
+        description="episodes played together (bounds the KV cache's and activations' memory; a run passes "
+        "eval.max_batch)",
+    )
     kv_cache: bool = Field(
         True, description="on CPU, keep each episode's KV cache across messages (CachedHFGenerator); GPUs use generate"
     )
@@ -68,7 +73,7 @@ def _generator(policy, cfg: EvalConfig, benchmark: Benchmark | None = None):
         model, tokenizer = policy
     # The training rule without vLLM: during training its engine holds the weights of the step's start, one
     # update behind the model evaluated here.
-    gen = choose_generator(model, tokenizer, kv_cache=cfg.kv_cache, max_batch=cfg.max_batch)
+    gen = choose_generator(model, tokenizer, kv_cache=cfg.kv_cache, max_batch=cfg.max_batch, logprobs=False)
     return gen, episode, benchmark or episode_benchmark(episode, cfg.benchmark, prereq=cfg.prereq)
 
 

@@ -30,7 +30,7 @@ from rods_core.recording import Decision, NullRecorder, OpenRecorder, RunRecorde
 from rods_core.rollout import episode_benchmark
 from rods_core.step import RodsStep, StepOutcome
 from rods_core.tracking import StepTracker, tracker_environment
-from rods_core.trainer import RolloutReport, whole_weights
+from rods_core.trainer import RolloutReport
 
 # TRL's logged names -> ours (storage/schema.py lists every step metric)
 TRL_METRICS = {
@@ -127,7 +127,7 @@ class StepCallback(TrainerCallback):
     def on_train_begin(self, args, state, control, model=None, **kw):
         self.tracker.start()  # after TRL's integration callbacks opened the trackers' runs
         if state.global_step == 0:
-            self.evaluate(model, 0)
+            self.evaluate(model, 0, kw.get("optimizer"))
 
     def on_step_begin(self, args, state, control, **kw):
         self.watcher.before_step()
@@ -182,7 +182,7 @@ class StepCallback(TrainerCallback):
         self.log(step_line(row, state.max_steps))
         # evaluation runs after the step's row is written, so it never counts as step time
         if self.eval_every and step % self.eval_every == 0 and step < state.max_steps:
-            self.evaluate(model, step)
+            self.evaluate(model, step, kw.get("optimizer"))
 
     def on_save(self, args, state, control, **kw):
         if not self.ranks.main:
@@ -275,7 +275,7 @@ def train(
         if ranks.share(callback.stop_requested):
             status = "stopped"
         else:
-            evaluate(trainer.model, trainer.state.global_step)
+            evaluate(trainer.model, trainer.state.global_step, trainer.optimizer)
             policy.save_final(trainer, run_dir / "final", run_id, ranks)
             status = "finished"
     finally:
@@ -411,14 +411,19 @@ class HeldOutEval:
         self.tasks = eval_tasks(cfg, seeds, policy.sft_task_ids(), tasks_bench)
         sampling = policy.episode.sampling.model_copy(update={"temperature": 0.0})
         episode = policy.episode.model_copy(update={"sampling": sampling, "hints": False})
-        self.greedy = EvalConfig(episode=episode, benchmark=cfg.benchmark, prereq=cfg.prereq)
+        self.greedy = EvalConfig(
+            episode=episode, benchmark=cfg.benchmark, prereq=cfg.prereq, max_batch=cfg.eval.max_batch
+        )
 
-    def __call__(self, model, step: int) -> None:
+    def __call__(self, model, step: int, optimizer=None) -> None:
+        """Evaluate `model` (the trainer's) at `step`; `optimizer`, the trainer's, lets ZeRO-3 gather as TRL does."""
         from rods_core.evaluation import evaluate_sharded
+        from rods_core.policy.weights import whole_weights
 
         if not self.tasks:
             return
-        with whole_weights(model):  # FSDP2: each rank's episodes make their own forward calls
+        # FSDP2 / ZeRO-3: each rank's episodes make their own number of forward calls
+        with whole_weights(model, optimizer):
             result = evaluate_sharded(
                 (model, self.policy.tokenizer), self.tasks, self.greedy, self.ranks, self.benchmark
             )

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -32,6 +32,7 @@ from rods_core.benchmarks.protocols import Benchmark
 from rods_core.config import EpisodeConfig, RunConfig
 from rods_core.policy.backends import choose_generator
 from rods_core.policy.vllm_sync import sync_colocated_weights
+from rods_core.policy.weights import whole_weights
 from rods_core.ranks import Ranks, balance
 from rods_core.rng import derive_seed
 from rods_core.rollout import rollout_output, run_episodes
@@ -261,8 +262,10 @@ class RodsGRPOTrainer(GRPOTrainer):
         # sampling noise per (run, step, rank): reproducible on resume, different across ranks that drew
         # the same task (a tiny pool repeats tasks); the global RNG is restored afterwards
         devices = [model.device] if model.device.type == "cuda" else []
+        # vLLM generates: the training model makes no forward call, so its sharded weights stay sharded
+        weights = nullcontext() if self.use_vllm else whole_weights(model, self.optimizer)
         try:
-            with torch.no_grad(), torch.random.fork_rng(devices=devices), whole_weights(model):
+            with torch.no_grad(), torch.random.fork_rng(devices=devices), weights:
                 torch.manual_seed(derive_seed(self.cfg.seed, "rollout", step, self.ranks.rank))
                 episodes = run_episodes(tasks, generator, self.episode_cfg, benchmark=self.benchmark)
         finally:
@@ -287,29 +290,6 @@ class RodsGRPOTrainer(GRPOTrainer):
         out = rollout_output(episodes)
         out["n_calls"] = [e.n_calls for e in episodes]
         return out
-
-
-@contextmanager
-def whole_weights(model: torch.nn.Module) -> Iterator[None]:
-    """Under FSDP2, the whole weights on every rank while episodes run (rollouts, evaluation); resharded after.
-
-    A sharded forward all-gathers its weights (a collective) at each call, and each rank's episodes make their
-    own number of forward calls (turns and lengths differ), so sharded episodes would wait on each other
-    forever. TRL's own generation calls `generate`, which keeps ranks in step; the multi-turn rollouts here
-    call the model directly. Costs one full copy of the weights per device during rollouts (as DDP holds
-    always). A no-op without FSDP2 (DDP, one process)."""
-    from torch.distributed.fsdp import FSDPModule
-
-    sharded = [m for m in model.modules() if isinstance(m, FSDPModule)]
-    for m in sharded:
-        m.set_reshard_after_forward(False)
-        m.unshard()
-    try:
-        yield
-    finally:
-        for m in sharded:
-            m.reshard()
-            m.set_reshard_after_forward(True)  # configs/accelerate/fsdp.yaml: fsdp_reshard_after_forward: true
 
 
 _PROMPT_KEYS = ("prompt_ids", "prompt_mask")  # left-padded
