@@ -25,6 +25,7 @@ from rods_core.benchmarks.protocols import Benchmark
 from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, BenchmarkName, Prereq, make_benchmark
 from rods_core.config import EpisodeConfig, SamplingConfig
 from rods_core.policy.backends import choose_generator
+from rods_core.policy.generation import Generator
 from rods_core.rollout import Episode, episode_benchmark, run_episodes, summarize
 
 
@@ -60,14 +61,20 @@ class EvalConfig(BaseModel):
     )
 
 
-def _generator(policy, cfg: EvalConfig, benchmark: Benchmark | None = None):
+def _generator(policy, cfg: EvalConfig, benchmark: Benchmark | None = None, generator: Generator | None = None):
     """(generator, episode config, benchmark) for a model folder or a (model, tokenizer) pair; `benchmark`
-    replaces the one `cfg` names (a run's, built once)."""
+    replaces the one `cfg` names (a run's, built once); `generator` replaces the model's own backend (a run's
+    vLLM engine)."""
     episode = cfg.episode
+    if generator is not None:
+        return generator, episode, benchmark or episode_benchmark(episode, cfg.benchmark, prereq=cfg.prereq)
     if isinstance(policy, (str, Path)):
+        from rods_core.policy.precision import inference_placement
         from rods_core.policy.tiny import load_policy
 
-        model, tokenizer, prompt = load_policy(policy)
+        device, init_kwargs = inference_placement()
+        model, tokenizer, prompt = load_policy(policy, init_kwargs)
+        model.to(device)
         episode = episode.model_copy(update={"prompt": prompt})
     else:
         model, tokenizer = policy
@@ -134,10 +141,16 @@ def evaluate(
 
 
 def evaluate_sharded(
-    policy: tuple, tasks: list, cfg: EvalConfig, ranks, benchmark: Benchmark | None = None
+    policy: tuple,
+    tasks: list,
+    cfg: EvalConfig,
+    ranks,
+    benchmark: Benchmark | None = None,
+    generator: Generator | None = None,
 ) -> dict[str, Any]:
     """`evaluate` split across training processes: rank r plays tasks r, r+N, ...; every rank gets the
-    metrics over all tasks (a collective: every rank must call it)."""
+    metrics over all tasks (a collective: every rank must call it). `generator`: the run's vLLM engine, synced
+    to the weights evaluated (None: the model plays itself)."""
     import torch
 
     mine = tasks[ranks.rank :: ranks.world]
@@ -147,7 +160,7 @@ def evaluate_sharded(
     t0 = time.perf_counter()
     try:
         with torch.no_grad():
-            gen, ep_cfg, bench = _generator(policy, cfg, benchmark)
+            gen, ep_cfg, bench = _generator(policy, cfg, benchmark, generator)
             episodes = _play(mine, gen, ep_cfg, bench, cfg, None) if mine else []
     finally:
         model.train(was_training)

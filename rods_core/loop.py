@@ -15,6 +15,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -253,7 +254,12 @@ def train(
         policy = Policy.load(cfg, model_dir)
         # the episodes' benchmark speaks the policy's chat format (a tiny model's card may set it)
         episodes_bench = benchmark or episode_benchmark(policy.episode, cfg.benchmark, prereq=cfg.prereq)
-        evaluate = HeldOutEval(cfg, policy, seeds, recorder, rods, ranks, log, tasks_bench, benchmark)
+        # the evaluation plays through the trainer built below (its vLLM engine, or its whole weights): the
+        # closure reads `trainer` when an evaluation starts, which is after the trainer exists
+        evaluate = HeldOutEval(
+            cfg, policy, seeds, recorder, rods, ranks, log, tasks_bench, benchmark,
+            generation=lambda: trainer.evaluation_generator(),
+        )  # fmt: skip
         callback = StepCallback(rods, recorder, evaluate, cfg.eval.every, ranks, tracker, watcher, log)
         trainer = RodsGRPOTrainer(
             model=policy.model,
@@ -399,14 +405,17 @@ class HeldOutEval:
         log,
         tasks_bench: Benchmark | None = None,
         benchmark: Benchmark | None = None,
+        generation: Callable[[], AbstractContextManager] | None = None,
     ):
         """`tasks_bench` gives the held-out tasks; `benchmark`, when the caller gave one, plays them (else
-        `cfg.benchmark` with the greedy episode settings: no hints)."""
+        `cfg.benchmark` with the greedy episode settings: no hints). `generation()` enters what plays the
+        episodes (RodsGRPOTrainer.evaluation_generator: the run's vLLM synced to the weights, or None inside
+        whole weights); without it the model plays itself inside whole weights."""
         from rods_core.evaluation import EvalConfig
         from rods_core.tasksets import eval_tasks
 
         self.split, self.policy, self.ranks, self.benchmark = cfg.eval.split, policy, ranks, benchmark
-        self.recorder, self.rods = recorder, rods
+        self.recorder, self.rods, self.generation = recorder, rods, generation
         self.log = log if ranks.main else (lambda *_: None)
         self.tasks = eval_tasks(cfg, seeds, policy.sft_task_ids(), tasks_bench)
         sampling = policy.episode.sampling.model_copy(update={"temperature": 0.0})
@@ -423,9 +432,10 @@ class HeldOutEval:
         if not self.tasks:
             return
         # FSDP2 / ZeRO-3: each rank's episodes make their own number of forward calls
-        with whole_weights(model, optimizer):
+        playing = self.generation() if self.generation else whole_weights(model, optimizer)
+        with playing as generator:
             result = evaluate_sharded(
-                (model, self.policy.tokenizer), self.tasks, self.greedy, self.ranks, self.benchmark
+                (model, self.policy.tokenizer), self.tasks, self.greedy, self.ranks, self.benchmark, generator
             )
         per_cat = {k.split("/", 2)[2]: v for k, v in result.items() if k.startswith("eval/progress/")}
         row = {

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -31,6 +31,8 @@ from trl import GRPOConfig, GRPOTrainer
 from rods_core.benchmarks.protocols import Benchmark
 from rods_core.config import EpisodeConfig, RunConfig
 from rods_core.policy.backends import choose_generator
+from rods_core.policy.generation import Generator, VLLMGenerator
+from rods_core.policy.lora import peft_config
 from rods_core.policy.vllm_sync import sync_colocated_weights
 from rods_core.policy.weights import whole_weights
 from rods_core.ranks import Ranks, balance
@@ -174,6 +176,7 @@ class RodsGRPOTrainer(GRPOTrainer):
         score_completion_positions_only()
         super().__init__(
             model=model,
+            peft_config=peft_config(cfg.model.lora) if cfg.model.lora else None,
             # Tests may swap in another reward to exercise the optimizer on an untrained model (whose
             # progress is 0 everywhere); the matrix handed to the curriculum is always the progress reward.
             reward_funcs=reward_funcs or [progress_reward],
@@ -192,11 +195,32 @@ class RodsGRPOTrainer(GRPOTrainer):
         # TRL syncs a colocated vLLM by calling its model's load_weights directly, which fails on vLLM's CPU
         # backend (rods_core/policy/vllm_sync.py); there this syncs first through vLLM's layerwise reload, and TRL,
         # seeing the step already loaded, skips its own. GPUs and server mode keep TRL's sync.
-        colocated_cpu = self.use_vllm and self.vllm_mode == "colocate" and self.accelerator.device.type == "cpu"
-        if colocated_cpu and self.state.global_step != self._last_loaded_step:
-            sync_colocated_weights(self.vllm_generation)
-            self._last_loaded_step = self.state.global_step
+        if self.use_vllm and self.vllm_mode == "colocate" and self.accelerator.device.type == "cpu":
+            self._sync_vllm()
         return super()._generate(prompts)
+
+    def _sync_vllm(self) -> None:
+        """vLLM holds the current weights afterwards (TRL's sync, or the CPU colocated one); a collective when the
+        weights are sharded, so every rank calls it at the same point. TRL's own step check then skips its sync."""
+        if self.state.global_step == self._last_loaded_step:
+            return
+        if self.vllm_mode == "colocate" and self.accelerator.device.type == "cpu":
+            sync_colocated_weights(self.vllm_generation)
+        else:
+            self.vllm_generation.sync_weights()
+        self._last_loaded_step = self.state.global_step
+
+    @contextmanager
+    def evaluation_generator(self) -> Iterator[Generator | None]:
+        """What plays a held-out evaluation of the current weights: with vLLM, its engine synced to them (after a
+        step's update it still holds the step's starting weights) and no log-probs asked for; without, None (the
+        caller plays the training model itself, inside `whole_weights`, with its bounded batch)."""
+        if not self.use_vllm:
+            with whole_weights(self.accelerator.unwrap_model(self.model), self.optimizer):
+                yield None
+            return
+        self._sync_vllm()
+        yield VLLMGenerator.from_trainer(self, logprobs=False)
 
     def _load_optimizer_and_scheduler(self, checkpoint):
         # transformers 5.17 maps the optimizer state to `args.device` when several processes train, which on CPU is

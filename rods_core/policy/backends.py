@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from rods_core.policy import cached_generation
 from rods_core.policy.generation import Generator, HFGenerator, VLLMGenerator
+from rods_core.policy.lora import unwrapped
 
 
 def choose_generator(
@@ -20,6 +21,7 @@ def choose_generator(
     `logprobs` false: `model.generate` computes none (evaluation scores rewards, never log-probs)."""
     if vllm_trainer is not None:
         return VLLMGenerator.from_trainer(vllm_trainer)
-    if kv_cache and model.device.type == "cpu" and cached_generation.supports(model):
-        return cached_generation.CachedHFGenerator(model, tokenizer)
+    base = unwrapped(model)  # a LoRA policy decodes through its base model's modules, adapters in place
+    if kv_cache and base.device.type == "cpu" and cached_generation.supports(base):
+        return cached_generation.CachedHFGenerator(base, tokenizer)
     return HFGenerator(model, tokenizer, max_batch=max_batch, logprobs=logprobs)

@@ -189,7 +189,7 @@ class VLLMGenerator(StreamInRounds):
         self.stats = GenerationStats()
 
     @classmethod
-    def from_trainer(cls, trainer) -> VLLMGenerator:
+    def from_trainer(cls, trainer, *, logprobs: bool = True) -> VLLMGenerator:
         """The trainer's vLLM: its colocated LLM, or its server client (TRL opens one on the main process only;
         every other process opens its own for generation, the weights being pushed by the main process)."""
         vg = trainer.vllm_generation
@@ -199,7 +199,7 @@ class VLLMGenerator(StreamInRounds):
                     "multi-turn rollouts drive the colocated vLLM one process at a time: set "
                     "vllm_tensor_parallel_size 1 and vllm_enable_sleep_mode false, or use vllm_mode server"
                 )
-            return cls(vg.llm, trainer.processing_class)
+            return cls(vg.llm, trainer.processing_class, logprobs=logprobs)
         client = getattr(vg, "vllm_client", None)
         if client is None:
             from trl.generation.vllm_client import VLLMClient
@@ -210,7 +210,7 @@ class VLLMGenerator(StreamInRounds):
                 server_port=vg.server_port,
                 connection_timeout=vg.server_timeout,
             )
-        return cls(client, trainer.processing_class)
+        return cls(client, trainer.processing_class, logprobs=logprobs)
 
     def generate(self, contexts: list[list[int]], sampling: SamplingConfig) -> list[Completion]:
         t0 = time.perf_counter()

@@ -65,3 +65,13 @@ def optimizer_dtype(distributed_type: str, mixed_precision: str, loaded: str) ->
     if distributed_type == _DEEPSPEED:
         return "float32" if mixed_precision in ("bf16", "fp16") else loaded
     return loaded
+
+
+def inference_placement() -> tuple[str, dict[str, Any]]:
+    """(device, from_pretrained kwargs) of an evaluation-only load (`rods eval`): the first GPU in bfloat16 when
+    one is visible (inference needs no fp32 master weights), else the CPU with the checkpoint's own dtype."""
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda", {"dtype": torch.bfloat16}
+    return "cpu", {}
