@@ -25,6 +25,7 @@ from rods_core.benchmarks.protocols import Benchmark
 from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, BenchmarkName, Prereq, make_benchmark
 from rods_core.config import EpisodeConfig, SamplingConfig
 from rods_core.policy.backends import choose_generator
+from rods_core.policy.generation import Generator
 from rods_core.rollout import Episode, episode_benchmark, run_episodes, summarize
 
 
@@ -36,7 +37,12 @@ class EvalConfig(BaseModel):
         default_factory=lambda: EpisodeConfig(sampling=SamplingConfig(temperature=0.0)),
         description="episode settings; the prompt format is replaced by the model card's when loading a folder",
     )
-    max_batch: int = Field(64, ge=1, description="episodes played together (bounds the KV cache's memory)")
+    max_batch: int = Field(
+        16,
+        ge=1,
+        description="episodes played together (bounds the KV cache's and activations' memory; a run passes "
+        "eval.max_batch)",
+    )
     kv_cache: bool = Field(
         True, description="on CPU, keep each episode's KV cache across messages (CachedHFGenerator); GPUs use generate"
     )
@@ -55,20 +61,26 @@ class EvalConfig(BaseModel):
     )
 
 
-def _generator(policy, cfg: EvalConfig, benchmark: Benchmark | None = None):
+def _generator(policy, cfg: EvalConfig, benchmark: Benchmark | None = None, generator: Generator | None = None):
     """(generator, episode config, benchmark) for a model folder or a (model, tokenizer) pair; `benchmark`
-    replaces the one `cfg` names (a run's, built once)."""
+    replaces the one `cfg` names (a run's, built once); `generator` replaces the model's own backend (a run's
+    vLLM engine)."""
     episode = cfg.episode
+    if generator is not None:
+        return generator, episode, benchmark or episode_benchmark(episode, cfg.benchmark, prereq=cfg.prereq)
     if isinstance(policy, (str, Path)):
+        from rods_core.policy.precision import inference_placement
         from rods_core.policy.tiny import load_policy
 
-        model, tokenizer, prompt = load_policy(policy)
+        device, init_kwargs = inference_placement()
+        model, tokenizer, prompt = load_policy(policy, init_kwargs)
+        model.to(device)
         episode = episode.model_copy(update={"prompt": prompt})
     else:
         model, tokenizer = policy
     # The training rule without vLLM: during training its engine holds the weights of the step's start, one
     # update behind the model evaluated here.
-    gen = choose_generator(model, tokenizer, kv_cache=cfg.kv_cache, max_batch=cfg.max_batch)
+    gen = choose_generator(model, tokenizer, kv_cache=cfg.kv_cache, max_batch=cfg.max_batch, logprobs=False)
     return gen, episode, benchmark or episode_benchmark(episode, cfg.benchmark, prereq=cfg.prereq)
 
 
@@ -129,10 +141,16 @@ def evaluate(
 
 
 def evaluate_sharded(
-    policy: tuple, tasks: list, cfg: EvalConfig, ranks, benchmark: Benchmark | None = None
+    policy: tuple,
+    tasks: list,
+    cfg: EvalConfig,
+    ranks,
+    benchmark: Benchmark | None = None,
+    generator: Generator | None = None,
 ) -> dict[str, Any]:
     """`evaluate` split across training processes: rank r plays tasks r, r+N, ...; every rank gets the
-    metrics over all tasks (a collective: every rank must call it)."""
+    metrics over all tasks (a collective: every rank must call it). `generator`: the run's vLLM engine, synced
+    to the weights evaluated (None: the model plays itself)."""
     import torch
 
     mine = tasks[ranks.rank :: ranks.world]
@@ -142,7 +160,7 @@ def evaluate_sharded(
     t0 = time.perf_counter()
     try:
         with torch.no_grad():
-            gen, ep_cfg, bench = _generator(policy, cfg, benchmark)
+            gen, ep_cfg, bench = _generator(policy, cfg, benchmark, generator)
             episodes = _play(mine, gen, ep_cfg, bench, cfg, None) if mine else []
     finally:
         model.train(was_training)

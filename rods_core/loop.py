@@ -15,6 +15,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ from rods_core.recording import Decision, NullRecorder, OpenRecorder, RunRecorde
 from rods_core.rollout import episode_benchmark
 from rods_core.step import RodsStep, StepOutcome
 from rods_core.tracking import StepTracker, tracker_environment
-from rods_core.trainer import RolloutReport, whole_weights
+from rods_core.trainer import RolloutReport
 
 # TRL's logged names -> ours (storage/schema.py lists every step metric)
 TRL_METRICS = {
@@ -127,7 +128,7 @@ class StepCallback(TrainerCallback):
     def on_train_begin(self, args, state, control, model=None, **kw):
         self.tracker.start()  # after TRL's integration callbacks opened the trackers' runs
         if state.global_step == 0:
-            self.evaluate(model, 0)
+            self.evaluate(model, 0, kw.get("optimizer"))
 
     def on_step_begin(self, args, state, control, **kw):
         self.watcher.before_step()
@@ -182,7 +183,7 @@ class StepCallback(TrainerCallback):
         self.log(step_line(row, state.max_steps))
         # evaluation runs after the step's row is written, so it never counts as step time
         if self.eval_every and step % self.eval_every == 0 and step < state.max_steps:
-            self.evaluate(model, step)
+            self.evaluate(model, step, kw.get("optimizer"))
 
     def on_save(self, args, state, control, **kw):
         if not self.ranks.main:
@@ -253,7 +254,12 @@ def train(
         policy = Policy.load(cfg, model_dir)
         # the episodes' benchmark speaks the policy's chat format (a tiny model's card may set it)
         episodes_bench = benchmark or episode_benchmark(policy.episode, cfg.benchmark, prereq=cfg.prereq)
-        evaluate = HeldOutEval(cfg, policy, seeds, recorder, rods, ranks, log, tasks_bench, benchmark)
+        # the evaluation plays through the trainer built below (its vLLM engine, or its whole weights): the
+        # closure reads `trainer` when an evaluation starts, which is after the trainer exists
+        evaluate = HeldOutEval(
+            cfg, policy, seeds, recorder, rods, ranks, log, tasks_bench, benchmark,
+            generation=lambda: trainer.evaluation_generator(),
+        )  # fmt: skip
         callback = StepCallback(rods, recorder, evaluate, cfg.eval.every, ranks, tracker, watcher, log)
         trainer = RodsGRPOTrainer(
             model=policy.model,
@@ -275,7 +281,7 @@ def train(
         if ranks.share(callback.stop_requested):
             status = "stopped"
         else:
-            evaluate(trainer.model, trainer.state.global_step)
+            evaluate(trainer.model, trainer.state.global_step, trainer.optimizer)
             policy.save_final(trainer, run_dir / "final", run_id, ranks)
             status = "finished"
     finally:
@@ -358,9 +364,12 @@ class Policy:
 
     @classmethod
     def load(cls, cfg: RunConfig, model_dir: Path) -> Policy:
+        from rods_core.policy.precision import model_init_kwargs
         from rods_core.policy.tiny import load_policy, read_card
 
-        model, tokenizer, card_prompt = load_policy(model_dir)
+        # TRL's dtype rule (fp32 master weights unless model.dtype says otherwise), applied here because TRL
+        # ignores model_init_kwargs for a model it is handed
+        model, tokenizer, card_prompt = load_policy(model_dir, model_init_kwargs(cfg.model, cfg.grpo.trainer_args))
         prompt = card_prompt if read_card(model_dir) else cfg.episode.prompt  # a tiny model keeps its card's format
         episode = cfg.episode.model_copy(
             update={"prompt": prompt, "hints": cfg.episode.hints or cfg.method == "env_augment"}
@@ -396,28 +405,37 @@ class HeldOutEval:
         log,
         tasks_bench: Benchmark | None = None,
         benchmark: Benchmark | None = None,
+        generation: Callable[[], AbstractContextManager] | None = None,
     ):
         """`tasks_bench` gives the held-out tasks; `benchmark`, when the caller gave one, plays them (else
-        `cfg.benchmark` with the greedy episode settings: no hints)."""
+        `cfg.benchmark` with the greedy episode settings: no hints). `generation()` enters what plays the
+        episodes (RodsGRPOTrainer.evaluation_generator: the run's vLLM synced to the weights, or None inside
+        whole weights); without it the model plays itself inside whole weights."""
         from rods_core.evaluation import EvalConfig
         from rods_core.tasksets import eval_tasks
 
         self.split, self.policy, self.ranks, self.benchmark = cfg.eval.split, policy, ranks, benchmark
-        self.recorder, self.rods = recorder, rods
+        self.recorder, self.rods, self.generation = recorder, rods, generation
         self.log = log if ranks.main else (lambda *_: None)
         self.tasks = eval_tasks(cfg, seeds, policy.sft_task_ids(), tasks_bench)
         sampling = policy.episode.sampling.model_copy(update={"temperature": 0.0})
         episode = policy.episode.model_copy(update={"sampling": sampling, "hints": False})
-        self.greedy = EvalConfig(episode=episode, benchmark=cfg.benchmark, prereq=cfg.prereq)
+        self.greedy = EvalConfig(
+            episode=episode, benchmark=cfg.benchmark, prereq=cfg.prereq, max_batch=cfg.eval.max_batch
+        )
 
-    def __call__(self, model, step: int) -> None:
+    def __call__(self, model, step: int, optimizer=None) -> None:
+        """Evaluate `model` (the trainer's) at `step`; `optimizer`, the trainer's, lets ZeRO-3 gather as TRL does."""
         from rods_core.evaluation import evaluate_sharded
+        from rods_core.policy.weights import whole_weights
 
         if not self.tasks:
             return
-        with whole_weights(model):  # FSDP2: each rank's episodes make their own forward calls
+        # FSDP2 / ZeRO-3: each rank's episodes make their own number of forward calls
+        playing = self.generation() if self.generation else whole_weights(model, optimizer)
+        with playing as generator:
             result = evaluate_sharded(
-                (model, self.policy.tokenizer), self.tasks, self.greedy, self.ranks, self.benchmark
+                (model, self.policy.tokenizer), self.tasks, self.greedy, self.ranks, self.benchmark, generator
             )
         per_cat = {k.split("/", 2)[2]: v for k, v in result.items() if k.startswith("eval/progress/")}
         row = {

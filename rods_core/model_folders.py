@@ -68,6 +68,8 @@ def _check_model_dir(p: Path, field: str) -> Path:
         raise DoorError(f"{field}: {p}: no such folder; {build}")
     if not p.is_dir():
         raise DoorError(f"{field}: {p}: is a file, not a model folder")
+    if (p / "adapter_config.json").is_file() and not (p / "config.json").is_file():
+        return _check_adapter_dir(p, field)
     if not (p / "config.json").is_file():
         raise DoorError(f"{field}: {p}: holds no config.json (not a Hugging Face model folder); {build}")
     config = _json_object(p / "config.json", "model config", field)
@@ -97,4 +99,19 @@ def _check_model_dir(p: Path, field: str) -> Path:
                 raise DoorError(
                     f"{field}: {card_path}: prompt{'.' + loc if loc else ''}: {e.errors()[0]['msg']}"
                 ) from None
+    return p
+
+
+def _check_adapter_dir(p: Path, field: str) -> Path:
+    """A LoRA adapter folder (a `model.lora` run's final/): adapter weights, a tokenizer, and a base model that is
+    itself a usable model folder (or a cached hub id)."""
+    adapter = _json_object(p / "adapter_config.json", "adapter config", field)
+    base = adapter.get("base_model_name_or_path")
+    if not isinstance(base, str) or not base:
+        raise DoorError(f"{field}: {p / 'adapter_config.json'}: base_model_name_or_path: missing")
+    if not any((p / f).is_file() for f in ("adapter_model.safetensors", "adapter_model.bin")):
+        raise DoorError(f"{field}: {p}: a LoRA adapter folder without adapter weights (adapter_model.safetensors)")
+    if not any((p / f).is_file() for f in TOKENIZER_FILES):
+        raise DoorError(f"{field}: {p}: no tokenizer ({' or '.join(TOKENIZER_FILES)})")
+    check_model_dir(model_folder(base, field=f"{field} (the adapter's base model)"), f"{field} (the adapter's base)")
     return p

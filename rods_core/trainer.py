@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -31,7 +31,10 @@ from trl import GRPOConfig, GRPOTrainer
 from rods_core.benchmarks.protocols import Benchmark
 from rods_core.config import EpisodeConfig, RunConfig
 from rods_core.policy.backends import choose_generator
+from rods_core.policy.generation import Generator, VLLMGenerator
+from rods_core.policy.lora import peft_config
 from rods_core.policy.vllm_sync import sync_colocated_weights
+from rods_core.policy.weights import whole_weights
 from rods_core.ranks import Ranks, balance
 from rods_core.rng import derive_seed
 from rods_core.rollout import rollout_output, run_episodes
@@ -173,6 +176,7 @@ class RodsGRPOTrainer(GRPOTrainer):
         score_completion_positions_only()
         super().__init__(
             model=model,
+            peft_config=peft_config(cfg.model.lora) if cfg.model.lora else None,
             # Tests may swap in another reward to exercise the optimizer on an untrained model (whose
             # progress is 0 everywhere); the matrix handed to the curriculum is always the progress reward.
             reward_funcs=reward_funcs or [progress_reward],
@@ -191,11 +195,32 @@ class RodsGRPOTrainer(GRPOTrainer):
         # TRL syncs a colocated vLLM by calling its model's load_weights directly, which fails on vLLM's CPU
         # backend (rods_core/policy/vllm_sync.py); there this syncs first through vLLM's layerwise reload, and TRL,
         # seeing the step already loaded, skips its own. GPUs and server mode keep TRL's sync.
-        colocated_cpu = self.use_vllm and self.vllm_mode == "colocate" and self.accelerator.device.type == "cpu"
-        if colocated_cpu and self.state.global_step != self._last_loaded_step:
-            sync_colocated_weights(self.vllm_generation)
-            self._last_loaded_step = self.state.global_step
+        if self.use_vllm and self.vllm_mode == "colocate" and self.accelerator.device.type == "cpu":
+            self._sync_vllm()
         return super()._generate(prompts)
+
+    def _sync_vllm(self) -> None:
+        """vLLM holds the current weights afterwards (TRL's sync, or the CPU colocated one); a collective when the
+        weights are sharded, so every rank calls it at the same point. TRL's own step check then skips its sync."""
+        if self.state.global_step == self._last_loaded_step:
+            return
+        if self.vllm_mode == "colocate" and self.accelerator.device.type == "cpu":
+            sync_colocated_weights(self.vllm_generation)
+        else:
+            self.vllm_generation.sync_weights()
+        self._last_loaded_step = self.state.global_step
+
+    @contextmanager
+    def evaluation_generator(self) -> Iterator[Generator | None]:
+        """What plays a held-out evaluation of the current weights: with vLLM, its engine synced to them (after a
+        step's update it still holds the step's starting weights) and no log-probs asked for; without, None (the
+        caller plays the training model itself, inside `whole_weights`, with its bounded batch)."""
+        if not self.use_vllm:
+            with whole_weights(self.accelerator.unwrap_model(self.model), self.optimizer):
+                yield None
+            return
+        self._sync_vllm()
+        yield VLLMGenerator.from_trainer(self, logprobs=False)
 
     def _load_optimizer_and_scheduler(self, checkpoint):
         # transformers 5.17 maps the optimizer state to `args.device` when several processes train, which on CPU is
@@ -261,8 +286,10 @@ class RodsGRPOTrainer(GRPOTrainer):
         # sampling noise per (run, step, rank): reproducible on resume, different across ranks that drew
         # the same task (a tiny pool repeats tasks); the global RNG is restored afterwards
         devices = [model.device] if model.device.type == "cuda" else []
+        # vLLM generates: the training model makes no forward call, so its sharded weights stay sharded
+        weights = nullcontext() if self.use_vllm else whole_weights(model, self.optimizer)
         try:
-            with torch.no_grad(), torch.random.fork_rng(devices=devices), whole_weights(model):
+            with torch.no_grad(), torch.random.fork_rng(devices=devices), weights:
                 torch.manual_seed(derive_seed(self.cfg.seed, "rollout", step, self.ranks.rank))
                 episodes = run_episodes(tasks, generator, self.episode_cfg, benchmark=self.benchmark)
         finally:
@@ -287,29 +314,6 @@ class RodsGRPOTrainer(GRPOTrainer):
         out = rollout_output(episodes)
         out["n_calls"] = [e.n_calls for e in episodes]
         return out
-
-
-@contextmanager
-def whole_weights(model: torch.nn.Module) -> Iterator[None]:
-    """Under FSDP2, the whole weights on every rank while episodes run (rollouts, evaluation); resharded after.
-
-    A sharded forward all-gathers its weights (a collective) at each call, and each rank's episodes make their
-    own number of forward calls (turns and lengths differ), so sharded episodes would wait on each other
-    forever. TRL's own generation calls `generate`, which keeps ranks in step; the multi-turn rollouts here
-    call the model directly. Costs one full copy of the weights per device during rollouts (as DDP holds
-    always). A no-op without FSDP2 (DDP, one process)."""
-    from torch.distributed.fsdp import FSDPModule
-
-    sharded = [m for m in model.modules() if isinstance(m, FSDPModule)]
-    for m in sharded:
-        m.set_reshard_after_forward(False)
-        m.unshard()
-    try:
-        yield
-    finally:
-        for m in sharded:
-            m.reshard()
-            m.set_reshard_after_forward(True)  # configs/accelerate/fsdp.yaml: fsdp_reshard_after_forward: true
 
 
 _PROMPT_KEYS = ("prompt_ids", "prompt_mask")  # left-padded

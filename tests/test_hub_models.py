@@ -63,3 +63,22 @@ def test_the_app_launch_keeps_a_cached_hub_id_and_refuses_a_missing_one(tmp_path
     assert cfg.model.path == "rods-test/tiny-policy"  # the id, not a path confined to the workspace
     with pytest.raises(DoorError, match="hf download rods-test/absent"):
         build_config({"model": {"path": "rods-test/absent"}}, {}, paths)
+
+
+def test_rods_eval_takes_a_hub_id_from_the_cache_and_says_how_to_fetch_a_missing_one(tmp_path, hub_cache, monkeypatch):
+    """The README's base-model line: `rods eval --model org/name` reads the cached snapshot, downloads nothing."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from rods_lab.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    args = ["eval", "--model", "rods-test/tiny-policy", "--split", "train", "--limit", "2", "--max-batch", "1"]
+    r = runner.invoke(app, [*args, "--json"])
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.stdout[r.stdout.index("{") :])
+    assert report["model"] == "rods-test/tiny-policy" and report["eval/tasks"] == 2
+    r = runner.invoke(app, ["eval", "--model", "rods-test/absent", "--limit", "1"])
+    assert r.exit_code == 2 and "fetch it once with `hf download rods-test/absent`" in r.output

@@ -104,7 +104,7 @@ def test_fsdp2_episodes_run_on_whole_weights_while_ranks_make_different_calls(ti
 def test_sharded_accelerate_configs_are_fsdp2_and_zero3_and_refused_on_cpu():
     fsdp = load_config_from_file(str(ACCELERATE / "fsdp.yaml"))
     assert fsdp.distributed_type == "FSDP" and fsdp.fsdp_config["fsdp_version"] == 2 and fsdp.num_processes == 8
-    assert fsdp.fsdp_config["fsdp_reshard_after_forward"] is True  # what rods_core.trainer.whole_weights restores
+    assert fsdp.fsdp_config["fsdp_reshard_after_forward"] is True  # restored by policy.weights.whole_weights
     zero3 = load_config_from_file(str(ACCELERATE / "zero3.yaml"))
     assert zero3.distributed_type == "DEEPSPEED" and zero3.deepspeed_config["zero_stage"] == 3
     nodes = load_config_from_file(str(ACCELERATE / "two-machines-cpu.yaml"))

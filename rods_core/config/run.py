@@ -301,10 +301,27 @@ class RunConfig(_Strict):
 
     @model_validator(mode="after")
     def _benchmark_options(self) -> RunConfig:
-        problems = benchmark_option_problems(self)
+        problems = benchmark_option_problems(self) + init_kwargs_conflicts(self.model, self.grpo.trainer_args)
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+
+def init_kwargs_conflicts(model: ModelSettings, trainer_args: dict[str, Any]) -> list[str]:
+    """`model.dtype` / `model.attn_implementation` set to another value than `grpo.trainer_args.model_init_kwargs`
+    (TRL's field, which RODS applies under them: rods_core/policy/precision.py): each names both fields and the fix."""
+    given = trainer_args.get("model_init_kwargs") or {}
+    if not isinstance(given, dict):
+        return ["grpo.trainer_args.model_init_kwargs: must be a mapping of from_pretrained arguments"]
+    out = []
+    for field in ("dtype", "attn_implementation"):
+        ours = getattr(model, field)
+        if field in model.model_fields_set and field in given and str(given[field]) != str(ours):
+            out.append(
+                f"model.{field} ({ours}) and grpo.trainer_args.model_init_kwargs.{field} ({given[field]}) differ; "
+                f"set it in one place (model.{field})"
+            )
+    return out
 
 
 def benchmark_option_problems(cfg: RunConfig) -> list[str]:

@@ -165,14 +165,15 @@ class ModelFolderError(DoorError):
     """A model folder that cannot be used as a policy; the message names the folder and the fix."""
 
 
-def load_policy(model_dir: str | Path):
-    """(model, tokenizer, PromptConfig) from a folder; the tokenizer loads as PreTrainedTokenizerFast.
+def load_tokenizer(model_dir: str | Path):
+    """(tokenizer, PromptConfig) of a model folder (or of a LoRA adapter folder, which holds its tokenizer and
+    card); the tokenizer loads as PreTrainedTokenizerFast for a tiny model.
 
     AutoTokenizer may rebuild a `tokenizers`-trained tokenizer differently (docs/ARCHITECTURE.md), so it is only
     used for folders without a rods_model.json (hub checkpoints). The chat template is probed here
     (rendering.renderer_for), so a template that cannot drive multi-turn rollouts fails before any work.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
     from rods_core.policy.rendering import TemplateError, renderer_for
 
@@ -192,6 +193,24 @@ def load_policy(model_dir: str | Path):
         renderer_for(tokenizer)
     except TemplateError as e:
         raise ModelFolderError(f"{model_dir}: {e}") from e
-    model = AutoModelForCausalLM.from_pretrained(str(model_dir))
     prompt = PromptConfig.model_validate(card["prompt"]) if "prompt" in card else PromptConfig(docs_mode="json")
+    return tokenizer, prompt
+
+
+def load_policy(model_dir: str | Path, init_kwargs: dict[str, Any] | None = None):
+    """(model, tokenizer, PromptConfig) from a folder (load_tokenizer says how the tokenizer loads).
+
+    `init_kwargs` go to `from_pretrained` (a training load passes policy/precision.model_init_kwargs: dtype,
+    attention kernel); without them transformers loads the checkpoint's own dtype. A LoRA adapter folder (what a
+    `model.lora` run saves as final/) loads its base model with the adapter merged in (policy/lora.py).
+    """
+    from transformers import AutoModelForCausalLM
+
+    from rods_core.policy.lora import is_adapter_folder, load_merged
+
+    tokenizer, prompt = load_tokenizer(model_dir)
+    if is_adapter_folder(model_dir):
+        model = load_merged(model_dir, init_kwargs or {})
+    else:
+        model = AutoModelForCausalLM.from_pretrained(str(model_dir), **(init_kwargs or {}))
     return model, tokenizer, prompt

@@ -43,10 +43,11 @@ def _benchmark(benchmark: BenchmarkChoice, prereq: PrereqChoice):
 
 
 def _model(path: Path) -> Path:
-    from rods_core.model_folders import check_model_dir
+    """The model folder --model names: a local folder, or a hub id (org/name) from the local Hugging Face cache."""
+    from rods_core.model_folders import check_model_dir, model_folder
 
     with clean_errors():
-        return check_model_dir(path, "--model")
+        return check_model_dir(model_folder(str(path), field="--model"), "--model")
 
 
 def _bar(label: str):
@@ -186,7 +187,9 @@ def _eval_tasks(bench, split: str, categories: list[str] | None, tasks_file: Pat
 
 
 def eval_cmd(
-    model: Path = typer.Option(..., help="model folder"),
+    model: Path = typer.Option(
+        ..., help="model folder, or a hub id (org/name) already in the local Hugging Face cache"
+    ),
     benchmark: BenchmarkChoice = typer.Option(_E.benchmark, help="the benchmark to play (any policy on any one)"),
     split: Split = typer.Option("test", help="which seeds (without --tasks)"),
     prereq: PrereqChoice = typer.Option(
@@ -198,8 +201,10 @@ def eval_cmd(
     json_out: bool = typer.Option(False, "--json", help="print JSON"),
     out: Path | None = typer.Option(None, "--out", help="also write the JSON report to this file"),
     per_task: bool = typer.Option(False, help="include per-task results in the JSON"),
+    max_batch: int = typer.Option(_E.max_batch, "--max-batch", min=1, help="episodes generated together"),
 ) -> None:
-    """Greedy episodes: accuracy and mean progress reward, overall and per group (category, scenario).
+    """Greedy episodes: accuracy and mean progress reward, overall and per group (category, scenario), on the GPU
+    in bf16 when one is visible.
 
     Example: rods eval --model models/tiny-demo --benchmark bfcl_memory_kv --prereq fact --limit 20 --json
     """
@@ -208,8 +213,9 @@ def eval_cmd(
     from rods_core.threads import apply_thread_policy
 
     apply_thread_policy()
-    _model(model)
+    folder = _model(model)
     cfg, bench = _benchmark(benchmark, prereq)
+    cfg = cfg.model_copy(update={"max_batch": max_batch})
     tasks = _eval_tasks(bench, split.value, categories, tasks_file)
     if out is not None and not out.parent.is_dir():
         fail(f"--out: folder {out.parent} does not exist; create it or choose another path")
@@ -219,7 +225,7 @@ def eval_cmd(
     tasks = tasks[:limit] if limit else tasks
     bar, step = _bar(f"eval {len(tasks)} tasks")
     with bar:
-        report = evaluate(model, tasks, cfg, progress=step)
+        report = evaluate(folder, tasks, cfg, progress=step)
     if not per_task:
         report.pop("per_task")
     source = str(tasks_file) if tasks_file else split.value  # what was evaluated: a task file or a seed split
