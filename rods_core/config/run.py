@@ -242,6 +242,20 @@ class SynthSchedule(_Strict):
         description="boundary tasks handed to synthesis after each step, at most (fewer when the buffer "
         "could not admit their variants: see buffer.max_probe_wait)",
     )
+    deterministic: bool = Field(
+        False,
+        description="apply the variants synthesized for step k's parents at step k + apply_after, waiting for "
+        "the worker when it is late, so a run repeats exactly whatever the machine's load (docs/experiments/"
+        "determinism.md says what else varies); false = take whatever the worker has finished at each step, "
+        "never waiting (training never blocks, but what lands when depends on load). `rods bench` sets true",
+    )
+    apply_after: int = Field(
+        1,
+        ge=0,
+        le=100,
+        description="with deterministic: steps between asking for variants and applying them (0 = wait at once); "
+        "the worker has this many steps of training to finish before a step waits for it",
+    )
 
 
 class ComputeSettings(_Strict):
