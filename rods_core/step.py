@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from rods_core.benchmarks.edits import parse_edit, verify_edit
@@ -72,6 +73,7 @@ class RodsStep:
                 self.leak_reason(seeds[0])
         self._asked: list[tuple[str, int]] = []  # (parent, variants) asked of the worker, not yet back
         self._due: list[int] = []  # synthesis.deterministic: the step each job in `_asked` is taken back at
+        self.heldout = heldout_keys(cfg.synthesis.exclude, benchmark)  # content key -> the held-out set's name
         self._pools_version: str | None = None  # the pools last reported in a StepOutcome
 
     # ----- what the trainer calls ------------------------------------------------------------------
@@ -210,6 +212,7 @@ class RodsStep:
                     refused += 1
             for result in self._results(step):
                 self._forget_asked(result.parent_id)
+                reject_heldout(result, self.heldout)
                 mine = [
                     v.model_copy(update={"provenance": v.provenance.model_copy(update={"created_step": step})})
                     for v in result.accepted
@@ -312,6 +315,31 @@ def apply_decisions(decisions: list[Decision], apply) -> list[DecisionOutcome]:
             DecisionOutcome(d.id, d.task_id, d.action, "applied" if ok else "refused", str(reason)[:MAX_REASON])
         )
     return outcomes
+
+
+HELDOUT_REASON = "equals a task of the held-out set"  # the variant events' reason the report counts
+
+
+def heldout_keys(files: list[str], benchmark: Benchmark | None = None) -> dict[str, str]:
+    """Content key -> file stem of every task in `files` (synthesis.exclude): what no variant may equal."""
+    from rods_core.tasksets import read_task_file
+
+    return {t.content_key(): Path(f).stem for f in files for t in read_task_file(f, benchmark)}
+
+
+def reject_heldout(result, keys: dict[str, str]) -> int:
+    """Reject, in place, each accepted variant of a synthesis result that equals a held-out task by content
+    (its last stage becomes a rejection naming the set); returns how many."""
+    from rods_core.synth.stages import StageOutcome
+
+    hits = 0
+    for attempt in result.attempts:
+        name = keys.get(attempt.variant.content_key()) if attempt.variant is not None else None
+        if name is not None:
+            attempt.variant = None
+            attempt.outcomes[-1] = StageOutcome("augment", False, f"{HELDOUT_REASON} {name}")
+            hits += 1
+    return hits
 
 
 def _spread(per_rank: list[int]) -> float:
