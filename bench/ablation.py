@@ -2,19 +2,21 @@
 each with its interval; and plain verdicts on whether rods beats each other arm (static, uniform parents, ...).
 
 Pure functions over the per-run table (bench.experiments.run_table) and the landing frame (Frames.landing).
-An arm "beats" another on a figure when the 95% bootstrap interval of the difference of their means (runs
-resampled within each arm) lies above 0, "is beaten" when it lies below, and "does not beat" otherwise: the
-table never calls a difference inside the noise a win.
+Arms that ran the same run seeds share a held-out set and warm start per seed, so they are compared paired
+(per-seed differences: paired t-interval, bootstrap over seeds, sign count); others unpaired. An arm "beats"
+another on a figure when the Holm-adjusted p over the whole table is below 0.05 and the interval lies above
+0, "is beaten" when below, and "does not beat" otherwise: the table never calls a difference inside the noise
+a win. An ablation that could not change the run (bench.binding) is said to be a no-op, not compared.
 """
 
 from __future__ import annotations
 
 import math
 
-import numpy as np
 import pandas as pd
 
 from bench.experiments import t_interval
+from bench.experiments_stats import compare, decide, holm
 
 # The table's figures: run-table column -> meaning.
 ABLATION_METRICS: dict[str, str] = {
@@ -37,28 +39,6 @@ def landing_by_run(landing: pd.DataFrame) -> pd.DataFrame:
     ).reset_index()
 
 
-def diff_interval(a: list[float], b: list[float], boots: int = 4000, seed: int = 0) -> tuple[float, float, float]:
-    """(mean(a) - mean(b), 95% low, 95% high): percentile bootstrap, runs resampled within each side.
-    nan when either side is empty; with one run a side contributes no spread."""
-    a = np.asarray([x for x in a if x is not None and math.isfinite(x)], dtype=float)
-    b = np.asarray([x for x in b if x is not None and math.isfinite(x)], dtype=float)
-    if not a.size or not b.size:
-        return float("nan"), float("nan"), float("nan")
-    rng = np.random.default_rng(seed)
-    da = a[rng.integers(0, a.size, size=(boots, a.size))].mean(axis=1)
-    db = b[rng.integers(0, b.size, size=(boots, b.size))].mean(axis=1)
-    lo, hi = np.percentile(da - db, [2.5, 97.5])
-    return float(a.mean() - b.mean()), float(lo), float(hi)
-
-
-def verdict(diff: tuple[float, float, float]) -> str:
-    """'beats', 'is beaten by' or 'does not beat' from a difference interval (or 'not measured')."""
-    point, lo, hi = diff
-    if math.isnan(point):
-        return "not measured"
-    return "beats" if lo > 0 else ("is beaten by" if hi < 0 else "does not beat")
-
-
 def ablation_table(runs: pd.DataFrame, landing: pd.DataFrame) -> pd.DataFrame:
     """One row per arm: for each ABLATION_METRICS figure its mean, 95% t half-width and n over runs."""
     table = runs.merge(landing_by_run(landing)[["run", "landing_share"]], on="run", how="left")
@@ -73,34 +53,45 @@ def ablation_table(runs: pd.DataFrame, landing: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-# Fewer runs a side and a percentile bootstrap has too few distinct resamples to be trusted.
+# Fewer seeds (paired) or runs a side (unpaired) and an interval over them cannot be trusted.
 MIN_RUNS = 3
 
 
-def comparisons(runs: pd.DataFrame, landing: pd.DataFrame, arm: str = "rods", boots: int = 4000) -> list[dict]:
-    """`arm` against every other arm on each figure: the difference of means, its interval and the verdict
-    ('not decided' when either side has fewer than MIN_RUNS runs with the figure)."""
+def _pairs(arms: list[str], arm: str) -> list[tuple[str, str]]:
+    """`arm` against every other arm, then every other arm against static (does synthesis help at all?)."""
+    out = [(arm, o) for o in arms if o != arm]
+    return out + [(o, "static") for o in arms if o not in (arm, "static") and "static" in arms]
+
+
+def comparisons(
+    runs: pd.DataFrame, landing: pd.DataFrame, arm: str = "rods", boots: int = 4000, no_ops: dict | None = None
+) -> list[dict]:
+    """`arm` against every other arm, and every other arm against static, on each figure: paired by run seed
+    where both arms ran the same seeds (bench.experiments_stats), unpaired otherwise; verdicts on Holm-adjusted
+    p-values over the whole table. An arm in `no_ops` (arm -> why it could not differ from `arm`) is reported as
+    such and left out of the correction's family."""
     table = runs.merge(landing_by_run(landing)[["run", "landing_share"]], on="run", how="left")
-    mine = table[table.method == arm]
-    if mine.empty:
+    if "seed" not in table:
+        table = table.assign(seed=range(len(table)))  # no seeds recorded: every run its own, nothing paired
+    arms = sorted(set(table.method), key=lambda a: (a != arm, a != "static", a))
+    if arm not in arms:
         return []
-    out = []
-    for other, g in table[table.method != arm].groupby("method", sort=False):
+    no_ops = no_ops or {}
+    out, found = [], []
+    for a, b in _pairs(arms, arm):
         for metric in (m for m in ABLATION_METRICS if m in table):
-            a, b = list(mine[metric].dropna()), list(g[metric].dropna())
-            d = diff_interval(a, b, boots)
-            decided = min(len(a), len(b)) >= MIN_RUNS or math.isnan(d[0])
-            out.append(
-                {
-                    "arm": arm,
-                    "other": other,
-                    "metric": metric,
-                    "diff": d[0],
-                    "lo": d[1],
-                    "hi": d[2],
-                    "verdict": verdict(d) if decided else f"cannot be compared (K < {MIN_RUNS}) with",
-                }
-            )
+            va, vb = (table[(table.method == x) & table[metric].notna()] for x in (a, b))
+            c = compare(dict(zip(va.seed, va[metric], strict=True)), dict(zip(vb.seed, vb[metric], strict=True)), boots)
+            row = {"arm": a, "other": b, "metric": metric, "no_op": no_ops.get(b if a == arm else a)}
+            row.update(c.as_dict() if c else {"paired": False, "n": 0, "diff": float("nan"), "p": float("nan")})
+            out.append(row)
+            found.append(c)
+    family = [r["p"] if not r["no_op"] else float("nan") for r in out]
+    for row, c, p in zip(out, found, holm(family), strict=True):
+        row["p_holm"] = p
+        row["verdict"] = (
+            f"could not differ (no-op: {row['no_op']}) from" if row["no_op"] and c else decide(c, p, MIN_RUNS)
+        )
     return out
 
 
@@ -129,9 +120,24 @@ def markdown_table(table: pd.DataFrame, comps: list[dict]) -> list[str]:
 
 
 def comparison_sentence(c: dict) -> str:
-    """'- rods beats static on final_progress: +0.050 (95% CI +0.010 .. +0.090)', with the losses in bold."""
+    """'- rods beats static on final_progress: +0.050 (paired over 4 seeds: 95% t-CI +0.010 .. +0.090, bootstrap
+    ..., 4/4 seeds above, Holm p 0.012)', everything but a win in bold."""
     if c["verdict"] == "not measured":
         return f"- {c['arm']} vs {c['other']} on {c['metric']}: not measured (no runs with this figure)"
     text = f"{c['arm']} {c['verdict']} {c['other']} on {c['metric']}"
-    span = f"{c['diff']:+.3f} (95% CI {c['lo']:+.3f} .. {c['hi']:+.3f})"
+    if c.get("paired"):
+        span = (
+            f"{c['diff']:+.3f} (paired over {c['n']} seeds: 95% t-CI {c['lo']:+.3f} .. {c['hi']:+.3f}, bootstrap "
+            f"{c['boot_lo']:+.3f} .. {c['boot_hi']:+.3f}, {c['above']}/{c['n']} seeds above, {c['below']} below; "
+            f"Holm p {_p(c.get('p_holm'))})"
+        )
+    else:
+        span = (
+            f"{c['diff']:+.3f} (unpaired, {c['n']} runs a side at least: bootstrap 95% CI {c['lo']:+.3f} .. "
+            f"{c['hi']:+.3f}; Welch, Holm p {_p(c.get('p_holm'))})"
+        )
     return f"- {text}: {span}" if c["verdict"] == "beats" else f"- **{text}**: {span}"
+
+
+def _p(p) -> str:
+    return "n/a" if p is None or (isinstance(p, float) and math.isnan(p)) else f"{p:.3g}"

@@ -14,11 +14,17 @@ import json
 import os
 import shutil
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 from bench.curriculum_bench import design_settings, ensure_model_once, launch, plan_steps, run_configs
 from bench.experiments import EXPERIMENTS
+from bench.experiments_heldout import SCORES, SETS, HeldOutSpec, score_checkpoints, score_folders
+from bench.experiments_heldout import build as build_heldout
+from bench.experiments_heldout import load as load_heldout
+from bench.experiments_offline import OFFLINE_ARMS, offline_m, offline_variants, write_offline_seeds
 from rods_core.config import METHODS, RunConfig
+from rods_core.tasksets import select_seeds
 from storage.reader import RunReader
 
 # Ablations of rods: each changes one decision of the method, by one config flag (default: rods as shipped).
@@ -30,7 +36,7 @@ ABLATIONS: dict[str, dict[str, object]] = {
     "paper_streaks": {"buffer.mastered_streak": 2, "buffer.hard_streak": 3, "buffer.probe_obs": 2},
 }
 # Settings a restart on the same folder must share with the runs already there (arms and repeats may grow).
-RESTART_SAME = ("budget", "config", "sets", "max_steps", "eval_every", "trajectories_per_step")
+RESTART_SAME = ("budget", "config", "sets", "max_steps", "eval_every", "trajectories_per_step", "heldout")
 # Seconds per training step and per held-out task evaluated, of the demo design (2 processes) on this 2-core
 # machine while loaded (docs/experiments/cpu-depletion.md); used only for the estimate printed before the runs start.
 EST_STEP_S = {"static": 10.0, "rods": 16.0}
@@ -39,9 +45,10 @@ EST_RUN_OVERHEAD_S = 40.0  # process start, model load, held-out variant synthes
 
 
 def parse_arms(text: str) -> list[str]:
-    """Arms from a comma list: methods (rods_core.config.METHODS) and ablations of rods (ABLATIONS)."""
+    """Arms from a comma list: methods (rods_core.config.METHODS), ablations of rods (ABLATIONS) and the offline
+    baselines (bench.experiments_offline.OFFLINE_ARMS)."""
     arms = [a.strip() for a in text.split(",") if a.strip()]
-    known = (*METHODS, *ABLATIONS)
+    known = (*METHODS, *ABLATIONS, *OFFLINE_ARMS)
     bad = [a for a in arms if a not in known]
     if bad or not arms:
         raise ValueError(f"--arms: unknown {bad or 'empty list'}; choose from {', '.join(known)}")
@@ -49,20 +56,43 @@ def parse_arms(text: str) -> list[str]:
 
 
 def arm_overrides(arm: str) -> tuple[str, dict[str, object]]:
-    """(method, overrides) of an arm."""
+    """(method, overrides) of an arm; an offline arm is static GRPO on a seeds file written before its run."""
+    if arm in OFFLINE_ARMS:
+        return "static", {"seeds.subset": "file", "seeds.random": None, "seeds.ids": None, "seeds.limit": None}
     return ("rods", dict(ABLATIONS[arm])) if arm in ABLATIONS else (arm, {})
 
 
+def heldout_overrides(heldout_dir: Path) -> dict[str, object]:
+    """Every run evaluates in-run on H1 and rejects synthesized variants equal to any held-out task."""
+    files = [str(heldout_dir / f"{name}.jsonl") for name in SETS]
+    return {"eval.split": "file", "eval.file": files[0], "eval.limit": None, "synthesis.exclude": files}
+
+
 def plan_arms(
-    base: Path, out: Path, arms: list[str], repeats: int, budget: int, evals: int, sets: dict
+    base: Path, out: Path, arms: list[str], repeats: int, budget: int, evals: int, sets: dict, heldout: bool = False
 ) -> list[tuple[str, str, int, RunConfig]]:
-    """(run id, arm, repeat, config) of every run, validated before any starts (a bad flag fails here)."""
+    """(run id, arm, repeat, config) of every run, validated before any starts (a bad flag fails here). With
+    `heldout`, runs use the experiment's held-out sets (out/heldout) and keep a checkpoint at each evaluation."""
     plans = []
+    sets = {**sets, **(heldout_overrides(out / "heldout") if heldout else {})}
     for arm in arms:
         method, extra = arm_overrides(arm)
+        if arm in OFFLINE_ARMS:
+            extra = {**extra, "seeds.file": str(out / "offline" / f"{arm}.jsonl")}  # per repeat: set below
         for _, _, k, cfg in run_configs(base, out, [method], repeats, budget, evals, {**sets, **extra}):
+            if arm in OFFLINE_ARMS:
+                cfg = cfg.model_copy(
+                    update={"seeds": cfg.seeds.model_copy(update={"file": str(offline_file(out, arm, k))})}
+                )
+            if heldout:  # a checkpoint at every evaluation, all kept: each is scored on H2 and H3 after the run
+                grpo = cfg.grpo.model_copy(update={"save_steps": cfg.eval.every, "save_total_limit": evals + 2})
+                cfg = cfg.model_copy(update={"grpo": grpo})
             plans.append((f"{arm}_r{k}", arm, k, cfg.model_copy(update={"name": arm})))
     return sorted(plans, key=lambda p: (p[2], arms.index(p[1])))  # repeat-major: partial results stay paired
+
+
+def offline_file(out: Path, arm: str, k: int) -> Path:
+    return out / "offline" / f"{arm}_r{k}.jsonl"
 
 
 def estimate_s(arms: list[str], repeats: int, steps: int, evals: int, eval_tasks: int) -> float:
@@ -91,12 +121,14 @@ def run(
     out: Path | None = None,
     timeout_s: float | None = None,
     log=print,
+    heldout: HeldOutSpec | None = None,
 ) -> Path:
-    """Run every arm x repeat into `out` (skipping runs already complete there); returns the folder."""
-
+    """Run every arm x repeat into `out` (skipping runs already complete there); returns the folder. With
+    `heldout`, the experiment's held-out sets are made once (or read back, hash-checked) before any run, every
+    run is evaluated on H1 in-run and each of its checkpoints on H2 and H3 after it."""
     sets = dict(sets or {})
     out = Path(out or EXPERIMENTS.parent / "paper" / time.strftime("%Y%m%d-%H%M%S"))
-    plans = plan_arms(Path(config), out, arms, repeats, budget, evals, sets)
+    plans = plan_arms(Path(config), out, arms, repeats, budget, evals, sets, heldout=heldout is not None)
     steps, every, per_step = plan_steps(plans[0][3], budget, evals)
     n_evals = len(range(every, steps + 1, every)) + (steps % every != 0)
     eval_tasks = plans[0][3].eval.limit or 0
@@ -104,8 +136,8 @@ def run(
     est = estimate_s(arms, repeats, steps, n_evals, eval_tasks) * len(todo) / len(plans)
     log(
         f"paper: {len(plans)} runs ({len(plans) - len(todo)} already complete) x {steps} steps x {per_step} "
-        f"trajectories, {n_evals} evaluations (and one at step 0) of {eval_tasks} tasks each; estimated {est / 60:.0f} min "
-        f"(figures of a loaded 2-core machine; the log updates the estimate after each run) into {out}"
+        f"trajectories, {n_evals} evaluations (and one at step 0) of {eval_tasks or 'the H1'} tasks each; estimated "
+        f"{est / 60:.0f} min (figures of a loaded 2-core machine; the log updates the estimate after each run) into {out}"
     )
     out.mkdir(parents=True, exist_ok=True)
     manifest = out / "manifest.json"
@@ -115,14 +147,20 @@ def run(
         **design_settings(plans[0][3], budget, arms, repeats, config, evals, sets),
         "arms": arms,
         "ablations": {a: ABLATIONS[a] for a in arms if a in ABLATIONS},
+        "heldout": asdict(heldout) if heldout else None,
     }
-    changed = [k for k in RESTART_SAME if before["settings"] and before["settings"].get(k) != settings[k]]
+    changed = [k for k in RESTART_SAME if before["settings"] and before["settings"].get(k) != settings.get(k)]
     if changed:
         raise ValueError(f"{out}: holds runs of another design ({', '.join(changed)} differ); give a new --out")
     ensure_model_once(plans[0][3], log)
+    pool = select_seeds(plans[0][3])
+    held = prepare_heldout(plans[0][3], pool, heldout, out / "heldout", log) if heldout else None
+    if held is not None:
+        settings["heldout_sets"] = {k: {"n": v["n"], "sha256": v["sha256"]} for k, v in held[0]["sets"].items()}
     t0, spent = time.perf_counter(), []
-    for i, (run_id, arm, _k, cfg) in enumerate(todo):
+    for i, (run_id, arm, k, cfg) in enumerate(todo):
         shutil.rmtree(out / "runs" / run_id, ignore_errors=True)  # a run cut short restarts from scratch
+        extra = prepare_offline(out, arm, k, cfg, pool, held[1] if held else {}, log) if arm in OFFLINE_ARMS else {}
         load = os.getloadavg()[0]  # what else ran as this run started (the report says whether it was quiet)
         # "method" names the arm, so `rods bench curriculum-pool` numbers an ablation's repeats apart from rods'
         meta = {
@@ -131,7 +169,9 @@ def run(
             "arm": arm,
             "load_1min_at_start": round(load, 2),
         }
-        done[run_id] = meta
+        if held is not None and (out / "runs" / run_id).is_dir():
+            score_checkpoints(out / "runs" / run_id, {n: held[1][n] for n in ("H2", "H3")}, cfg, log)
+        done[run_id] = {**meta, **extra}
         spent.append(meta["wall_s"])
         left = (len(todo) - i - 1) * sum(spent) / len(spent)
         log(f"  {i + 1}/{len(todo)} done; about {left / 60:.0f} min left at the measured pace")
@@ -141,3 +181,36 @@ def run(
     runs = [done.get(p[0]) or {"run": p[0], "arm": p[1], "status": _status(out / "runs" / p[0], steps)} for p in plans]
     manifest.write_text(json.dumps({"settings": settings, "runs": runs}, indent=2))
     return out
+
+
+def prepare_heldout(cfg: RunConfig, pool: list, spec: HeldOutSpec, folder: Path, log=print) -> tuple[dict, dict]:
+    """(manifest, sets) of the experiment's held-out folder: made once, read back (hash-checked) on a restart;
+    the base model's H2 and H3 scores (every run's step 0) beside them."""
+    if (folder / "manifest.json").is_file():
+        manifest, sets = load_heldout(folder)
+        if manifest["spec"] != asdict(spec):
+            raise ValueError(f"{folder}: held-out sets of another spec ({manifest['spec']}); give a new --out")
+    else:
+        manifest = build_heldout(pool, spec, cfg.synth, folder)
+        _, sets = load_heldout(folder)
+        log("held-out sets: " + ", ".join(f"{k} {v['n']} tasks" for k, v in manifest["sets"].items()))
+    base = folder / "base_model"
+    if not (base / SCORES).is_file():
+        base.mkdir(exist_ok=True)
+        model = Path(cfg.model.path)
+        rows = score_folders([(0, model)], {n: sets[n] for n in ("H2", "H3")}, cfg, log)
+        (base / SCORES).write_text(json.dumps(rows))
+    return manifest, sets
+
+
+def prepare_offline(out: Path, arm: str, k: int, cfg: RunConfig, pool: list, sets: dict, log=print) -> dict:
+    """Write the seeds file of an offline arm's run k (pool + M variants); its stats go to the manifest."""
+    rods_dir = out / "runs" / f"rods_r{k}"
+    m = offline_m(arm, rods_dir, pool)
+    keys = {t.content_key(): name for name, tasks in sets.items() for t in tasks}
+    variants, stats = offline_variants(pool, m, cfg.synth, cfg.seed, keys)
+    write_offline_seeds(offline_file(out, arm, k), pool, variants, stats)
+    log(
+        f"  {arm}_r{k}: {stats['made']} of M = {m} variants synthesized up front ({stats['heldout_collisions_excluded']} held-out collisions left out)"
+    )
+    return {"offline": stats}

@@ -58,6 +58,7 @@ def run_configs(
         seed = probe.seed + k
         for method in methods:
             overrides = {
+                "synthesis.deterministic": True,  # an experiment's runs repeat exactly, whatever the load
                 **sets,
                 "name": method,
                 "method": method,

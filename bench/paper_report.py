@@ -60,14 +60,19 @@ def band_plot(curve: pd.DataFrame, x: str, y: str, title: str, y_title: str) -> 
 
 
 def table_figure(shown: pd.DataFrame, comps: list[dict], title: str) -> go.Figure:
-    """The ablation table (text cells) above rods' comparisons with every other arm, as one figure for the PNG."""
+    """The ablation table (text cells) above the comparisons (rods with every other arm, every arm with static),
+    as one figure for the PNG."""
     comps = [c for c in comps if c["verdict"] != "not measured"]
     verdicts = pd.DataFrame(
         {
-            "rods vs": [c["other"] for c in comps],
+            "comparison": [f"{c['arm']} vs {c['other']}" for c in comps],
             "figure": [c["metric"].replace("_", " ") for c in comps],
-            "difference (95% CI)": [f"{c['diff']:+.3f} ({c['lo']:+.3f} .. {c['hi']:+.3f})" for c in comps],
-            "verdict": [f"rods {c['verdict']} {c['other']}" for c in comps],
+            "difference (95% CI)": [
+                f"{c['diff']:+.3f} ({c['lo']:+.3f} .. {c['hi']:+.3f}; {'paired' if c['paired'] else 'unpaired'}, "
+                f"n {c['n']})"
+                for c in comps
+            ],
+            "verdict": [f"{c['arm']} {c['verdict']} {c['other']}" for c in comps],
         }
     )
     top = (len(shown) + 1) / (len(shown) + len(verdicts) + 2)

@@ -2,7 +2,7 @@
 
 `RodsStep.after_step(step, report, decisions)` runs on every rank after TRL's update, on the batch's reward
 matrix (no generation, no environment call). Synthesis runs in a worker thread on rank 0 beside training
-and is collected when ready; the variants it accepted are shared from rank 0, and the decisions arrive
+and is collected when ready (with synthesis.deterministic: at a fixed later step, waiting if late); the variants it accepted are shared from rank 0, and the decisions arrive
 already shared by the loop, so every rank's buffer makes the same moves. It returns the step's events,
 metrics, decision outcomes and state digest; the loop records them (rank 0 only). The static baselines
 run the same code with a source that never changes.
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from rods_core.benchmarks.edits import parse_edit, verify_edit
@@ -71,6 +72,8 @@ class RodsStep:
             else:
                 self.leak_reason(seeds[0])
         self._asked: list[tuple[str, int]] = []  # (parent, variants) asked of the worker, not yet back
+        self._due: list[int] = []  # synthesis.deterministic: the step each job in `_asked` is taken back at
+        self.heldout = heldout_keys(cfg.synthesis.exclude, benchmark)  # content key -> the held-out set's name
         self._pools_version: str | None = None  # the pools last reported in a StepOutcome
 
     # ----- what the trainer calls ------------------------------------------------------------------
@@ -190,6 +193,7 @@ class RodsStep:
         k = min(self.cfg.synthesis.parents_per_step, max(0, math.ceil(room / n)))
         parents = self.source.boundary_tasks(k)  # every rank: keeps the buffer's RNGs in step
         accepted, rows, refused = [], [], 0
+        fixed = self.cfg.synthesis.deterministic
         if self.worker is not None:
             # a fresh seed per step: the same boundary parent asked again yields new variants
             seed = derive_seed(self.cfg.synth.seed, "synth", step)
@@ -199,12 +203,16 @@ class RodsStep:
                 except TestSplitRefused:
                     refused += 1
                     continue
-                if self.worker.submit(self.source.task(tid), n, seed=seed):
+                # a repeatable run counts its own untaken jobs against the queue, never what happens to be done
+                full = fixed and len(self._asked) >= self.cfg.synth.queue_size
+                if not full and self.worker.submit(self.source.task(tid), n, seed=seed):
                     self._asked.append((tid, n))
+                    self._due.append(step + self.cfg.synthesis.apply_after)
                 else:
                     refused += 1
-            for result in self.worker.drain():
+            for result in self._results(step):
                 self._forget_asked(result.parent_id)
+                reject_heldout(result, self.heldout)
                 mine = [
                     v.model_copy(update={"provenance": v.provenance.model_copy(update={"created_step": step})})
                     for v in result.accepted
@@ -221,10 +229,19 @@ class RodsStep:
         metrics = {
             "synth/accepted": float(len(accepted)),
             "synth/rejected": float(sum(not r["accepted"] for r in rows)),
-            "synth/queued": float(self.worker.in_flight if self.worker else 0),
+            "synth/queued": float(len(self._asked) if fixed else self.worker.in_flight if self.worker else 0),
             "synth/refused": float(refused),
         }
         return accepted, rows, samples, metrics
+
+    def _results(self, step: int) -> list:
+        """The worker's results this step takes: with synthesis.deterministic, exactly the jobs due by now, in
+        the order asked (waiting for a late one); else whatever has finished."""
+        if not self.cfg.synthesis.deterministic:
+            return self.worker.drain()
+        due = sum(d <= step for d in self._due)  # a prefix: jobs fall due in the order they were asked
+        del self._due[:due]
+        return self.worker.collect(due)
 
     def _forget_asked(self, parent_id: str) -> None:
         for i, (tid, _) in enumerate(self._asked):
@@ -298,6 +315,31 @@ def apply_decisions(decisions: list[Decision], apply) -> list[DecisionOutcome]:
             DecisionOutcome(d.id, d.task_id, d.action, "applied" if ok else "refused", str(reason)[:MAX_REASON])
         )
     return outcomes
+
+
+HELDOUT_REASON = "equals a task of the held-out set"  # the variant events' reason the report counts
+
+
+def heldout_keys(files: list[str], benchmark: Benchmark | None = None) -> dict[str, str]:
+    """Content key -> file stem of every task in `files` (synthesis.exclude): what no variant may equal."""
+    from rods_core.tasksets import read_task_file
+
+    return {t.content_key(): Path(f).stem for f in files for t in read_task_file(f, benchmark)}
+
+
+def reject_heldout(result, keys: dict[str, str]) -> int:
+    """Reject, in place, each accepted variant of a synthesis result that equals a held-out task by content
+    (its last stage becomes a rejection naming the set); returns how many."""
+    from rods_core.synth.stages import StageOutcome
+
+    hits = 0
+    for attempt in result.attempts:
+        name = keys.get(attempt.variant.content_key()) if attempt.variant is not None else None
+        if name is not None:
+            attempt.variant = None
+            attempt.outcomes[-1] = StageOutcome("augment", False, f"{HELDOUT_REASON} {name}")
+            hits += 1
+    return hits
 
 
 def _spread(per_rank: list[int]) -> float:

@@ -26,12 +26,12 @@ def report(groups: list[tuple[str, list[float]]]) -> RolloutReport:
     return RolloutReport(groups=groups, accuracy=[0.0] * n, n_calls=[1] * n, model_tokens=10 * n)
 
 
-def rods_step(**buffer) -> RodsStep:
+def rods_step(synthesis: dict | None = None, **buffer) -> RodsStep:
     cfg = RunConfig.model_validate(
         {
             "method": "rods",
             "buffer": {"p_max": 4, "probe_slots": 1, "max_probe_wait": 2, **buffer},
-            "synthesis": {"parents_per_step": 2},
+            "synthesis": {"parents_per_step": 2, **(synthesis or {})},
             "synth": {"n_per_parent": 1},
         }
     )
@@ -69,6 +69,35 @@ def test_synthesis_is_asked_only_for_what_the_buffer_can_admit():
         assert cur.worker.submitted == 3
     finally:
         cur.close()
+
+
+def _fixed_schedule_run(late: bool) -> list[tuple[dict, dict]]:
+    """Four steps of a deterministic-synthesis run whose worker is either done at once or late by ~0.4 s."""
+    import time
+
+    cur = rods_step({"deterministic": True, "apply_after": 2})
+    seeds = [t.id for t in demo_seeds()[:4]]
+    job = cur.worker._job
+    cur.worker._job = lambda *args: (time.sleep(0.4) if late else None, job(*args))[1]
+    out = []
+    try:
+        for step in range(1, 5):
+            if not late:  # an idle machine: every job finished before the next step looks
+                wait_until(lambda: cur.worker.in_flight == 0, "synthesis jobs")
+            o = cur.after_step(step, report([(t, BOUNDARY) for t in seeds]), [])
+            metrics = {k: v for k, v in o.metrics.items() if k.startswith(("synth/", "buffer/"))}
+            out.append((metrics, cur.source.pools()))
+    finally:
+        cur.close()
+    return out
+
+
+def test_deterministic_synthesis_applies_each_steps_variants_at_a_fixed_later_step_however_late_the_worker():
+    fast, late = _fixed_schedule_run(late=False), _fixed_schedule_run(late=True)
+    assert fast == late  # every synth/ and buffer/ figure and every pool, step by step
+    accepted = [m["synth/accepted"] for m, _ in fast]
+    assert accepted[:2] == [0.0, 0.0] and accepted[2] == 2.0  # step 1's jobs land at step 3, not before
+    assert [m["synth/queued"] for m, _ in fast][:2] == [2.0, 2.0]  # asked, not yet taken back
 
 
 def test_an_edit_decision_carrying_a_test_split_task_is_refused_at_the_door():

@@ -218,10 +218,13 @@ class EvalSettings(_Strict):
     """Held-out evaluation on a fixed cadence (greedy)."""
 
     every: int = Field(10, ge=0, description="evaluate every N steps (0 = only at the end)")
-    split: Literal["test", "train", "variants"] = Field(
+    split: Literal["test", "train", "variants", "file"] = Field(
         "test",
-        description="test = held-out BFCL tasks; train = the run's seeds; variants = fresh variants of the seeds",
+        description="test = held-out BFCL tasks; train = the run's seeds; variants = fresh variants of the seeds "
+        "(made per run seed by the training synthesizer); file = the tasks of `file` (an experiment's fixed "
+        "held-out set, shared by every arm and run seed)",
     )
+    file: str | None = Field(None, description="JSONL of held-out tasks when split is 'file' (read by schema alone)")
     categories: list[str] = Field(default_factory=lambda: list(CATEGORIES), description="categories to evaluate")
     limit: int | None = Field(40, ge=1, description="evaluate the first N tasks (None = all)")
     variants_per_seed: int = Field(1, ge=1, description="with split=variants: fresh variants per seed, frozen per run")
@@ -232,6 +235,12 @@ class EvalSettings(_Strict):
         "evaluation's KV cache and activations beside the training state",
     )
 
+    @model_validator(mode="after")
+    def _check(self) -> EvalSettings:
+        if self.split == "file" and not self.file:
+            raise ValueError("eval.split is 'file' but no eval.file is given; set eval.file: path/to/heldout.jsonl")
+        return self
+
 
 class SynthSchedule(_Strict):
     """How the loop feeds synthesis (the pipeline itself, variants per parent included, is `synth:`)."""
@@ -241,6 +250,26 @@ class SynthSchedule(_Strict):
         ge=0,
         description="boundary tasks handed to synthesis after each step, at most (fewer when the buffer "
         "could not admit their variants: see buffer.max_probe_wait)",
+    )
+    deterministic: bool = Field(
+        False,
+        description="apply the variants synthesized for step k's parents at step k + apply_after, waiting for "
+        "the worker when it is late, so a run repeats exactly whatever the machine's load (docs/experiments/"
+        "determinism.md says what else varies); false = take whatever the worker has finished at each step, "
+        "never waiting (training never blocks, but what lands when depends on load). `rods bench` sets true",
+    )
+    apply_after: int = Field(
+        1,
+        ge=0,
+        le=100,
+        description="with deterministic: steps between asking for variants and applying them (0 = wait at once); "
+        "the worker has this many steps of training to finish before a step waits for it",
+    )
+    exclude: list[str] = Field(
+        default_factory=list,
+        description="JSONL task files no training task may equal by content (an experiment's held-out sets): a "
+        "synthesized variant equal to one is rejected as it arrives, its reason naming the held-out set, so the "
+        "report counts the collisions",
     )
 
 

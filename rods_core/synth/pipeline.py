@@ -237,8 +237,18 @@ def _job(parent: Task, n: int, pool_keys: set[str], cfg: SynthConfig) -> SynthRe
     return synthesize(parent, n, pool_keys, cfg)
 
 
+def _result(fut: Future, parent_id: str) -> SynthResult:
+    """A job's result (waiting for it); a job that raised is a rejected attempt with the error as its reason."""
+    try:
+        return fut.result()
+    except Exception as e:  # noqa: BLE001 - a failed job must not stop training; report it
+        failed = StageOutcome("plan", False, f"worker error: {type(e).__name__}: {e}")
+        return SynthResult(parent_id, [Attempt([failed])])
+
+
 class SynthWorker:
-    """Synthesis in the background: `submit` never blocks (False when the queue is full), `drain` never waits.
+    """Synthesis in the background: `submit` never blocks (False when the queue is full), `drain` never waits,
+    `collect` waits for the oldest jobs (runs that must repeat exactly).
 
     Variants accepted by earlier jobs are remembered, so two jobs never hand over the same task.
     """
@@ -278,15 +288,14 @@ class SynthWorker:
         """Finished results, without waiting; duplicates of earlier hand-outs are dropped."""
         done = [(f, pid) for f, pid in self._pending if f.done()]
         self._pending = [(f, pid) for f, pid in self._pending if not f.done()]
-        out = []
-        for fut, parent_id in done:
-            try:
-                res = fut.result()
-            except Exception as e:  # noqa: BLE001 - a failed job must not stop training; report it
-                failed = StageOutcome("plan", False, f"worker error: {type(e).__name__}: {e}")
-                res = SynthResult(parent_id, [Attempt([failed])])
-            out.append(self._dedupe(res))
-        return out
+        return [self._dedupe(_result(fut, parent_id)) for fut, parent_id in done]
+
+    def collect(self, count: int) -> list[SynthResult]:
+        """The results of the `count` oldest jobs not yet taken back, in the order they were submitted,
+        waiting for any that has not finished: what a run that must repeat exactly takes at a fixed step,
+        whatever the machine's load made finish first. Duplicates of earlier hand-outs are dropped."""
+        take, self._pending = self._pending[:count], self._pending[count:]
+        return [self._dedupe(_result(fut, parent_id)) for fut, parent_id in take]
 
     def _dedupe(self, res: SynthResult) -> SynthResult:
         """Drop variants handed out before: their attempt ends rejected at `augment` instead."""

@@ -103,17 +103,26 @@ def paper(
     sets: list[str] = typer.Option([], "--set", help="override a field of every run, e.g. --set eval.limit=100"),
     out: Path = typer.Option(None, help="output folder; the same folder again reruns only the unfinished runs"),
     timeout: float = typer.Option(None, help="seconds allowed per run (default: no limit)"),
+    heldout: str = typer.Option(
+        "h1=8,h2=16x4,h3=100",
+        help="held-out sets made once and shared by every run: H1 variants per pool seed, H2 seeds x variants "
+        "outside the pool, H3 test-split tasks (bench/experiments_heldout.py); none = the config's eval",
+    ),
 ) -> None:
     """The paper's comparison: arms x K repeats on one budget, with a time estimate; restartable per run.
 
     Example: rods bench paper --budget 1440 --arms rods,static,single_layer --repeats 4 --out bench/results/paper/a
     """
     from bench.arms import parse_arms, run
+    from bench.experiments_heldout import parse_spec
     from bench.paper_report import write
     from rods_core.config import ConfigError, parse_overrides
 
     try:
-        folder = run(budget, parse_arms(arms), repeats, config, evals, parse_overrides(sets), out, timeout, typer.echo)
+        spec = parse_spec(heldout)
+        folder = run(
+            budget, parse_arms(arms), repeats, config, evals, parse_overrides(sets), out, timeout, typer.echo, spec
+        )
         write(folder, folder / "report", log=typer.echo)
     except (ValueError, ConfigError) as e:
         fail(str(e))

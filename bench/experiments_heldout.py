@@ -1,0 +1,191 @@
+"""An experiment's held-out sets, made once, saved with it and hashed, shared by every arm and run seed:
+
+- H1: `h1_per_seed` fresh variants of every pool seed (does training generalise within the pool's structures?);
+- H2: `h2_per_seed` variants of each of `h2_seeds` train-split seeds outside the pool (transfer);
+- H3: `h3` BFCL test-split tasks of the pool's categories (the benchmark's own held-out split).
+
+Each set is exactly the size asked: a seed whose variants come short is tried again with more attempts (up to
+`max_attempts`), and if it still falls short the build stops with every seed's yield (H2 moves on to the next
+drawn seed instead: its parents are not fixed by the design). H1 and H2 variants differ by content from every
+pool seed and from each other. Training tasks are checked against the sets by content (`collisions`); a run
+rejects a colliding variant as it arrives (run config `synthesis.exclude`, rods_core.step.reject_heldout).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from rods_core.config import RunConfig, SynthConfig
+from rods_core.seeds import load_seeds
+from rods_core.tasks import Task, read_tasks, write_tasks
+
+SETS = ("H1", "H2", "H3")
+MANIFEST = "manifest.json"
+
+
+class HeldOutShort(ValueError):
+    """A held-out set could not be made at the size asked; the message gives the yield per seed."""
+
+
+@dataclass(frozen=True)
+class HeldOutSpec:
+    """The sizes of an experiment's held-out sets and the seed of their draws."""
+
+    h1_per_seed: int = 8
+    h2_seeds: int = 16
+    h2_per_seed: int = 4
+    h3: int = 100
+    seed: int = 0
+    max_attempts: int = 400  # candidates per parent at most, raised step by step from the synth config's
+
+
+def _variants(parent: Task, k: int, keys: set[str], cfg: SynthConfig, cap: int) -> list[Task]:
+    """Up to k verified variants of `parent`, none in `keys`; attempts raised x4 from the config's until k or `cap`."""
+    from rods_core.synth.pipeline import synthesize
+
+    attempts = cfg.max_attempts
+    while True:
+        got = synthesize(parent, k, keys, cfg.model_copy(update={"max_attempts": attempts})).accepted
+        if len(got) >= k or attempts >= cap:
+            return got[:k]
+        attempts = min(cap, attempts * 4)
+
+
+def build(pool: list[Task], spec: HeldOutSpec, synth: SynthConfig, out: Path) -> dict:
+    """Make H1, H2, H3 for a pool of seeds into `out` (JSONL per set + manifest.json with sizes, yields and
+    sha256); returns the manifest. Raises HeldOutShort, writing nothing, when a set cannot be made whole."""
+    from rods_core.rng import derive_seed
+
+    cfg = synth.model_copy(update={"seed": derive_seed(spec.seed, "heldout")})
+    keys = {t.content_key() for t in pool}
+    cats = sorted({t.category for t in pool})
+    h1, yields = [], {}
+    for parent in pool:
+        got = _variants(parent, spec.h1_per_seed, keys, cfg, spec.max_attempts)
+        yields[parent.id] = len(got)
+        keys.update(v.content_key() for v in got)
+        h1 += got
+    short = {p: n for p, n in yields.items() if n < spec.h1_per_seed}
+    if short:
+        raise HeldOutShort(
+            f"H1: {len(short)} of {len(pool)} seeds yielded fewer than {spec.h1_per_seed} variants in "
+            f"{spec.max_attempts} attempts: {short}; lower h1_per_seed or drop those seeds"
+        )
+    pool_ids = {t.id for t in pool}
+    outside = sorted(
+        (t for t in load_seeds("train") if t.category in cats and t.id not in pool_ids), key=lambda t: t.id
+    )
+    random.Random(spec.seed).shuffle(outside)
+    h2, h2_yields = [], {}
+    for parent in outside:
+        if len(h2) >= spec.h2_seeds * spec.h2_per_seed:
+            break
+        got = _variants(parent, spec.h2_per_seed, keys, cfg, spec.max_attempts)
+        h2_yields[parent.id] = len(got)
+        if len(got) == spec.h2_per_seed:
+            keys.update(v.content_key() for v in got)
+            h2 += got
+    if len(h2) < spec.h2_seeds * spec.h2_per_seed:
+        raise HeldOutShort(f"H2: {len(h2)} of {spec.h2_seeds * spec.h2_per_seed} variants; yields {h2_yields}")
+    test = sorted((t for t in load_seeds("test") if t.category in cats), key=lambda t: t.id)
+    if len(test) < spec.h3:
+        raise HeldOutShort(f"H3: {spec.h3} tasks asked, the test split holds {len(test)} of categories {cats}")
+    h3 = sorted(random.Random(spec.seed).sample(test, spec.h3), key=lambda t: t.id)
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = {"spec": asdict(spec), "pool": sorted(pool_ids), "sets": {}}
+    sets = (("H1", h1, {"yield_per_seed": yields}), ("H2", h2, {"yield_per_seed": h2_yields}), ("H3", h3, {}))
+    for name, tasks, extra in sets:
+        path = out / f"{name}.jsonl"
+        write_tasks(path, tasks)
+        manifest["sets"][name] = {"file": path.name, "n": len(tasks), "sha256": sha256(path), **extra}
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=1))
+    return manifest
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def load(folder: Path) -> tuple[dict, dict[str, list[Task]]]:
+    """(manifest, tasks by set) of a held-out folder, every file checked against its recorded hash."""
+    folder = Path(folder)
+    manifest = json.loads((folder / MANIFEST).read_text())
+    sets = {}
+    for name, meta in manifest["sets"].items():
+        path = folder / meta["file"]
+        if sha256(path) != meta["sha256"]:
+            raise ValueError(f"{path}: its sha256 differs from {folder / MANIFEST}'s; the held-out set was changed")
+        sets[name] = read_tasks(path)
+    return manifest, sets
+
+
+def collisions(tasks: list[Task], sets: dict[str, list[Task]]) -> dict[str, list[str]]:
+    """Per held-out set: the ids of `tasks` equal to one of its tasks by content (ids never count)."""
+    keys = {t.content_key() for t in tasks}
+    by_key = {t.content_key(): t.id for t in tasks}
+    return {
+        name: sorted(by_key[t.content_key()] for t in held if t.content_key() in keys) for name, held in sets.items()
+    }
+
+
+def exclude_files(folder: Path) -> list[str]:
+    """The files a run's `synthesis.exclude` names: every held-out set of the folder."""
+    manifest = json.loads((Path(folder) / MANIFEST).read_text())
+    return [str(Path(folder) / m["file"]) for m in manifest["sets"].values()]
+
+
+SCORES = "heldout_scores.json"
+
+
+def score_folders(
+    folders: list[tuple[int, Path]], sets: dict[str, list[Task]], cfg: RunConfig, log=print
+) -> list[dict]:
+    """Greedy scores of model folders (step, folder) on each held-out set: per set and step n, progress,
+    accuracy, and each task's progress (for paired analyses by task)."""
+    from rods_core.evaluation import EvalConfig, evaluate
+
+    sampling = cfg.episode.sampling.model_copy(update={"temperature": 0.0})
+    episode = cfg.episode.model_copy(update={"sampling": sampling, "hints": False})
+    ecfg = EvalConfig(episode=episode, benchmark=cfg.benchmark, prereq=cfg.prereq, max_batch=cfg.eval.max_batch)
+    rows = []
+    for step, folder in folders:
+        for name, tasks in sets.items():
+            r = evaluate(str(folder), tasks, ecfg)
+            per_task = {k: v["progress"] for k, v in r["per_task"].items()}
+            row = {"step": step, "set": name, "n": len(tasks), "progress": r["eval/progress"]}
+            rows.append({**row, "accuracy": r["eval/accuracy"], "per_task": per_task})
+            log(f"  {Path(folder).name} (step {step}) on {name} ({len(tasks)}): progress {r['eval/progress']:.3f}")
+    return rows
+
+
+def score_checkpoints(run_dir: Path, sets: dict[str, list[Task]], cfg: RunConfig, log=print) -> list[dict]:
+    """score_folders over every saved checkpoint of a run, written to <run>/heldout_scores.json."""
+    ckpts = sorted((Path(run_dir) / "checkpoints").glob("checkpoint-*"), key=lambda c: int(c.name.split("-")[1]))
+    rows = score_folders([(int(c.name.split("-")[1]), c) for c in ckpts], sets, cfg, log)
+    (Path(run_dir) / SCORES).write_text(json.dumps(rows))
+    return rows
+
+
+def parse_spec(text: str) -> HeldOutSpec | None:
+    """`h1=8,h2=16x4,h3=100[,seed=0]` (H1 variants per pool seed; H2 seeds x variants; H3 test tasks) or `none`
+    (the run config's own evaluation, no held-out sets)."""
+    if text.strip().lower() == "none":
+        return None
+    fields: dict[str, int] = {}
+    try:
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            key, _, value = part.partition("=")
+            if key == "h2":
+                seeds, _, per = value.partition("x")
+                fields.update(h2_seeds=int(seeds), h2_per_seed=int(per))
+            elif key in ("h1", "h3", "seed"):
+                fields[{"h1": "h1_per_seed"}.get(key, key)] = int(value)
+            else:
+                raise ValueError(f"unknown key {key!r}")
+    except ValueError as e:
+        raise ValueError(f"--heldout {text!r}: {e}; write e.g. h1=8,h2=16x4,h3=100 or none") from None
+    return HeldOutSpec(**fields)

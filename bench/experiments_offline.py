@@ -1,0 +1,72 @@
+"""The paper's offline baseline: M verified variants synthesized up front (uniform over the pool's seeds, the same
+synthesizer as rods), then static GRPO on seeds + variants. The paper compares RODS with a 17K-sample offline set;
+here M is given, or measured from rods' own runs (the distinct variants a rods run trained on), and a large M is
+as many as the synthesizer yields per seed; the report states the ratio of synthesized tasks and trajectories.
+
+A variant equal to a held-out task by content is counted and left out (the set then holds fewer than M: said so).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from rods_core.config import SynthConfig
+from rods_core.tasks import Task, write_tasks
+
+# arm -> how its M is chosen: "rods" = the distinct variants rods' run of the same repeat trained on; "large" =
+# every variant the synthesizer yields for each seed (OFFLINE_LARGE_PER_SEED at most); an int = that M
+OFFLINE_ARMS: dict[str, str] = {"offline_small": "rods", "offline_large": "large"}
+OFFLINE_LARGE_PER_SEED = 50
+
+
+def offline_variants(
+    pool: list[Task], m: int, synth: SynthConfig, seed: int, heldout: dict[str, str] | None = None
+) -> tuple[list[Task], dict]:
+    """(up to m variants, stats): ceil(m / seeds) asked of each seed, then taken round-robin over the seeds so
+    every seed contributes alike; held-out collisions left out and counted."""
+    from rods_core.rng import derive_seed
+    from rods_core.synth.pipeline import synthesize
+
+    cfg = synth.model_copy(update={"seed": derive_seed(seed, "offline")})
+    per_seed = math.ceil(m / max(len(pool), 1))
+    cfg = cfg.model_copy(update={"max_attempts": max(cfg.max_attempts, 4 * per_seed)})
+    keys = {t.content_key() for t in pool}
+    by_seed, collided = [], 0
+    for parent in pool:
+        got = []
+        for v in synthesize(parent, per_seed, keys, cfg).accepted:
+            if heldout and v.content_key() in heldout:
+                collided += 1
+                continue
+            keys.add(v.content_key())
+            got.append(v)
+        by_seed.append(got)
+    picked = [v for i in range(per_seed) for got in by_seed if i < len(got) for v in [got[i]]][:m]
+    stats = {"asked": m, "made": len(picked), "per_seed_asked": per_seed, "heldout_collisions_excluded": collided}
+    return picked, stats
+
+
+def rods_distinct_variants(run_dir: Path, seed_ids: set[str]) -> int:
+    """Distinct tasks outside the seeds that a finished run played in training (its task_stats rows)."""
+    from storage.reader import RunReader
+
+    played = RunReader(run_dir).query("SELECT DISTINCT task_id FROM task_stats")
+    return int(sum(t not in seed_ids for t in played.task_id))
+
+
+def offline_m(arm: str, rods_dir: Path | None, pool: list[Task]) -> int:
+    """M of an offline arm's run (OFFLINE_ARMS): measured from the rods run of the same repeat, or the large M."""
+    rule = OFFLINE_ARMS[arm]
+    if rule == "large":
+        return OFFLINE_LARGE_PER_SEED * len(pool)
+    if rods_dir is None or not rods_dir.is_dir():
+        raise ValueError(f"{arm}: M is measured from rods' run of the same repeat; add rods to --arms, before {arm}")
+    return max(1, rods_distinct_variants(rods_dir, {t.id for t in pool}))
+
+
+def write_offline_seeds(path: Path, pool: list[Task], variants: list[Task], stats: dict) -> None:
+    """The offline arm's training set (seeds + variants) as a seeds file, and its stats beside it."""
+    write_tasks(path, [*pool, *variants])
+    path.with_suffix(".json").write_text(json.dumps(stats, indent=1))

@@ -1,0 +1,55 @@
+"""`rods bench paper`'s runner end to end on the tiny model (2 steps a run): held-out sets made once and shared,
+H1 evaluated in-run, every checkpoint scored on H2 and H3, and the offline arm trained on seeds + M variants with
+M measured from rods' run of the same repeat."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+
+from bench.arms import offline_file, run
+from bench.experiments_heldout import SCORES, HeldOutSpec, load, parse_spec
+from storage.reader import RunReader
+from tests.app_helpers import smoke_config
+
+
+def test_parse_spec_reads_the_sizes_or_none():
+    assert parse_spec("h1=3,h2=4x2,h3=10") == HeldOutSpec(h1_per_seed=3, h2_seeds=4, h2_per_seed=2, h3=10)
+    assert parse_spec("none") is None
+    import pytest
+
+    with pytest.raises(ValueError, match="unknown key 'h4'"):
+        parse_spec("h4=1")
+
+
+def test_an_experiment_shares_its_held_out_sets_scores_every_checkpoint_and_runs_the_offline_arm(
+    tmp_path, tiny_model_dir
+):
+    base = tmp_path / "base.yaml"
+    cfg = smoke_config(tmp_path, tiny_model_dir, **{"buffer.synth_parents": "uniform", "synthesis.parents_per_step": 2})
+    base.write_text(yaml.safe_dump(cfg))
+    spec = HeldOutSpec(h1_per_seed=1, h2_seeds=1, h2_per_seed=2, h3=2)
+    out = run(
+        8, ["rods", "static", "offline_small"], 1, base, 1, out=tmp_path / "exp", log=lambda *_: None, heldout=spec
+    )
+    manifest = json.loads((out / "manifest.json").read_text())
+    held, sets = load(out / "heldout")
+    assert {k: len(v) for k, v in sets.items()} == {"H1": 6, "H2": 2, "H3": 2}
+    assert manifest["settings"]["heldout_sets"]["H1"]["sha256"] == held["sets"]["H1"]["sha256"]
+    h1_ids = {t.id for t in sets["H1"]}
+    for arm in ("rods", "static", "offline_small"):
+        run_dir = out / "runs" / f"{arm}_r0"
+        evals = RunReader(run_dir).eval_curve()
+        assert list(evals.step) == [0, 2] and set(evals.split) == {"file"}, arm  # H1 in-run, at step 0 and 2
+        run_cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+        assert run_cfg["eval"]["file"].endswith("H1.jsonl") and len(run_cfg["synthesis"]["exclude"]) == 3
+        assert run_cfg["synthesis"]["deterministic"] is True
+        scores = json.loads((run_dir / SCORES).read_text())
+        assert {(r["step"], r["set"], r["n"]) for r in scores} == {(2, "H2", 2), (2, "H3", 2)}, arm
+        assert not h1_ids & set(RunReader(run_dir).query("SELECT DISTINCT task_id FROM task_stats").task_id)
+    base_scores = json.loads((out / "heldout" / "base_model" / SCORES).read_text())
+    assert {(r["step"], r["set"]) for r in base_scores} == {(0, "H2"), (0, "H3")}
+    (meta,) = [m for m in manifest["runs"] if m["run"] == "offline_small_r0"]
+    offline = [json.loads(line) for line in offline_file(out, "offline_small", 0).read_text().splitlines()]
+    assert meta["offline"]["made"] == len(offline) - 6 and meta["offline"]["asked"] >= 1

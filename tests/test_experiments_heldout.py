@@ -1,0 +1,98 @@
+"""An experiment's held-out sets (bench.experiments_heldout): exactly the size asked or a stop with the yields,
+saved and hashed, read back only unchanged; training tasks checked against them by content, and a run rejecting
+a synthesized variant that equals one (synthesis.exclude)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench.experiments_heldout import HeldOutShort, HeldOutSpec, build, collisions, exclude_files, load
+from rods_core.config import RunConfig, SynthConfig
+from rods_core.policy.demo import demo_seeds
+from rods_core.seeds import split_of
+from rods_core.tasksets import eval_tasks
+
+SPEC = HeldOutSpec(h1_per_seed=5, h2_seeds=2, h2_per_seed=3, h3=6, seed=1)
+
+
+@pytest.fixture(scope="module")
+def heldout(tmp_path_factory):
+    out = tmp_path_factory.mktemp("heldout")
+    build(demo_seeds()[:3], SPEC, SynthConfig(max_attempts=4), out)  # 4 attempts: raised until each seed yields 5
+    return out
+
+
+def test_the_sets_are_exactly_the_size_asked_saved_hashed_and_apart_from_the_pool(heldout):
+    manifest, sets = load(heldout)
+    pool = demo_seeds()[:3]
+    assert {k: len(v) for k, v in sets.items()} == {"H1": 15, "H2": 6, "H3": 6}
+    assert manifest["sets"]["H1"]["yield_per_seed"] == {t.id: 5 for t in pool}
+    assert all(len(m["sha256"]) == 64 for m in manifest["sets"].values())
+    assert {t.provenance.parent_id for t in sets["H1"]} == {t.id for t in pool}
+    assert not {t.provenance.parent_id for t in sets["H2"]} & {t.id for t in pool}  # transfer: other seeds
+    assert all(split_of(t.id) == "test" for t in sets["H3"]) and all(split_of(t.id) == "train" for t in pool)
+    keys = [t.content_key() for name in ("H1", "H2") for t in sets[name]] + [t.content_key() for t in pool]
+    assert len(keys) == len(set(keys))  # no held-out variant equals a seed or another variant
+
+
+def test_the_same_spec_gives_the_same_files_and_a_changed_file_is_refused(heldout, tmp_path):
+    again = build(demo_seeds()[:3], SPEC, SynthConfig(max_attempts=4), tmp_path)
+    first = json.loads((heldout / "manifest.json").read_text())
+    assert {k: v["sha256"] for k, v in again["sets"].items()} == {k: v["sha256"] for k, v in first["sets"].items()}
+    (tmp_path / "H2.jsonl").write_text(
+        (tmp_path / "H2.jsonl").read_text().replace("multi_turn", "multi_turn", 1) + "\n"
+    )
+    with pytest.raises(ValueError, match="H2.jsonl: its sha256 differs"):
+        load(tmp_path)
+
+
+def test_a_set_that_cannot_be_made_whole_stops_with_every_seeds_yield(tmp_path):
+    with pytest.raises(HeldOutShort, match=r"H1: \d+ of 2 seeds yielded fewer than 40 variants in 8 attempts: \{"):
+        build(demo_seeds()[:2], HeldOutSpec(h1_per_seed=40, max_attempts=8), SynthConfig(max_attempts=2), tmp_path)
+    assert not (tmp_path / "manifest.json").exists()
+
+
+def test_collisions_are_found_by_content_whatever_the_id(heldout):
+    _, sets = load(heldout)
+    copy = sets["H1"][0].model_copy(update={"id": "renamed_variant"})
+    assert collisions([copy, *demo_seeds()[:3]], sets) == {"H1": ["renamed_variant"], "H2": [], "H3": []}
+
+
+def test_a_run_evaluates_on_the_file_and_rejects_a_variant_equal_to_a_held_out_task(heldout):
+    from rods_core.ranks import Ranks
+    from rods_core.step import HELDOUT_REASON, RodsStep
+    from rods_core.synth.pipeline import Attempt, SynthResult
+    from rods_core.synth.stages import StageOutcome
+    from tests.test_step import BOUNDARY, report
+
+    _, sets = load(heldout)
+    files = exclude_files(heldout)
+    cfg = RunConfig.model_validate(
+        {
+            "method": "rods",
+            "eval": {"split": "file", "file": files[0], "limit": None},
+            "synthesis": {"parents_per_step": 1, "deterministic": True, "apply_after": 0, "exclude": files},
+            "synth": {"n_per_parent": 2},
+        }
+    )
+    assert [t.id for t in eval_tasks(cfg, demo_seeds()[:3])] == [t.id for t in sets["H1"]]
+    pool = demo_seeds()[:3]
+    cur = RodsStep(cfg, pool, Ranks())
+    fresh = sets["H1"][0].model_copy(update={"id": "same_content_new_id"})
+
+    def job(parent, n, keys, c):  # a synthesizer that proposes a held-out task under a new id, and a new one
+        ok = [StageOutcome("augment", True, "ok")]
+        return SynthResult(
+            parent.id, [Attempt(list(ok), fresh), Attempt(list(ok), pool[1].model_copy(update={"id": "x"}))]
+        )
+
+    cur.worker._job = job
+    try:
+        out = cur.after_step(1, report([(t.id, BOUNDARY) for t in pool]), [])
+    finally:
+        cur.close()
+    reasons = [r["reason"] for r in out.events["variant"]]
+    assert f"augment: {HELDOUT_REASON} H1" in reasons
+    assert "same_content_new_id" not in cur.all_ids()
