@@ -22,7 +22,7 @@ import pandas as pd
 from rods_core.benchmarks import edits
 from rods_core.benchmarks.protocols import Benchmark
 from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, make_benchmark
-from rods_core.config import ConfigError, read_config_data
+from rods_core.config import SYNTH_METHODS, ConfigError, read_config_data
 from rods_core.inputs import json_value
 from rods_core.signature import signature
 from rods_core.synth.verify import verify_task
@@ -59,6 +59,17 @@ def runs_table(db) -> pd.DataFrame:
     return pd.DataFrame(
         rows, columns=["id", "name", "method", "status", "step", "max_steps", "out_dir", "created_at", "message"]
     )
+
+
+def default_run(table: pd.DataFrame, remembered: str | None = None, synthesizing: bool = True) -> str:
+    """The run a picker opens on (`table`: `runs_table`, newest first, not empty): the one the user chose last
+    (`remembered`) while it exists; else, for the pages that show synthesized variants (Boundary, Review,
+    Buffer), the newest run whose method synthesizes, so a pair launched together opens on the run with
+    variants and not on its static twin; else the newest run."""
+    if remembered in set(table.id):
+        return str(remembered)
+    synth = table[table.method.isin(SYNTH_METHODS)] if synthesizing else table.iloc[0:0]
+    return str((synth if not synth.empty else table).id.iloc[0])
 
 
 # ----- the model build, before a run's first step ----------------------------------------------------------
