@@ -109,13 +109,18 @@ def _chosen(key: str) -> None:
     write_user_prefs(paths(), user_id(), run=st.session_state[key])
 
 
-def pick_run(page: str, label: str = "Run", synthesizing: bool = False) -> SimpleNamespace | None:
-    """A run selectbox; None (with a hint) when there are no runs. It opens on the run picked by hand (or
-    launched) in this session, else the one this user picked last, else `views.default_run` (with
+def pick_run(
+    page: str,
+    label: str = "Run",
+    synthesizing: bool = False,
+    empty: str = "No runs yet: start one on the **Launch** page.",
+) -> SimpleNamespace | None:
+    """A run selectbox; None (with the `empty` hint) when there are no runs. It opens on the run picked by hand
+    (or launched) in this session, else the one this user picked last, else `views.default_run` (with
     `synthesizing`, the newest run whose method synthesizes)."""
     table = all_runs()
     if table.empty:
-        st.info("No runs yet: start one on the **Launch** page.")
+        st.info(empty)
         return None
     ids, by_id = table.id.tolist(), table.set_index("id")
     key = f"{page}_run"
