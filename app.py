@@ -24,7 +24,7 @@ def curves(run_dir: str):
 
 
 def run_card(run: SimpleNamespace, df, state: RunState, build: views.BuildView | None) -> None:
-    with st.container(border=True):
+    with st.container(border=True, key=f"home_card_{run.id}"):
         head, stop = st.columns([5, 1])
         head.markdown(f"**{run.name}** · `{run.id}` · {run.method} · {state.icon} {state.word}")
         if run.status in ("queued", "running", "stale") and stop.button("Stop", key=f"home_stop_{run.id}"):
