@@ -3,27 +3,17 @@ stop a run. Run: `make app`."""
 
 from __future__ import annotations
 
+from collections import Counter
 from types import SimpleNamespace
 
 import streamlit as st
 
 from rods_lab import charts, ui, views
 from rods_lab.pages import HOME, PAGES
-from rods_lab.status import format_eta, progress
+from rods_lab.status import STATES, RunState, format_eta, progress
 
 st.set_page_config(page_title="RODS Lab", page_icon=HOME.material, layout="wide")
-STATUS_ICON = {
-    "queued": ":gray[:material/schedule:]",
-    "running": ":green[:material/play_circle:]",
-    "finished": ":blue[:material/check_circle:]",
-    "failed": ":red[:material/error:]",
-    "stopped": ":gray[:material/stop_circle:]",
-    "lost": ":orange[:material/warning:]",
-    "stale": ":orange[:material/hourglass_empty:]",
-    "waiting": ":gray[:material/hourglass_top:]",
-    "building": ":violet[:material/construction:]",
-    "build failed": ":red[:material/error:]",
-}
+SHOWN = 12  # run cards on Home, newest first; the counters count exactly these
 
 
 @st.cache_data(ttl=ui.LIVE_S, show_spinner=False)
@@ -33,13 +23,10 @@ def curves(run_dir: str):
     )
 
 
-def run_card(run: SimpleNamespace) -> None:
-    with st.container(border=True):
-        df = curves(run.out_dir)
-        build = views.build_view(run.out_dir, run.status, not df.empty)  # the model build, before the first step
-        shown = build.status if build else run.status
+def run_card(run: SimpleNamespace, df, state: RunState, build: views.BuildView | None) -> None:
+    with st.container(border=True, key=f"home_card_{run.id}"):
         head, stop = st.columns([5, 1])
-        head.markdown(f"**{run.name}** · `{run.id}` · {run.method} · {STATUS_ICON.get(shown, '')} {shown}")
+        head.markdown(f"**{run.name}** · `{run.id}` · {run.method} · {state.icon} {state.word}")
         if run.status in ("queued", "running", "stale") and stop.button("Stop", key=f"home_stop_{run.id}"):
             ui.db().stop_run(run.id)
             ui.refresh()
@@ -49,9 +36,9 @@ def run_card(run: SimpleNamespace) -> None:
         else:
             step = int(df.step.max()) if not df.empty else int(run.step)
             done, eta = progress(step, int(run.max_steps), df["time/step_s"].tolist())
-            status = format_eta(eta) if run.status == "running" else run.status
-            st.progress(done, text=f"step {step} / {run.max_steps} · {status}")
-        if run.message and run.status in ("failed", "stopped", "lost"):
+            now = {"running": format_eta(eta), "starting": "loading the model and the trainer"}.get(state.state)
+            st.progress(done, text=f"step {step} / {run.max_steps} · {now or state.word}")
+        if run.message and state.state in ("failed", "stopped"):
             st.caption(run.message[-300:])
         if not df.empty:
             st.plotly_chart(
@@ -68,11 +55,19 @@ def runs_panel() -> None:
         st.info("No runs yet.")
         st.page_link(LAUNCH, label="Launch a run", icon=LAUNCH.icon)
         return
-    counts = table.status.value_counts()
-    for col, s in zip(st.columns(4), ["running", "queued", "finished", "failed"], strict=True):
-        col.metric(s.capitalize(), int(counts.get(s, 0)))
-    for _, run in table.head(12).iterrows():
-        run_card(SimpleNamespace(**run.to_dict()))
+    cards = []
+    for _, row in table.head(SHOWN).iterrows():
+        run = SimpleNamespace(**row.to_dict())
+        df = curves(run.out_dir)
+        cards.append((run, df, *views.run_view(run.out_dir, run.status, not df.empty)))
+    counts = Counter(state.state for _, _, state, _ in cards)
+    shown = [s for s in STATES if counts[s]]  # every state a shown card is in, and only those
+    for col, s in zip(st.columns(max(len(shown), 4)), shown, strict=False):
+        col.metric(f"{STATES[s][1]} {STATES[s][0]}", counts[s])
+    if len(table) > SHOWN:
+        st.caption(f"The {SHOWN} newest of {len(table)} runs (`rods runs list` lists all).")
+    for card in cards:
+        run_card(*card)
 
 
 def home() -> None:

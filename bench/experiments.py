@@ -201,9 +201,12 @@ def t_interval(values) -> tuple[float, float | None, int]:
     if n < 2:
         return mean, None, n
     sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
-    df = n - 1
-    t = _T975[df - 1] if df <= len(_T975) else 1.95996 + 2.3722 / df
-    return mean, t * sd / math.sqrt(n), n
+    return mean, t975(n - 1) * sd / math.sqrt(n), n
+
+
+def t975(df: int) -> float:
+    """The two-sided 95% Student-t quantile for `df` >= 1 degrees of freedom."""
+    return _T975[df - 1] if df <= len(_T975) else 1.95996 + 2.3722 / df
 
 
 def fmt_ci(mean: float, half: float | None, digits: int = 3) -> str:

@@ -113,7 +113,7 @@ for field, msg in errors.items():
 @st.fragment(run_every=ui.LIVE_S)
 def log_panel() -> None:
     st.subheader("Log")
-    run = ui.pick_run("launch")
+    run = ui.pick_run("launch", empty="No runs yet: the log of the run you launch above shows here.")
     if run is not None:
         st.code(tail(f"{run.out_dir}/{LOG_FILE}", 40) or "(no log: launched outside the app)", language="text")
 

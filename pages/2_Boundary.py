@@ -31,7 +31,7 @@ def complexity(run_dir: str):
     return views.success_by_complexity(ui.reader(run_dir), structure)
 
 
-run = ui.pick_run("boundary")
+run = ui.pick_run("boundary", synthesizing=True)
 
 
 @st.fragment(run_every=ui.LIVE_S)

@@ -20,7 +20,7 @@ gated = st.toggle(
 )
 if gated != (read_prefs(paths).get("review") == "gated"):
     write_prefs(paths, review="gated" if gated else "auto")
-run = ui.pick_run("review")
+run = ui.pick_run("review", synthesizing=True)
 if run is None:
     st.stop()
 mode = ui.db().get_run(run.id).config_dict().get("buffer", {}).get("review", "auto")
@@ -30,12 +30,21 @@ st.caption(
 )
 reviewer = review.reviewer_field()
 bfcl = views.is_bfcl(ui.benchmark(run.out_dir))  # a config.yaml naming no benchmark stops the page here
+
+
+@st.cache_data(max_entries=4, show_spinner=False)
+def read_step(run_dir: str, read: str) -> int | None:
+    """The run's last step when the table was read (its pools file is rewritten only when the pools change)."""
+    return ui.reader(run_dir).latest_step()
+
+
+read_step(run.out_dir, review.token())  # first, so the step is never newer than the table
 rows = review.table(run.out_dir, run.id, review.token())
 
 
 @st.fragment(run_every=ui.LIVE_S)
 def live() -> None:
-    now, read = ui.reader(run.out_dir).latest_step(), review.snapshot(run.out_dir, review.token()).step
+    now, read = ui.reader(run.out_dir).latest_step(), read_step(run.out_dir, review.token())
     a, b = st.columns([4, 1])
     a.caption(
         f"Table read at step {read}; the run is at step {now}." + (" Refresh for new variants." if now != read else "")

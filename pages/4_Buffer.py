@@ -40,7 +40,7 @@ def export_bytes(run_dir: str, pool: str, run_id: str) -> tuple[bytes, int, str]
     return out.read_bytes(), n, ""
 
 
-run = ui.pick_run("buffer")
+run = ui.pick_run("buffer", synthesizing=True)
 if run is None:
     st.stop()
 bfcl = views.is_bfcl(ui.benchmark(run.out_dir))

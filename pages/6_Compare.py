@@ -1,5 +1,6 @@
-"""Compare: runs side by side — held-out accuracy and progress vs trajectories, informative groups, pool
-size — either runs of this lab or a `rods bench curriculum` experiment (the same tables its report uses)."""
+"""Compare: runs side by side — held-out accuracy and progress with their intervals, informative groups,
+training reward (smoothed), pool size — against trajectories, tokens or seconds, either runs of this lab or a
+`rods bench curriculum` experiment (the same tables its report uses)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from bench import experiments
-from rods_lab import charts, ui
+from rods_lab import charts, compare, ui
 
 ui.page_setup(__file__)
 
@@ -53,22 +54,34 @@ if not refs:
     st.stop()
 
 
+axis = st.radio("x axis", list(compare.X_AXES), horizontal=True, key="compare_axis")
+a, b = st.columns([1, 3])
+smooth = a.toggle("Smooth per-step curves", True, key="compare_smooth", help="raw points stay, faint, behind")
+window = b.slider("Rolling mean over steps", 2, 20, 5, key="compare_window", disabled=not smooth)
+
+
 @st.fragment(run_every=ui.LIVE_S)
-def side_by_side(refs: tuple, source: str) -> None:
+def side_by_side(refs: tuple, source: str, axis: str, window: int) -> None:
     """The curves, live while the runs train (a method pair launched together shows up here as it runs)."""
-    frames = load(refs)
+    frames = compare.with_axes(load(refs))
     color = "run" if source == "runs of this lab" else "method"
+    x, x_title = compare.X_AXES[axis]
+    acc, prog = (f"Held-out {m} vs {axis}" for m in ("accuracy", "progress reward"))
     plots = [
-        (frames.evals, "trajectories", "accuracy", "Held-out accuracy vs trajectories", True, "compare_acc"),
-        (frames.evals, "trajectories", "progress", "Held-out progress reward vs trajectories", True, "compare_prog"),
-        (frames.steps, "trajectories_total", "informative_share", "Share of informative groups vs trajectories",
-         False, "compare_info"),
-        (frames.steps, "trajectories_total", "reward", "Training reward vs trajectories", False, "compare_reward"),
-        (frames.steps, "trajectories_total", "pool_active", "Active pool size vs trajectories", False, "compare_pool"),
+        (frames.evals, "accuracy", acc, compare.held_out_note(frames.evals, "Wilson"), ("accuracy_lo", "accuracy_hi"), 0),
+        (frames.evals, "progress", prog, compare.held_out_note(frames.evals, "Student-t"), ("progress_lo", "progress_hi"), 0),
+        (frames.steps, "informative_share", f"Share of informative groups vs {axis}", "", None, window),
+        (frames.steps, "reward", f"Training reward vs {axis}", "", None, window),
+        (frames.steps, "pool_active", f"Active pool size vs {axis}", "", None, 0),
     ]  # fmt: skip
     cols = st.columns(2)
-    for i, (df, x, y, title, markers, key) in enumerate(plots):
-        cols[i % 2].plotly_chart(charts.by_run(df, x, y, title, markers=markers, color=color), key=key)
+    for i, (df, y, title, note, band, w) in enumerate(plots):
+        fig = charts.by_run(
+            df, x, y, title, markers=band is not None, color=color, smooth=w, band=band, x_title=x_title
+        )
+        cols[i % 2].plotly_chart(fig, key=f"compare_{y}")
+        if note:
+            cols[i % 2].caption(note)
     runs = experiments.run_table(frames)
     st.dataframe(runs, hide_index=True)
     if source == "a curriculum experiment":
@@ -81,4 +94,4 @@ def side_by_side(refs: tuple, source: str) -> None:
         st.dataframe(pd.DataFrame(experiments.goal_checks(methods, None, ratio, landing)), hide_index=True)
 
 
-side_by_side(refs, source)
+side_by_side(refs, source, axis, window if smooth else 0)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import signal
+import statistics
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -438,6 +439,7 @@ class HeldOutEval:
                 (model, self.policy.tokenizer), self.tasks, self.greedy, self.ranks, self.benchmark, generator
             )
         per_cat = {k.split("/", 2)[2]: v for k, v in result.items() if k.startswith("eval/progress/")}
+        progress = [t["progress"] for t in result["per_task"].values()]
         row = {
             "step": step,
             "split": self.split,
@@ -445,6 +447,8 @@ class HeldOutEval:
             "progress": result["eval/progress"],
             "per_category": per_cat,
             "trajectories": self.rods.trajectories,
+            "tasks": result["eval/tasks"],
+            "progress_sd": statistics.stdev(progress) if len(progress) > 1 else None,
         }
         self.recorder.write({"eval": [row]})
         self.recorder.flush()

@@ -130,20 +130,56 @@ def metric_lines(df: pd.DataFrame, metrics: list[str], title: str, x: str = "ste
     return fig.update_layout(height=220, **_LAYOUT)
 
 
-def by_run(df: pd.DataFrame, x: str, y: str, title: str, markers: bool = True, color: str = "run") -> go.Figure:
-    """One line per run (the Compare page), coloured by run or by method."""
+def _rgba(hex_color: str, alpha: float) -> str:
+    h = hex_color.lstrip("#")
+    return f"rgba({int(h[0:2], 16)}, {int(h[2:4], 16)}, {int(h[4:6], 16)}, {alpha})"
+
+
+def by_run(
+    df: pd.DataFrame,
+    x: str,
+    y: str,
+    title: str,
+    markers: bool = True,
+    color: str = "run",
+    *,
+    smooth: int = 0,
+    band: tuple[str, str] | None = None,
+    x_title: str | None = None,
+) -> go.Figure:
+    """One line per run (the Compare page), coloured by run or by method.
+
+    `smooth` > 1 draws each run's trailing rolling mean over that many points as its line, the raw points
+    faint behind it; `band` (lo and hi columns) shades each run's interval around its line."""
     if df.empty or y not in df or df[y].isna().all():
         return _empty(title)
-    fig = px.line(
-        df.dropna(subset=[y]).sort_values(["run", x]),
-        x=x,
-        y=y,
-        color=color,
-        line_group="run",
-        markers=markers,
-        title=title,
-    )
-    return fig.update_layout(**_LAYOUT)
+    data = df.dropna(subset=[y]).sort_values(["run", x])
+    keys = list(dict.fromkeys(data[color]))
+    palette = px.colors.qualitative.Plotly
+    fig, named = go.Figure(), set()
+    for _, g in data.groupby("run", sort=False):
+        name = str(g[color].iat[0])
+        c = palette[keys.index(g[color].iat[0]) % len(palette)]
+        first, _ = name not in named, named.add(name)
+        if band and g[band[0]].notna().any():
+            lo, hi = g[band[0]], g[band[1]]
+            fig.add_scatter(
+                x=[*g[x], *g[x][::-1]], y=[*hi, *lo[::-1]], fill="toself", fillcolor=_rgba(c, 0.15),
+                line={"width": 0}, hoverinfo="skip", showlegend=False, legendgroup=name,
+            )  # fmt: skip
+        line = g[y].rolling(smooth, min_periods=1).mean() if smooth > 1 else g[y]
+        if smooth > 1:
+            fig.add_scatter(
+                x=g[x], y=g[y], mode="markers", marker={"color": c, "size": 5}, opacity=0.25,
+                name=f"{name} (raw)", legendgroup=name, showlegend=False,
+            )  # fmt: skip
+        fig.add_scatter(
+            x=g[x], y=line, mode="lines+markers" if markers and smooth <= 1 else "lines", line={"color": c},
+            name=name, legendgroup=name, showlegend=first,
+        )  # fmt: skip
+    fig.update_xaxes(title=x_title or x)
+    fig.update_yaxes(title=y + (f" (rolling mean of {smooth})" if smooth > 1 else ""))
+    return fig.update_layout(title=title, **_LAYOUT)
 
 
 def lineage_tree(df: pd.DataFrame) -> go.Figure:

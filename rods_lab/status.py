@@ -1,5 +1,6 @@
 """A run's status as the app and `rods runs list` show it, read-only, plus the one explicit write that
-records dead runs as failed; the log's tail and progress/ETA for the run cards.
+records dead runs as failed; the state a run is counted and named in on Home (`run_state`); the log's tail
+and progress/ETA for the run cards.
 
 A run launched from the app is registered `queued` with its pid; the trainer then registers itself as
 `running`. A process that dies before registering (bad model path, crash at import) is shown `failed`
@@ -10,8 +11,10 @@ the Home page once per refresh and by `rods runs list`, never from a cached view
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
+from storage.build_progress import BuildProgress
 from storage.control import ControlDB, Run, process_alive
 
 LOG_FILE = "train.log"
@@ -40,6 +43,65 @@ def reconcile_dead_runs(db: ControlDB) -> list[str]:
     for r in dead:
         db.update_run(r.id, status="failed", message=dead_run_message(r))
     return [r.id for r in dead]
+
+
+# Every state a run can be in, in the order Home counts them: state -> (counter label, icon). A run's card
+# shows the icon of the state it is counted in and a word that starts with the counter's label.
+STATES: dict[str, tuple[str, str]] = {
+    "building": ("Building", ":violet[:material/construction:]"),
+    "waiting": ("Waiting for a build", ":gray[:material/hourglass_top:]"),
+    "starting": ("Starting", ":blue[:material/rocket_launch:]"),
+    "running": ("Running", ":green[:material/play_circle:]"),
+    "queued": ("Queued", ":gray[:material/schedule:]"),
+    "stale": ("Stale", ":orange[:material/hourglass_empty:]"),
+    "finished": ("Finished", ":blue[:material/check_circle:]"),
+    "failed": ("Failed", ":red[:material/error:]"),
+    "stopped": ("Stopped", ":gray[:material/stop_circle:]"),
+}
+BUILDING_PHASES = ("tokenizer", "variants", "sft")
+
+
+@dataclass(frozen=True)
+class RunState:
+    """What Home counts a run as (`state`, a key of STATES), the card's icon, and the card's word."""
+
+    state: str
+    icon: str
+    word: str
+
+
+def _state(state: str, detail: str = "") -> RunState:
+    label, icon = STATES[state]
+    return RunState(state, icon, label.lower() + (f": {detail}" if detail else ""))
+
+
+def run_state(status: str, build: BuildProgress | None, has_steps: bool) -> RunState:
+    """The one mapping from a run's shown status (`run_status`: the store's, or derived `lost`/`stale`), its
+    model build (build.json, None when it wrote none) and whether a step was logged, to the state it is
+    counted in and the card's icon and word.
+
+    Before the first step a live run is building the model, waiting for another run's build of the same
+    folder, or starting (the model is there: the policy and the trainer load, the step-0 evaluation runs).
+    A process gone without recording an outcome (`lost`) and a failed build count as failed; `stale` (alive,
+    no heartbeat for the store's timeout) counts as stale in every phase."""
+    phase = build.phase if build is not None and not has_steps else None
+    if status == "lost":
+        return _state("failed", "the process ended without recording an outcome")
+    if status == "failed":
+        return _state("failed", "model build" if phase == "failed" else "")
+    if status in ("finished", "stopped", "stale"):
+        return _state(status)
+    if phase == "failed":
+        return _state("failed", "model build")
+    if status in ("queued", "running") and phase == "waiting":
+        return _state("waiting")
+    if status in ("queued", "running") and phase in BUILDING_PHASES:
+        return _state("building", "the model")
+    if status == "queued":
+        return _state("queued")
+    if status == "running":
+        return _state("running") if has_steps else _state("starting")
+    return _state("failed", f"unknown status {status!r}")
 
 
 def tail(path: str | Path, lines: int = 40, max_bytes: int = 64_000) -> str:

@@ -19,6 +19,7 @@ from rods_core.benchmarks.registry import make_benchmark
 from rods_lab import views
 from rods_lab.pages import PageSpec, page_of
 from rods_lab.paths import AppPaths
+from rods_lab.prefs import read_user_prefs, write_user_prefs
 from rods_lab.status import reconcile_dead_runs
 from storage.control import ControlDB, open_store
 from storage.reader import RunReader
@@ -96,21 +97,47 @@ def refresh() -> None:
     st.cache_data.clear()
 
 
-def pick_run(page: str, label: str = "Run") -> SimpleNamespace | None:
-    """A run selectbox (remembering the choice across pages); None (with a hint) when there are no runs."""
+def user_id() -> str:
+    """Who is using the app, for their remembered choices: the signed-in user's email, "" when nobody signs in
+    (everyone then shares one set of choices per workspace)."""
+    return str(st.user.get("email") or "")
+
+
+def _chosen(key: str) -> None:
+    """A run picked by hand: every page opens on it for the rest of the session, and for this user later."""
+    st.session_state["lab_run"] = st.session_state[key]
+    write_user_prefs(paths(), user_id(), run=st.session_state[key])
+
+
+def pick_run(
+    page: str,
+    label: str = "Run",
+    synthesizing: bool = False,
+    empty: str = "No runs yet: start one on the **Launch** page.",
+) -> SimpleNamespace | None:
+    """A run selectbox; None (with the `empty` hint) when there are no runs. It opens on the run picked by hand
+    (or launched) in this session, else the one this user picked last, else `views.default_run` (with
+    `synthesizing`, the newest run whose method synthesizes)."""
     table = all_runs()
     if table.empty:
-        st.info("No runs yet: start one on the **Launch** page.")
+        st.info(empty)
         return None
-    ids = table.id.tolist()
+    ids, by_id = table.id.tolist(), table.set_index("id")
     key = f"{page}_run"
     if st.session_state.get("lab_run") in ids:  # the run chosen (or launched) on any page
         st.session_state[key] = st.session_state["lab_run"]
     elif st.session_state.get(key) not in ids:
-        st.session_state[key] = ids[0]
-    run_id = st.selectbox(label, ids, key=key, format_func=lambda i: f"{i} · {table.set_index('id').status[i]}")
-    st.session_state["lab_run"] = run_id
-    return SimpleNamespace(**table.set_index("id").loc[run_id].to_dict(), id=run_id)
+        remembered = read_user_prefs(paths(), user_id()).get("run")
+        st.session_state[key] = views.default_run(table, remembered, synthesizing)
+    run_id = st.selectbox(
+        label,
+        ids,
+        key=key,
+        format_func=lambda i: f"{i} · {by_id.method[i]} · {by_id.status[i]}",
+        on_change=_chosen,
+        args=(key,),
+    )
+    return SimpleNamespace(**by_id.loc[run_id].to_dict(), id=run_id)
 
 
 def page_setup(script: str | Path) -> PageSpec:

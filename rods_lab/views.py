@@ -22,12 +22,12 @@ import pandas as pd
 from rods_core.benchmarks import edits
 from rods_core.benchmarks.protocols import Benchmark
 from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, make_benchmark
-from rods_core.config import ConfigError, read_config_data
+from rods_core.config import SYNTH_METHODS, ConfigError, read_config_data
 from rods_core.inputs import json_value
 from rods_core.signature import signature
 from rods_core.synth.verify import verify_task
 from rods_core.tasks import Task
-from rods_lab.status import dead_run_message, format_eta, run_status
+from rods_lab.status import RunState, dead_run_message, format_eta, run_state, run_status
 from storage.build_progress import BuildProgress, BuildProgressError, read_build_progress
 from storage.pools import PoolsFileError, PoolsSnapshot, read_pools_snapshot
 from storage.reader import RunReader
@@ -61,12 +61,22 @@ def runs_table(db) -> pd.DataFrame:
     )
 
 
+def default_run(table: pd.DataFrame, remembered: str | None = None, synthesizing: bool = True) -> str:
+    """The run a picker opens on (`table`: `runs_table`, newest first, not empty): the one the user chose last
+    (`remembered`) while it exists; else, for the pages that show synthesized variants (Boundary, Review,
+    Buffer), the newest run whose method synthesizes, so a pair launched together opens on the run with
+    variants and not on its static twin; else the newest run."""
+    if remembered in set(table.id):
+        return str(remembered)
+    synth = table[table.method.isin(SYNTH_METHODS)] if synthesizing else table.iloc[0:0]
+    return str((synth if not synth.empty else table).id.iloc[0])
+
+
 # ----- the model build, before a run's first step ----------------------------------------------------------
 @dataclass(frozen=True)
 class BuildView:
     """What a run's card shows while it builds its model, in place of its step progress."""
 
-    status: str  # shown instead of the run's status: "waiting", "building", "build failed", or the status itself
     fraction: float
     text: str
 
@@ -90,19 +100,27 @@ def describe_build(p: BuildProgress) -> str:
     return "model build failed" + (f": {p.detail}" if p.detail else "")
 
 
-def build_view(run_dir: str | Path, status: str, has_steps: bool) -> BuildView | None:
-    """The build's phase while a live run has no step yet (or its build failed); None otherwise, and for a
-    run that never wrote build.json (its model already existed)."""
-    if has_steps or status not in ("queued", "running", "stale", "failed"):
-        return None
+def run_view(run_dir: str | Path, status: str, has_steps: bool) -> tuple[RunState, BuildView | None]:
+    """(the state Home counts the run in, with its icon and word; the build's phase while a live run has no
+    step yet or its build failed). The build part is None after the first step, for a run that never wrote
+    build.json (its model already existed), and for a process that died mid-build (its status and message
+    say more than a phase it left behind)."""
+    live = not has_steps and status in ("queued", "running", "stale", "failed")
     try:
         p = read_build_progress(run_dir)
     except BuildProgressError as e:
-        return BuildView(status, 0.0, f"model build: {e}")
-    if p is None or (status == "failed" and p.phase != "failed"):
-        return None  # a process that died mid-build: its status and message say more than a stale phase
-    shown = {"failed": "build failed", "done": status, "waiting": "waiting"}.get(p.phase, "building")
-    return BuildView(shown, p.fraction, describe_build(p))
+        return run_state(status, None, has_steps), BuildView(0.0, f"model build: {e}") if live else None
+    state = run_state(status, p, has_steps)
+    if not live or p is None:
+        return state, None
+    if status == "failed" and p.phase != "failed":
+        return state, None
+    return state, BuildView(p.fraction, describe_build(p))
+
+
+def build_view(run_dir: str | Path, status: str, has_steps: bool) -> BuildView | None:
+    """The build's phase a run's card shows (`run_view`'s second part)."""
+    return run_view(run_dir, status, has_steps)[1]
 
 
 # ----- the run's benchmark ---------------------------------------------------------------------------------

@@ -161,9 +161,9 @@ class RunReader:
             SELECT pool, count(*) AS n FROM now WHERE pool IS NOT NULL GROUP BY pool ORDER BY pool""")
 
     def eval_curve(self) -> pd.DataFrame:
-        return self.query(
-            "SELECT step, split, accuracy, progress, per_category, trajectories FROM eval ORDER BY step, split"
-        )
+        """One row per evaluation; `tasks` and `progress_sd` are null in logs written before they were."""
+        cols = ["step", "split", "accuracy", "progress", "per_category", "trajectories", "tasks", "progress_sd"]
+        return self.query("SELECT * FROM eval ORDER BY step, split").reindex(columns=cols)
 
     def region_changes(self, since_step: int = 0) -> pd.DataFrame:
         return self.query("SELECT * EXCLUDE (seq) FROM region_change WHERE step >= ? ORDER BY seq", [since_step])

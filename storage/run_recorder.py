@@ -6,14 +6,22 @@ caller only) and `record_outcomes` marks each applied or refused at the step who
 effect. `resume_to` puts the record back to a checkpoint's step: events after it are dropped and decisions
 recorded after it (or claimed by a process that died) become pending again, so a decision is applied
 exactly once in the run that survives.
+
+Liveness: from the moment a run's process registers until its first step, a background thread beats every
+HEARTBEAT_S (the model build, in this process or a delegated one, a wait for another run's build of the same
+folder, loading the policy, TRL's start-up and the step-0 evaluation report no steps); from the first step
+on, the steps beat. So `stale` means a live process whose steps stopped coming, never one still starting.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from sqlalchemy.exc import SQLAlchemyError
 
 from rods_core.config import RunConfig
 from rods_core.recording import Decision, DecisionOutcome
@@ -29,9 +37,30 @@ HEARTBEAT_S = 10.0  # seconds between liveness writes to the control database
 class StoreRecorder:
     """The `RunRecorder` of rank 0: writes the run folder and the run's rows in the control store."""
 
-    def __init__(self, run_dir: Path, run_id: str, db: ControlDB, events: EventLog):
+    def __init__(
+        self, run_dir: Path, run_id: str, db: ControlDB, events: EventLog, startup_beat_s: float | None = None
+    ):
+        """`startup_beat_s`: beat every that many seconds from a thread until the first step's heartbeat (or
+        `close`); None beats only with steps."""
         self.run_dir, self.run_id, self.db, self.events = run_dir, run_id, db, events
         self._beat = float("-inf")
+        self._stepped = threading.Event()
+        self._pulse = None
+        if startup_beat_s:
+            self._pulse = threading.Thread(
+                target=self._beat_until_first_step, args=(startup_beat_s,), name="rods-startup-beat", daemon=True
+            )
+            self._pulse.start()
+
+    def _beat_until_first_step(self, every_s: float) -> None:
+        """The start-up heartbeat: while the main thread lives and no step has beaten. A write the store
+        refuses (busy past its timeout) is skipped; the next one tries again."""
+        main = threading.main_thread()
+        while not self._stepped.wait(every_s) and main.is_alive():
+            try:
+                self.db.heartbeat(self.run_id)
+            except SQLAlchemyError:
+                pass
 
     def write(self, events: dict[str, list[dict]]) -> None:
         for kind, rows in events.items():
@@ -47,7 +76,8 @@ class StoreRecorder:
 
     def heartbeat(self, step: int) -> None:
         """At most every HEARTBEAT_S seconds: each write waits for the disk (fsync), and the app reads the
-        step from the event log anyway; the liveness timeout is 120 s."""
+        step from the event log anyway; the liveness timeout is 120 s. The first ends the start-up beat."""
+        self._stepped.set()
         now = time.monotonic()
         if now - self._beat >= HEARTBEAT_S:
             self.db.heartbeat(self.run_id, step)
@@ -78,18 +108,24 @@ class StoreRecorder:
         return {"events_dropped": dropped, "decisions_reopened": reopened}
 
     def close(self, status: str) -> None:
+        self._stepped.set()
+        if self._pulse is not None:
+            self._pulse.join()
         self.events.flush()
         self.events.close()
         self.db.update_run(self.run_id, status=status)
 
 
-def open_run_recorder(cfg: RunConfig, run_dir: Path, run_id: str, resume: bool) -> StoreRecorder:
+def open_run_recorder(
+    cfg: RunConfig, run_dir: Path, run_id: str, resume: bool, startup_beat_s: float = HEARTBEAT_S
+) -> StoreRecorder:
     """The recorder of a run whose folder exists: its event log, and its control-store row (created when
-    missing, e.g. not made beforehand by the app) marked running with this process registered."""
+    missing, e.g. not made beforehand by the app) marked running with this process registered, beating
+    every `startup_beat_s` until its first step."""
     events = EventLog(run_dir)  # first, as it locks the folder against a second writer
     db = open_store(cfg.workspace)
     if db.get_run(run_id) is None:
         db.create_run(run_id, run_dir, cfg.model_dump(mode="json"), cfg.method, name=cfg.name)
     db.register_process(run_id)
     db.update_run(run_id, status="running")
-    return StoreRecorder(run_dir, run_id, db, events)
+    return StoreRecorder(run_dir, run_id, db, events, startup_beat_s)

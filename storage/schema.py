@@ -127,8 +127,17 @@ _KINDS = [
     ),
     EventKind(
         "eval",
-        "an evaluation on a split",
-        {"split": "str", "accuracy": "float", "progress": "float", "per_category": "json", "trajectories": "int"},
+        "an evaluation on a split: accuracy and progress over its `tasks` held-out tasks, the progress reward's "
+        "sample standard deviation across them (null with one task; both null in logs written before they were)",
+        {
+            "split": "str",
+            "accuracy": "float",
+            "progress": "float",
+            "per_category": "json",
+            "trajectories": "int",
+            "tasks": "int",
+            "progress_sd": "float",
+        },
     ),
     EventKind("checkpoint", "a checkpoint was saved", {"path": "str"}),
     EventKind(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from app_helpers import RUN_ID, page
 
 
@@ -32,3 +34,25 @@ def test_compare_reads_a_curriculum_experiment(app_env, tmp_path, monkeypatch):
     assert methods.loc["informative_share_last_half", "rods"].startswith("0.700")  # mean of 0.6 and 0.8
     ratio_goal = goals[goals.goal.str.startswith("informative share (last half): rods / static")]
     assert len(ratio_goal) == 1 and "bootstrap 95% CI" in ratio_goal.detail.iat[0]
+
+
+def test_compare_smooths_per_step_curves_bands_held_out_ones_and_titles_the_axis(app_env):
+    at = page("pages/6_Compare.py")
+    at.session_state["compare_runs"] = [RUN_ID]
+    at.run()
+    assert not at.exception and at.toggle(key="compare_smooth").value  # smoothing is on by default
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    share = next(c for c in charts if c["layout"]["title"]["text"].startswith("Share of informative groups"))
+    assert [t.get("opacity") for t in share["data"]] == [0.25, None]  # the raw points, faint, then the mean
+    assert "rolling mean of 5" in share["layout"]["yaxis"]["title"]["text"]
+    accuracy = next(c for c in charts if c["layout"]["title"]["text"].startswith("Held-out accuracy"))
+    assert accuracy["data"][0]["fill"] == "toself"  # the interval band
+    assert any(c.value.startswith("2 held-out tasks; band: 95% Wilson interval") for c in at.caption)
+    assert accuracy["layout"]["xaxis"]["title"]["text"].startswith("trajectories")
+    at.radio(key="compare_axis").set_value("seconds").run()
+    at.toggle(key="compare_smooth").set_value(False).run()
+    assert not at.exception
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert all(c["layout"]["xaxis"]["title"]["text"].startswith("training seconds") for c in charts)
+    share = next(c for c in charts if c["layout"]["title"]["text"].startswith("Share of informative groups"))
+    assert len(share["data"]) == 1  # raw only

@@ -59,3 +59,16 @@ def test_launch_starts_a_background_run(app_env):
         assert at.code and at.code[-1].value.strip()
     finally:
         kill_group(run.pid)
+
+
+def test_launch_with_no_runs_says_where_the_log_will_show(tmp_path, monkeypatch):
+    import streamlit as st
+    from app_helpers import ROOT
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("RODS_WORKSPACE", str(tmp_path / "ws"))
+    monkeypatch.setenv("RODS_RUNS", str(tmp_path / "runs"))
+    st.cache_data.clear()
+    at = AppTest.from_file(str(ROOT / "pages/1_Launch.py"), default_timeout=60).run()
+    assert not at.exception
+    assert [i.value for i in at.info] == ["No runs yet: the log of the run you launch above shows here."]

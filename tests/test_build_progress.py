@@ -11,21 +11,29 @@ import pytest
 from rods_lab import views
 from storage.build_progress import BUILD_FILE, BuildProgressError, read_build_progress, write_build_progress
 
-PHASES = {  # phase -> (fields, what the card says, what it shows as the status)
-    "waiting": ({"waiting_for": "run demo_1a2b"}, "waiting for the model build of run demo_1a2b", "waiting"),
-    "tokenizer": ({}, "building the model: training the tokenizer", "building"),
+PHASES = {  # phase -> (fields, what the card says, the word of the state it is counted in)
+    "waiting": (
+        {"waiting_for": "run demo_1a2b"},
+        "waiting for the model build of run demo_1a2b",
+        "waiting for a build",
+    ),
+    "tokenizer": ({}, "building the model: training the tokenizer", "building: the model"),
     "variants": (
         {"done": 12, "total": 60, "eta_s": 95},
         "building the model: synthesizing warm-start variants 12 / 60 · ETA 1m35s",
-        "building",
+        "building: the model",
     ),
     "sft": (
         {"epoch": 3, "epochs": 52, "loss": 0.4123, "eta_s": 720},
         "building the model: SFT epoch 3 / 52 · loss 0.412 · ETA 12m00s",
-        "building",
+        "building: the model",
     ),
     "done": ({}, "model built: waiting for the first step", "queued"),
-    "failed": ({"detail": "loss target not reached"}, "model build failed: loss target not reached", "build failed"),
+    "failed": (
+        {"detail": "loss target not reached"},
+        "model build failed: loss target not reached",
+        "failed: model build",
+    ),
 }
 
 
@@ -69,8 +77,8 @@ def test_the_card_describes_each_phase(tmp_path, phase):
     fields, text, shown = PHASES[phase]
     write_build_progress(tmp_path, phase, **fields)
     status = "failed" if phase == "failed" else "queued"
-    view = views.build_view(tmp_path, status, has_steps=False)
-    assert (view.text, view.status) == (text, shown)
+    state, view = views.run_view(tmp_path, status, has_steps=False)
+    assert (view.text, state.word) == (text, shown)
     assert views.build_view(tmp_path, status, has_steps=True) is None  # the first step replaces the build
 
 
@@ -81,7 +89,9 @@ def test_the_card_ignores_the_build_when_it_says_nothing_new(tmp_path):
     assert views.build_view(tmp_path, "failed", has_steps=False) is None  # died mid-build: its message says more
     (tmp_path / BUILD_FILE).write_text("[]")
     view = views.build_view(tmp_path, "queued", has_steps=False)
-    assert view.status == "queued" and "build.json" in view.text  # a damaged file is shown, not raised
+    assert (
+        views.run_view(tmp_path, "queued", False)[0].state == "queued" and "build.json" in view.text
+    )  # a damaged file is shown, not raised
 
 
 def test_home_card_shows_each_build_phase_not_queued(tmp_path, monkeypatch):
@@ -105,5 +115,5 @@ def test_home_card_shows_each_build_phase_not_queued(tmp_path, monkeypatch):
     bars = [b.proto.text for b in at.get("progress")]
     assert sorted(bars) == sorted(text for _, text, _ in PHASES.values())
     heads = {m.value.split("`")[1]: m.value for m in at.markdown if m.value.startswith("**b-")}
-    assert heads["b-sft"].endswith(" building") and heads["b-failed"].endswith(" build failed")
+    assert heads["b-sft"].endswith(" building: the model") and heads["b-failed"].endswith(" failed: model build")
     assert heads["b-done"].endswith(" queued")  # built, waiting for its first step

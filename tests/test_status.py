@@ -8,7 +8,16 @@ import subprocess
 import pytest
 
 from rods_lab import views
-from rods_lab.status import LOG_FILE, format_eta, progress, reconcile_dead_runs, run_status, tail
+from rods_lab.status import (
+    LOG_FILE,
+    STATES,
+    format_eta,
+    progress,
+    reconcile_dead_runs,
+    run_state,
+    run_status,
+    tail,
+)
 from storage.control import ControlDB, process_start
 
 
@@ -54,3 +63,43 @@ def test_a_dead_queued_run_shows_failed_without_a_write_until_reconciled(tmp_pat
     finally:
         alive.kill()
         alive.wait()
+
+
+def _build(phase: str | None):
+    from storage.build_progress import BuildProgress
+
+    return None if phase is None else BuildProgress(phase=phase)
+
+
+@pytest.mark.parametrize(
+    ("status", "phase", "has_steps", "state", "word"),
+    [
+        ("queued", None, False, "queued", "queued"),
+        ("queued", "sft", False, "building", "building: the model"),
+        ("running", "tokenizer", False, "building", "building: the model"),
+        ("running", "variants", False, "building", "building: the model"),
+        ("running", "sft", False, "building", "building: the model"),
+        ("running", "waiting", False, "waiting", "waiting for a build"),
+        ("running", "done", False, "starting", "starting"),
+        ("running", None, False, "starting", "starting"),
+        ("running", "done", True, "running", "running"),
+        ("running", "sft", True, "running", "running"),  # a step was logged: the build is history
+        ("stale", "sft", False, "stale", "stale"),
+        ("stale", None, True, "stale", "stale"),
+        ("finished", "done", True, "finished", "finished"),
+        ("stopped", "sft", False, "stopped", "stopped"),
+        ("failed", None, False, "failed", "failed"),
+        ("failed", "failed", False, "failed", "failed: model build"),
+        ("running", "failed", False, "failed", "failed: model build"),
+        ("lost", None, True, "failed", "failed: the process ended without recording an outcome"),
+    ],
+)
+def test_every_status_and_phase_maps_to_one_counted_state(status, phase, has_steps, state, word):
+    got = run_state(status, _build(phase), has_steps)
+    assert (got.state, got.word) == (state, word)
+    label, icon = STATES[state]
+    assert got.icon == icon and got.word.startswith(label.lower())  # the card says what its counter says
+
+
+def test_every_state_has_its_own_icon():
+    assert len({icon for _, icon in STATES.values()}) == len(STATES)

@@ -111,3 +111,12 @@ def test_the_review_editors_json_is_refused_as_a_value_error_whatever_it_holds()
     for text, needle in cases.items():
         with pytest.raises(ValueError, match=needle):
             views.edited_record(bench, text)
+
+
+def test_pickers_open_on_the_newest_synthesizing_run_unless_the_user_chose_one():
+    table = pd.DataFrame({"id": ["twin", "pair", "old"], "method": ["static", "rods", "uniform_synth"]})
+    assert views.default_run(table) == "pair"  # newer than it, the static twin has no variants to show
+    assert views.default_run(table, remembered="twin") == "twin"
+    assert views.default_run(table, remembered="gone") == "pair"
+    assert views.default_run(table, synthesizing=False) == "twin"
+    assert views.default_run(table[table.method == "static"]) == "twin"  # none synthesizes: the newest

@@ -20,6 +20,7 @@ from rods_core.config.trl_options import trainer_args_problems
 
 Method = Literal["static", "dapo_filter", "uniform_synth", "env_augment", "rods"]
 METHODS: tuple[str, ...] = ("static", "dapo_filter", "uniform_synth", "env_augment", "rods")
+SYNTH_METHODS: tuple[str, ...] = ("uniform_synth", "rods")  # the methods that synthesize variants
 Category = Literal["base", "miss_func", "miss_param", "long_context"]
 CATEGORIES: tuple[str, ...] = ("base", "miss_func", "miss_param", "long_context")
 BenchmarkName = Literal["bfcl_multi_turn", "bfcl_memory_kv", "bfcl_memory_rec_sum"]
@@ -326,7 +327,7 @@ class RunConfig(_Strict):
 
     @property
     def synthesizes(self) -> bool:
-        return self.method in ("rods", "uniform_synth")
+        return self.method in SYNTH_METHODS
 
     @model_validator(mode="after")
     def _benchmark_options(self) -> RunConfig:
