@@ -7,7 +7,8 @@ when it starts instead of failing when a read upgrades to a write. On PostgreSQL
 one advisory lock, the same one-writer-at-a-time rule. Decisions are delivered exactly once:
 `claim_decisions` moves pending rows to `claimed` in one UPDATE ... RETURNING, and `mark_decision` only
 changes a claimed/pending row, so a second marker gets False. Every change of a decision is also written
-to `decision_events` in the same transaction: who, when, what, at which step.
+to `decision_events` in the same transaction: who, when, what, at which step; the store only appends there,
+each event chained by hash to its run's previous one (storage.audit_chain), so an edit by hand shows.
 A `claimed` status sits between pending and applied/refused, so a claim whose process dies can be reopened.
 
 Length: one store's tables share one transaction rule (BEGIN IMMEDIATE, the advisory lock); split apart, each
@@ -26,12 +27,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from sqlalchemy import Column, DateTime, TypeDecorator, text, update
+from sqlalchemy import Column, DateTime, TypeDecorator, inspect, text, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Field, Session, SQLModel, select
 
 from rods_core.benchmarks.registry import parse_any_record
 from rods_core.tasks import Task
+from storage.audit_chain import GENESIS, ChainReport, decision_digest, event_hash, verify
 from storage.legacy_duckdb import LegacyStoreError, read_legacy_store, set_aside
 from storage.store_engine import DEFAULT_DB, ENV_VAR, resolve_store, store_engine, store_target
 
@@ -83,6 +85,8 @@ class Run(SQLModel, table=True):
     message: str | None = Field(None, description="why it failed or stopped")
     created_at: datetime | None = _tz_field()
     updated_at: datetime | None = _tz_field()
+    launched_by: str | None = Field(None, description="who launched it (the app's user); None: a command line")
+    stopped_by: str | None = Field(None, description="who stopped it (the app's user)")
 
     def config_dict(self) -> dict:
         return json.loads(self.config or "{}")
@@ -126,6 +130,11 @@ class DecisionEvent(SQLModel, table=True):
     at: datetime | None = _tz_field()
     step: int | None = Field(None, description="the step of an outcome; the checkpoint step of a reopen")
     reason: str | None = Field(None, description="the outcome's reason, or where the row came from")
+    digest: str | None = Field(None, description="an 'added' event: sha256 of its decision's fields")
+    prev_hash: str | None = Field(None, description="row_hash of the run's previous event ('' for its first)")
+    row_hash: str | None = Field(
+        None, description="sha256 of this row's fields + prev_hash (None: from before the chain)"
+    )
 
 
 class Seed(SQLModel, table=True):
@@ -136,6 +145,8 @@ class Seed(SQLModel, table=True):
     source: str = Field("import", description="bfcl | import | edit")
     added_at: datetime | None = _tz_field()
     record: str | None = Field(None, description="the task record as JSON (None: a built-in BFCL seed)")
+    edited_by: str | None = Field(None, description="who last added, enabled, disabled or tagged it (the app's user)")
+    edited_at: datetime | None = _tz_field()
 
     def task(self) -> Any:
         """The entry's task, of whichever benchmark's model its record fits; None for a built-in BFCL seed."""
@@ -213,6 +224,7 @@ class ControlDB:
         """Create missing tables, then copy the legacy store's rows that are not here yet (so a second
         process, or a crash before the old file was set aside, adds nothing twice). True if there was one."""
         SQLModel.metadata.create_all(s.connection())
+        _add_missing_columns(s)
         if self.legacy is None or not self.legacy.exists():
             return False
         old = read_legacy_store(self.legacy)
@@ -230,7 +242,7 @@ class ControlDB:
                         actor=d.author,
                         at=d.created_at,
                         reason=f"carried over from {self.legacy.name}",
-                    )
+                    )  # unchained, like every event from before the chain
                     for d in new
                 )
         if self.path is None:  # explicit ids do not move PostgreSQL's sequence: the next id must follow them
@@ -241,18 +253,35 @@ class ControlDB:
             )
         return True
 
-    def _audit(self, s: Session, decisions: Iterable[tuple[int, str]], kind: str, actor: str, **fields: Any) -> None:
-        s.add_all(
-            DecisionEvent(decision_id=i, run_id=r, kind=kind, actor=actor, at=_now(), **fields) for i, r in decisions
-        )
+    def _audit(self, s: Session, decisions: Iterable[Any], kind: str, actor: str, **fields: Any) -> None:
+        """Append one event per decision (a DecisionRecord, or (id, run id) for an outcome), each chained to its
+        run's previous event. Inside a write transaction, so no other writer appends between the read and the add."""
+        heads: dict[str, str] = {}
+        for d in decisions:
+            i, run_id = (d.id, d.run_id) if isinstance(d, DecisionRecord) else d
+            if run_id not in heads:
+                q = select(DecisionEvent.row_hash).where(DecisionEvent.run_id == run_id)
+                heads[run_id] = s.exec(q.order_by(DecisionEvent.id.desc()).limit(1)).first() or GENESIS
+            digest = decision_digest(d) if isinstance(d, DecisionRecord) else None
+            e = DecisionEvent(decision_id=i, run_id=run_id, kind=kind, actor=actor, at=_now(), digest=digest, **fields)
+            e.prev_hash, e.row_hash = heads[run_id], event_hash(e, heads[run_id])
+            heads[run_id] = e.row_hash
+            s.add(e)
 
     # ----- runs ---------------------------------------------------------------------------------
     def create_run(
-        self, run_id: str, out_dir: str | Path, config: dict | None = None, method: str = "rods", name: str = ""
+        self,
+        run_id: str,
+        out_dir: str | Path,
+        config: dict | None = None,
+        method: str = "rods",
+        name: str = "",
+        by: str | None = None,
     ) -> Run:
         now = _now()
         run = Run(
             id=run_id,
+            launched_by=by,
             name=name or run_id,
             method=method,
             config=json.dumps(config or {}, default=str),
@@ -314,8 +343,8 @@ class ControlDB:
             return "stale"
         return "running"
 
-    def stop_run(self, run_id: str, sig: int = signal.SIGTERM) -> bool:
-        """Signal the run's process group (it was started in its own session); True if sent."""
+    def stop_run(self, run_id: str, sig: int = signal.SIGTERM, by: str | None = None) -> bool:
+        """Signal the run's process group (it was started in its own session); True if sent. `by`: who asked."""
         run = self.get_run(run_id)
         if run is None:
             raise KeyError(f"no run {run_id!r}")
@@ -328,7 +357,7 @@ class ControlDB:
                 os.kill(run.pid, sig)
             sent = True
         if run.status in ("queued", "running"):
-            self.update_run(run_id, status="stopped", message="stopped by request")
+            self.update_run(run_id, status="stopped", message=f"stopped by {by or 'request'}", stopped_by=by)
         return sent
 
     # ----- decisions ----------------------------------------------------------------------------
@@ -348,7 +377,7 @@ class ControlDB:
         def fn(s: Session) -> DecisionRecord:
             s.add(d)
             s.flush()
-            self._audit(s, [(d.id, run_id)], "added", author)
+            self._audit(s, [d], "added", author)
             return d
 
         return self._tx(fn)
@@ -364,6 +393,16 @@ class ControlDB:
 
     def pending_decisions(self, run_id: str) -> list[DecisionRecord]:
         return self.decisions(run_id, "pending")
+
+    def verify_audit(self, run_id: str) -> ChainReport:
+        """Check the run's audit trail against its hash chain (storage.audit_chain.verify), in one read."""
+
+        def fn(s: Session) -> ChainReport:
+            events = s.exec(select(DecisionEvent).where(DecisionEvent.run_id == run_id).order_by(DecisionEvent.id))
+            ds = s.exec(select(DecisionRecord).where(DecisionRecord.run_id == run_id).order_by(DecisionRecord.id))
+            return verify(list(events), list(ds))
+
+        return self._read(fn)
 
     def decision_events(self, run_id: str, decision_id: int | None = None) -> list[DecisionEvent]:
         """The audit trail of a run's decisions (or of one), oldest first."""
@@ -441,9 +480,11 @@ class ControlDB:
         return self._tx(fn)
 
     # ----- seed catalog -------------------------------------------------------------------------
-    def upsert_seeds(self, tasks: Iterable[Task], source: str = "import", tags: Iterable[str] = ()) -> tuple[int, int]:
+    def upsert_seeds(
+        self, tasks: Iterable[Task], source: str = "import", tags: Iterable[str] = (), by: str | None = None
+    ) -> tuple[int, int]:
         """Add or replace catalog entries in one transaction; returns (added, updated). A replaced entry
-        keeps its tags (the new ones are added) and its enabled flag."""
+        keeps its tags (the new ones are added) and its enabled flag. `by`: who (the app's user)."""
         rows = [(t.id, json.dumps(t.to_record(), ensure_ascii=False)) for t in tasks]
         new_tags = {t.strip() for t in tags if t and t.strip()}
         tag_json = json.dumps(sorted(new_tags))
@@ -453,11 +494,22 @@ class ControlDB:
             for task_id, record in rows:
                 seed = s.get(Seed, task_id)
                 if seed is None:
-                    s.add(Seed(task_id=task_id, source=source, tags=tag_json, added_at=_now(), record=record))
+                    s.add(
+                        Seed(
+                            task_id=task_id,
+                            source=source,
+                            tags=tag_json,
+                            added_at=_now(),
+                            record=record,
+                            edited_by=by,
+                            edited_at=_now(),
+                        )
+                    )
                     added += 1
                 else:
                     kept = set(json.loads(seed.tags or "[]"))
                     seed.record, seed.source, seed.tags = record, source, json.dumps(sorted(kept | new_tags))
+                    seed.edited_by, seed.edited_at = by, _now()
                     s.add(seed)
                     updated += 1
             return added, updated
@@ -472,16 +524,6 @@ class ControlDB:
             return list(s.exec(q.order_by(Seed.task_id)))
 
         return self._read(fn)
-
-    def set_seed_enabled(self, task_id: str, enabled: bool) -> bool:
-        stmt = update(Seed).where(Seed.task_id == task_id).values(enabled=enabled)
-        return self._tx(lambda s: s.exec(stmt).rowcount) == 1
-
-    def set_seed_tags(self, task_id: str, tags: Iterable[str]) -> bool:
-        """Replace a seed's tags (sorted, unique, blank ones dropped); False if the seed is not in the catalog."""
-        clean = sorted({t.strip() for t in tags if t and t.strip()})
-        stmt = update(Seed).where(Seed.task_id == task_id).values(tags=json.dumps(clean))
-        return self._tx(lambda s: s.exec(stmt).rowcount) == 1
 
     # ----- review: batches of decisions, comments, the audit trail -----------------------------------
     def add_decisions(
@@ -517,7 +559,7 @@ class ControlDB:
         def fn(s: Session) -> list[DecisionRecord]:
             s.add_all(rows)
             s.flush()  # assigns the ids; every other field was set here
-            self._audit(s, [(d.id, run_id) for d in rows], "added", reviewer)
+            self._audit(s, rows, "added", reviewer)
             return rows
 
         return self._tx(fn)
@@ -554,15 +596,15 @@ class ControlDB:
 
         return self._read(fn)
 
-    def set_seeds_enabled(self, task_ids: Iterable[str], enabled: bool) -> int:
+    def set_seeds_enabled(self, task_ids: Iterable[str], enabled: bool, by: str | None = None) -> int:
         """Enable or disable many seeds in one transaction; returns how many catalog entries matched."""
         ids = list(dict.fromkeys(task_ids))
         if not ids:
             return 0
-        stmt = update(Seed).where(Seed.task_id.in_(ids)).values(enabled=enabled)
+        stmt = update(Seed).where(Seed.task_id.in_(ids)).values(enabled=enabled, edited_by=by, edited_at=_now())
         return self._tx(lambda s: s.exec(stmt).rowcount)
 
-    def retag_seeds(self, task_ids: Iterable[str], tag: str, add: bool = True) -> int:
+    def retag_seeds(self, task_ids: Iterable[str], tag: str, add: bool = True, by: str | None = None) -> int:
         """Add (or remove) one tag on many seeds in one transaction; returns how many seeds changed."""
         tag, ids = tag.strip(), list(dict.fromkeys(task_ids))
         if not tag:
@@ -575,6 +617,7 @@ class ControlDB:
                 if (tag in old) == add:
                     continue
                 seed.tags = json.dumps(sorted({*old, tag} if add else set(old) - {tag}))
+                seed.edited_by, seed.edited_at = by, _now()
                 s.add(seed)
                 changed += 1
             return changed
@@ -591,6 +634,19 @@ class Comment(SQLModel, table=True):
     reviewer: str = Field(description="who wrote it (the Review page's reviewer field)")
     text: str
     created_at: datetime | None = _tz_field()
+
+
+def _add_missing_columns(s: Session) -> None:
+    """The store's migration: a table made by an earlier version gains the columns added since (all nullable,
+    so its rows read None: an event from before the hash chain is unchained). Run under the write lock."""
+    conn = s.connection()
+    found = inspect(conn)
+    for table in SQLModel.metadata.sorted_tables:
+        have = {c["name"] for c in found.get_columns(table.name)}
+        for col in table.columns:
+            if col.name not in have:
+                kind = col.type.compile(dialect=conn.dialect)
+                conn.exec_driver_sql(f'ALTER TABLE {table.name} ADD COLUMN "{col.name}" {kind}')
 
 
 def _check_decision(action: str, payload: dict | None) -> None:

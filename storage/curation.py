@@ -8,10 +8,8 @@ control database's decisions, so the same rules serve the Review page, `rods run
 from __future__ import annotations
 
 import ast
-import csv
 import difflib
 import functools
-import io
 import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -20,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from rods_core.spreadsheet import csv_text
 from rods_core.tasks import Task
 from storage.control import ControlDB, DecisionRecord
 from storage.pools import PoolsSnapshot
@@ -345,14 +344,11 @@ AUDIT_FORMATS = ("jsonl", "csv")
 
 
 def audit_bytes(audit: pd.DataFrame, fmt: str) -> bytes:
-    """The audit rows as JSONL (one decision a line, nulls as null) or CSV (a header row, nulls empty)."""
+    """The audit rows as JSONL (one decision a line, exact, nulls as null) or CSV (a header row, nulls empty,
+    text a spreadsheet would run as a formula neutralized: rods_core.spreadsheet)."""
     if fmt not in AUDIT_FORMATS:
         raise ValueError(f"format must be one of {AUDIT_FORMATS}, got {fmt!r}")
     records = [{k: (None if pd.isna(v) else v) for k, v in r.items()} for r in audit.to_dict("records")]
     if fmt == "jsonl":
         return "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in records).encode()
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=AUDIT_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows({k: "" if v is None else v for k, v in r.items()} for r in records)
-    return out.getvalue().encode()
+    return csv_text(records, AUDIT_COLUMNS).encode()

@@ -176,24 +176,38 @@ def runs_stop(run_id: str, db: str | None = typer.Option(None, help=DB_HELP)) ->
 @runs_app.command("audit")
 def runs_audit(
     run_id: str,
-    out: Path = typer.Option(..., "--out", help="file to write: .jsonl or .csv"),
+    out: Path | None = typer.Option(None, "--out", help="file to write: .jsonl or .csv"),
+    verify: bool = typer.Option(
+        False, "--verify", help="check the trail's hash chain; exit 2 naming the first bad row"
+    ),
     reviewer: list[str] = typer.Option([], help="keep only these reviewers' decisions"),
     outcome: list[str] = typer.Option([], help="keep only these outcomes: pending, claimed, applied, refused"),
-    db: Path | None = typer.Option(None, help=DB_HELP),
+    db: str | None = typer.Option(None, help=DB_HELP),
 ) -> None:
-    """Export a run's audit trail: who decided what, when, the outcome with its reason and the step it took effect.
+    """Export a run's audit trail (who decided what, when, the outcome with its reason and the step it took
+    effect), or check that nobody changed, added or removed its rows by hand.
 
-    Example: rods runs audit demo --out audit.csv --outcome refused
+    Example: rods runs audit demo --out audit.csv --outcome refused; rods runs audit demo --verify
     """
     from rods_core.inputs import check_output_file
     from storage.curation import AUDIT_FORMATS, audit_bytes, audit_frame, filter_audit
 
-    fmt = out.suffix.lstrip(".").lower()
-    if fmt not in AUDIT_FORMATS:
+    fmt = out.suffix.lstrip(".").lower() if out else None
+    if out is None and not verify:
+        raise typer.BadParameter("give --out FILE (.jsonl or .csv), --verify, or both", param_hint="--out")
+    if out is not None and fmt not in AUDIT_FORMATS:
         raise typer.BadParameter(f"must end in .jsonl or .csv, got {out.name!r}", param_hint="--out")
     cdb = _db(db)
     if cdb.get_run(run_id) is None:
         fail(f"no run {run_id!r}")
+    if verify:
+        report = cdb.verify_audit(run_id)
+        if not report.ok:
+            fail(f"run {run_id}: the audit trail was edited by hand: {report.problem}")
+        old = f"; {report.unchained} event(s) from before the chain, unchained" if report.unchained else ""
+        typer.echo(f"run {run_id}: audit trail intact, {report.checked} chained event(s){old}; head {report.head}")
+    if out is None:
+        return
     with clean_errors():
         check_output_file(out, "--out file")
         trail = filter_audit(audit_frame(cdb.decisions(run_id)), reviewer, outcome)
