@@ -50,11 +50,15 @@ TRAPS = [
     ({"min_p": 0.05}, "episode.sampling"),
     ({"repetition_penalty": 1.1}, "episode.sampling"),
     ({"generation_kwargs": {"top_k": 5}}, "episode.sampling"),
-    ({"model_init_kwargs": {"dtype": "bfloat16"}}, "model.dtype and model.attn_implementation"),
     ({"vllm_enable_sleep_mode": True}, "sleep mode discards vLLM's weights"),
     ({"vllm_tensor_parallel_size": 2}, "trl vllm-serve --tensor_parallel_size"),
 ]
-ALLOWED = [{"vllm_enable_sleep_mode": False}, {"vllm_tensor_parallel_size": 1}, {"vllm_gpu_memory_utilization": 0.5}]
+ALLOWED = [
+    {"vllm_enable_sleep_mode": False},
+    {"model_init_kwargs": {"dtype": "bfloat16"}},  # honoured: RODS passes it to from_pretrained (policy.precision)
+    {"vllm_tensor_parallel_size": 1},
+    {"vllm_gpu_memory_utilization": 0.5},
+]
 
 
 @pytest.mark.parametrize(("args", "names"), TRAPS, ids=[next(iter(a)) for a, _ in TRAPS])

@@ -69,8 +69,6 @@ OWNED: dict[str, str] = {
     "repetition_penalty": "rollouts sample from episode.sampling (temperature, top_p, max_new_tokens); "
     "a repetition penalty is not offered",
     "generation_kwargs": "rollouts sample from episode.sampling, which TRL's generation_kwargs never reach",
-    # RODS loads the policy itself and hands TRL a model object, for which TRL ignores model_init_kwargs
-    "model_init_kwargs": "RODS loads the policy, so TRL would ignore it: set model.dtype and model.attn_implementation",
 }
 
 # Fields GRPOConfig accepts that break multi-turn rollouts at some values: (the value is refused when, why).
