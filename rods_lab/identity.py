@@ -133,8 +133,9 @@ def lab_serving_problem(host: str, path: Path = SECRETS_FILE) -> str | None:
 
 
 def main(argv: list[str]) -> int:
-    """`python -m rods_lab.identity HOST`: exit 2 with the reason when the app must not serve on HOST."""
-    problem = lab_serving_problem(argv[0] if argv else "127.0.0.1")
+    """`python -m rods_lab.identity HOST [SECRETS]` (`make app-lab`): exit 2 with the reason when the app
+    must not serve on HOST with the secrets file SECRETS (default .streamlit/secrets.toml)."""
+    problem = lab_serving_problem(argv[0] if argv else "127.0.0.1", Path(argv[1]) if len(argv) > 1 else SECRETS_FILE)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2

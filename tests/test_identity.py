@@ -143,3 +143,12 @@ def test_a_read_only_user_sees_no_decision_controls(lab):
     assert any("Read-only: ro@lab.example" in i.value for i in at.info)
     home = app_test("app.py", {"is_logged_in": True, "email": "ro@lab.example"})
     assert not home.exception and any("ro@lab.example" in c.value for c in home.sidebar.caption)
+
+
+def test_make_app_stays_local_and_app_lab_checks_first():
+    recipes = (ROOT / "Makefile").read_text().split("\n\n")
+    (app,) = [r for r in recipes if r.startswith("app: ") or "\napp: " in r]
+    (lab,) = [r for r in recipes if "\napp-lab: " in r or r.startswith("app-lab: ")]
+    assert "--server.address 127.0.0.1" in app
+    check, serve = lab.split("app-lab: ")[1].splitlines()[1:3]
+    assert check.strip() == "$(BIN)/python -m rods_lab.identity $(HOST) $(SECRETS)" and "streamlit run" in serve
