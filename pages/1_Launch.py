@@ -7,7 +7,7 @@ from pydantic import ValidationError
 
 from rods_core.config import METHODS, ConfigError, load_config, parse_overrides
 from rods_core.inputs import DoorError
-from rods_lab import ui
+from rods_lab import identity, ui
 from rods_lab.configs import build_config, default_processes, field_errors, list_configs
 from rods_lab.launch import launch_pair, launch_run
 from rods_lab.prefs import read_prefs
@@ -86,12 +86,13 @@ if submitted:
     }
     try:
         cfg = build_config(configs[name], {**overrides, **parse_overrides(more, "more fields")}, paths)
-        launched_all = launch_pair(cfg, paths) if pair else [launch_run(cfg, paths)]
+        me = identity.current()
+        launched_all = launch_pair(cfg, paths, actor=me) if pair else [launch_run(cfg, paths, actor=me)]
         launched = launched_all[0]
     except ValidationError as e:
         st.session_state["launch_errors"] = field_errors(e)
         st.rerun()
-    except (DoorError, FileExistsError, ValueError) as e:  # config, overrides, paths, seed file, model, pair
+    except (DoorError, FileExistsError, ValueError, identity.Refused) as e:  # config, paths, seeds, model, role
         st.session_state["launch_errors"] = {"(config)": str(e)}
         st.rerun()
     else:

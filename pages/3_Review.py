@@ -90,18 +90,7 @@ picked = st.dataframe(
 )
 everything = st.checkbox(f"Act on all {len(matching)} matching the filter", key="review_all")
 target = matching if everything else shown.iloc[picked.selection.rows]
-b = st.columns([3, 1, 1, 1, 1])
-comment = b[0].text_input("Comment sent with the batch", key="review_batch_comment")
-for col, label in zip(b[1:], curation.BULK_ACTIONS, strict=True):
-    slug = label.split(":")[-1].strip().split()[0].lower()
-    if col.button(f"{label} ({len(target)})", key=f"review_bulk_{slug}", disabled=target.empty):
-        items, skipped = curation.batch_items(target, label)
-        if items:
-            review.send(run, items, reviewer, comment)
-        st.session_state["review_skipped"] = skipped
-        st.rerun()
-if skipped := st.session_state.pop("review_skipped", None):
-    st.warning(f"Skipped {len(skipped)} variant(s) the action does not apply to: {', '.join(skipped[:10])}…")
+review.bulk(run, target, reviewer)
 
 st.subheader("Focus")
 review.focus(run, shown, reviewer)

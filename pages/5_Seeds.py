@@ -11,14 +11,13 @@ from rods_core.config import BENCHMARK_NAMES, parse_overrides
 from rods_core.inputs import DoorError
 from rods_core.seeds import load_seeds, split_of
 from rods_core.stats import task_rows
-from rods_lab import ui
+from rods_lab import catalog_edits, identity, ui
 from rods_lab.configs import list_configs
 from rods_lab.launch import launch_on_seeds
-from rods_lab.paths import import_upload, import_workspace_file
 from storage.catalog import seed_frame
 
 ui.page_setup(__file__)
-paths, db = ui.paths(), ui.db()
+paths, db, me = ui.paths(), ui.db(), identity.current()
 
 
 @st.cache_data(show_spinner="Reading the BFCL seed set…")
@@ -30,11 +29,10 @@ def bfcl_table() -> pd.DataFrame:
 def import_seed_file(upload, typed: str, tags: list[str], benchmark: str) -> None:
     bench = ui.named_benchmark(benchmark)
     try:
-        report = (
-            import_upload(paths, db, upload.name, upload.getvalue(), tags, bench)
-            if upload is not None
-            else import_workspace_file(paths, db, typed, tags, bench)
-        )
+        sent = (upload.name, upload.getvalue()) if upload is not None else None
+        report = catalog_edits.import_file(paths, db, me, tags, bench, sent, typed)
+    except identity.Refused as e:
+        st.error(str(e))
     except DoorError as e:  # unreadable, invalid, failing replay, test-split or outside the workspace
         st.error("Nothing was imported.")
         st.code(str(e), language="text")
@@ -53,8 +51,9 @@ with add:
     if st.button("Import", key="seeds_import", type="primary"):
         import_seed_file(upload, typed, tags, benchmark)
     if st.button("Add the BFCL train split (400 seeds)", key="seeds_add_bfcl"):
-        added, updated = db.upsert_seeds(load_seeds("train"), source="bfcl", tags=["bfcl"])
-        st.success(f"Added {added} and updated {updated} BFCL seed(s).")
+        with identity.refusals():
+            added, updated = catalog_edits.add_bfcl_train(db, me)
+            st.success(f"Added {added} and updated {updated} BFCL seed(s).")
 
 with catalog:
     df = seed_frame(db)
@@ -72,11 +71,15 @@ with catalog:
     c1, c2, c3, c4, c5 = st.columns([1, 1, 2, 1, 1])
     for on, col, label in ((True, c1, "Enable"), (False, c2, "Disable")):
         if col.button(label, key=f"seeds_{label.lower()}", disabled=not picked):
-            st.success(f"{label}d {db.set_seeds_enabled(picked, on)} seed(s).")
+            with identity.refusals():
+                st.success(f"{label}d {catalog_edits.set_enabled(db, picked, on, me)} seed(s).")
     new_tag = c3.text_input("Tag", key="seeds_new_tag", label_visibility="collapsed", placeholder="tag")
     for adding, col, label in ((True, c4, "Add tag"), (False, c5, "Remove tag")):
         if col.button(label, key=f"seeds_{'addtag' if adding else 'untag'}", disabled=not (picked and new_tag.strip())):
-            st.success(f"{label} {new_tag!r}: {db.retag_seeds(picked, new_tag, adding)} seed(s) changed.")
+            with identity.refusals():
+                st.success(
+                    f"{label} {new_tag!r}: {catalog_edits.retag(db, picked, new_tag, adding, me)} seed(s) changed."
+                )
 
     st.subheader("Start a run on the chosen seeds")
     configs = {p.stem: p for p in list_configs()}
@@ -89,8 +92,14 @@ with catalog:
     chosen = [t for t in picked if bool(df.set_index("task_id").enabled[t])]
     if st.button(f"Start a run on {len(chosen)} enabled seed(s)", key="seeds_launch", disabled=not chosen):
         try:
-            run, file = launch_on_seeds(db, chosen, configs[config], name, parse_overrides(more, "more fields"), paths)
-        except (ValueError, KeyError, FileExistsError) as e:  # config, path and catalog errors are shown
+            overrides = parse_overrides(more, "more fields")
+            run, file = launch_on_seeds(db, chosen, configs[config], name, overrides, paths, actor=me)
+        except (
+            ValueError,
+            KeyError,
+            FileExistsError,
+            identity.Refused,
+        ) as e:  # config, path and catalog errors are shown
             st.error(str(e))
         else:
             ui.refresh()

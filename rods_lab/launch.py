@@ -4,7 +4,8 @@ method, or a run on seeds picked from the catalog.
 A run is started as `python -m rods_lab.cli train --config <runs/<id>/launch.yaml> --run-id <id>` in its
 own session (start_new_session=True), so it survives page reloads and app restarts; its Run row is
 created as `queued` first with the id we pass, then the trainer registers itself as `running`
-(rods_lab.status shows a run that dies before that as failed).
+(rods_lab.status shows a run that dies before that as failed). Starting and stopping are for launchers
+(rods_lab.identity): each service takes the acting user, refuses anyone else, and records who it was.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from rods_core.ids import check_run_id, new_run_id
 from rods_core.seeds import refuse_test_tasks
 from rods_core.tasks import Task, write_tasks
 from rods_lab.configs import build_config
+from rods_lab.identity import Actor, require
 from rods_lab.paths import PROJECT_ROOT, AppPaths
 from rods_lab.status import LOG_FILE
 from storage.catalog import catalog_tasks
@@ -38,8 +40,10 @@ class Launched:
     log_path: Path
 
 
-def launch_run(cfg: RunConfig, paths: AppPaths, run_id: str | None = None) -> Launched:
-    """Create the Run row (queued), write the config, start `rods train` in its own session."""
+def launch_run(cfg: RunConfig, paths: AppPaths, run_id: str | None = None, *, actor: Actor) -> Launched:
+    """Create the Run row (queued, with who launched it), write the config, start `rods train` in its own
+    session. Refused (rods_lab.identity.Refused) unless `actor` is a launcher."""
+    require(actor, "launcher", "launch runs")
     run_id = check_run_id(run_id) if run_id else new_run_id(cfg.name)
     run_dir = Path(cfg.output_dir) / run_id
     if run_dir.exists():
@@ -48,7 +52,7 @@ def launch_run(cfg: RunConfig, paths: AppPaths, run_id: str | None = None) -> La
     config_path = run_dir / LAUNCH_FILE
     config_path.write_text(dump_config(cfg), encoding="utf-8")
     db = paths.db()
-    db.create_run(run_id, run_dir, cfg.model_dump(mode="json"), cfg.method, name=cfg.name)
+    db.create_run(run_id, run_dir, cfg.model_dump(mode="json"), cfg.method, name=cfg.name, by=actor.name or None)
     log_path = run_dir / LOG_FILE
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
@@ -83,16 +87,31 @@ def pair_configs(cfg: RunConfig, twin: str = "static") -> list[RunConfig]:
     return out
 
 
-def launch_pair(cfg: RunConfig, paths: AppPaths, twin: str = "static") -> list[Launched]:
+def launch_pair(cfg: RunConfig, paths: AppPaths, twin: str = "static", *, actor: Actor) -> list[Launched]:
     """Launch `pair_configs(cfg, twin)`: the run and its twin, side by side."""
-    return [launch_run(c, paths) for c in pair_configs(cfg, twin)]
+    require(actor, "launcher", "launch runs")  # before the first of the two starts
+    return [launch_run(c, paths, actor=actor) for c in pair_configs(cfg, twin)]
+
+
+def stop_run(db: ControlDB, run_id: str, actor: Actor) -> bool:
+    """Stop a run (SIGTERM to its process group), recording who stopped it; for launchers only."""
+    require(actor, "launcher", "stop runs")
+    return db.stop_run(run_id, by=actor.name or None)
 
 
 def launch_on_seeds(
-    db: ControlDB, task_ids: list[str], base: str | Path, name: str, overrides: dict[str, Any], paths: AppPaths
+    db: ControlDB,
+    task_ids: list[str],
+    base: str | Path,
+    name: str,
+    overrides: dict[str, Any],
+    paths: AppPaths,
+    *,
+    actor: Actor,
 ) -> tuple[Launched, Path]:
     """Write the chosen catalog seeds to <workspace>/subsets/ and launch `base` on them (seeds.subset=file).
-    The config and the seeds are checked first, so a refusal leaves no subset file behind."""
+    The actor's role, the config and the seeds are checked first, so a refusal leaves no subset file behind."""
+    require(actor, "launcher", "launch runs")
     tasks = catalog_tasks(db, task_ids)
     if not tasks:
         raise ValueError("choose at least one seed")
@@ -115,4 +134,4 @@ def launch_on_seeds(
     guard = None if kind is Task else make_benchmark(cfg.benchmark, prereq=cfg.prereq).leak_reason
     refuse_test_tasks(tasks, "a run on catalog seeds", guard)
     write_tasks(file, tasks)
-    return launch_run(cfg, paths), file
+    return launch_run(cfg, paths, actor=actor), file

@@ -72,21 +72,32 @@ def save_upload(paths: AppPaths, name: str, data: bytes) -> Path:
 
 
 def import_upload(
-    paths: AppPaths, db: ControlDB, name: str, data: bytes, tags: list[str], benchmark: Benchmark | None = None
+    paths: AppPaths,
+    db: ControlDB,
+    name: str,
+    data: bytes,
+    tags: list[str],
+    benchmark: Benchmark | None = None,
+    by: str | None = None,
 ) -> ImportReport:
     """An uploaded seed file of `benchmark`'s tasks (BFCL multi-turn's when None), verified as `rods seeds
     import` verifies one (schema, verification by execution, leak guard) before anything is written; then
     kept under imports/."""
     where = Path(name).name or "upload"
-    report = import_seeds(db, data, where, "the Seeds page upload", tags=tags, benchmark=benchmark)
+    report = import_seeds(db, data, where, "the Seeds page upload", tags=tags, benchmark=benchmark, by=by)
     save_upload(paths, name, data)
     return report
 
 
 def import_workspace_file(
-    paths: AppPaths, db: ControlDB, typed: str, tags: list[str], benchmark: Benchmark | None = None
+    paths: AppPaths,
+    db: ControlDB,
+    typed: str,
+    tags: list[str],
+    benchmark: Benchmark | None = None,
+    by: str | None = None,
 ) -> ImportReport:
     """A seed file typed as a path: confined to the workspace, then verified and imported whole."""
     path = confine(typed, paths.workspace)
     data = read_bytes(path, "task file")
-    return import_seeds(db, data, str(path), "the Seeds page import", tags=tags, benchmark=benchmark)
+    return import_seeds(db, data, str(path), "the Seeds page import", tags=tags, benchmark=benchmark, by=by)

@@ -1,5 +1,7 @@
-"""Streamlit glue of the Review page: the frozen review table, the reviewer field, the focus view with its
-keyboard shortcuts, Fix & Accept, comments and the audit trail. The rules live in storage.curation.
+"""Streamlit glue of the Review page: the frozen review table, the reviewer (the logged-in user, or a typed
+name when login is off), bulk decisions, the focus view with its keyboard shortcuts, Fix & Accept, comments
+and the audit trail. The rules live in storage.curation; `decide` and `comment` refuse whoever is not a
+reviewer (rods_lab.identity), and a read-only user is shown no decision controls.
 
 The table is read once per "token" and kept until the reviewer refreshes or acts, so a live run never moves
 the reviewer's place or selection; only a small fragment polls the run and says when new steps are in.
@@ -22,7 +24,9 @@ import streamlit as st
 from rods_core.benchmarks.protocols import Benchmark
 from rods_core.tasks import Task
 from rods_lab import ui, views
+from rods_lab.identity import Actor, Refused, current, local, require
 from storage import curation
+from storage.control import Comment, ControlDB, DecisionRecord
 from storage.pools import PoolsSnapshot
 
 COOKIE = "rods_reviewer"
@@ -60,9 +64,17 @@ def table(run_dir: str, run_id: str, read: str) -> pd.DataFrame:
 
 
 # ----- the reviewer ------------------------------------------------------------------------------------
-def reviewer_field() -> str:
-    """The reviewer's name, kept in this browser in a cookie (read back through st.context.cookies when a
-    new session starts) and in the session while it lasts."""
+def reviewer_field() -> Actor:
+    """Who decides: the logged-in user when login is configured (no field: the identity provider's email), else
+    a typed name, kept in this browser in a cookie (read back through st.context.cookies when a new session
+    starts) and in the session while it lasts."""
+    me = current()
+    if me.verified:
+        if me.may("reviewer"):
+            st.caption(f"Deciding as **{me.name}**.")
+        else:
+            st.info(f"Read-only: {me.name} is not a reviewer; decisions and comments are for reviewers.")
+        return me
     if "review_reviewer" not in st.session_state:
         kept = st.context.cookies.get(COOKIE, "")
         st.session_state["review_reviewer"] = (
@@ -73,15 +85,31 @@ def reviewer_field() -> str:
         st.session_state["review_cookie"] = name
         value = json.dumps(f"{COOKIE}={urllib.parse.quote(name.strip())}; path=/; max-age=31536000; SameSite=Lax")
         st.html(f"<script>document.cookie = {value};</script>", unsafe_allow_javascript=True)
-    return name.strip()
+    return local(name)
 
 
-def send(run: SimpleNamespace, items: list, reviewer: str, comment: str = "", what: str = "") -> None:
+def decide(
+    db: ControlDB, run_id: str, items: list, actor: Actor, comment: str = "", seen: int | None = None
+) -> list[DecisionRecord]:
+    """The service behind every decision button: a reviewer's batch, recorded under the actor's name."""
+    require(actor, "reviewer", "decide on tasks")
+    return curation.send_batch(db, run_id, items, actor.name, comment, seen)
+
+
+def comment(db: ControlDB, run_id: str, task_id: str, actor: Actor, text: str) -> Comment:
+    """The service behind Add comment: a reviewer's note, under the actor's name."""
+    require(actor, "reviewer", "comment on tasks")
+    if not actor.name:
+        raise ValueError("a comment needs a reviewer name: fill in the Reviewer field")
+    return db.add_comment(run_id, task_id, actor.name, text)
+
+
+def send(run: SimpleNamespace, items: list, reviewer: Actor, comment: str = "", what: str = "") -> None:
     """Record one batch and say so (kept across the rerun in the session's message)."""
     try:
         seen = ui.reader(run.out_dir).latest_step()
-        ds = curation.send_batch(ui.db(), run.id, items, reviewer, comment, seen)
-    except ValueError as e:  # no reviewer name, or a malformed edit
+        ds = decide(ui.db(), run.id, items, reviewer, comment, seen)
+    except (ValueError, Refused) as e:  # no reviewer name, a malformed edit, or not a reviewer
         st.session_state["review_msg"] = ("error", str(e))
         return
     st.session_state["review_msg"] = (
@@ -99,6 +127,24 @@ def message() -> None:
         st.toast(text[:120], icon="✅")
     elif kind == "error":
         st.error(text)
+
+
+def bulk(run: SimpleNamespace, target: pd.DataFrame, reviewer: Actor) -> None:
+    """The bulk buttons over the selected (or all matching) rows, with a comment; none for a read-only user."""
+    if not reviewer.may("reviewer"):
+        return
+    b = st.columns([3, 1, 1, 1, 1])
+    note = b[0].text_input("Comment sent with the batch", key="review_batch_comment")
+    for col, label in zip(b[1:], curation.BULK_ACTIONS, strict=True):
+        slug = label.split(":")[-1].strip().split()[0].lower()
+        if col.button(f"{label} ({len(target)})", key=f"review_bulk_{slug}", disabled=target.empty):
+            items, skipped = curation.batch_items(target, label)
+            if items:
+                send(run, items, reviewer, note)
+            st.session_state["review_skipped"] = skipped
+            st.rerun()
+    if skipped := st.session_state.pop("review_skipped", None):
+        st.warning(f"Skipped {len(skipped)} variant(s) the action does not apply to: {', '.join(skipped[:10])}…")
 
 
 # ----- the focus view ----------------------------------------------------------------------------------
@@ -139,13 +185,38 @@ def _move(ids: list[str], by: int) -> None:
     st.session_state["review_editing"] = False
 
 
-def _decide_and_next(run, ids: list[str], tid: str, label: str, reviewer: str) -> None:
+def _decide_and_next(run, ids: list[str], tid: str, label: str, reviewer: Actor) -> None:
     action, payload = curation.BULK_ACTIONS[label]
     send(run, [(tid, action, payload)], reviewer)
     _move(ids, 1)
 
 
-def focus(run: SimpleNamespace, rows: pd.DataFrame, reviewer: str) -> None:
+def _decision_buttons(cols: list, run: SimpleNamespace, ids: list[str], tid: str, state: str, reviewer: Actor) -> None:
+    """Approve, Reject and Edit of the focused variant, with their shortcuts."""
+    cols[0].button(
+        "Approve",
+        key="review_focus_approve",
+        shortcut=SHORTCUTS["approve"],
+        disabled=state != "awaiting_review",
+        on_click=_decide_and_next,
+        args=(run, ids, tid, "Approve", reviewer),
+    )
+    cols[1].button(
+        "Reject",
+        key="review_focus_reject",
+        shortcut=SHORTCUTS["reject"],
+        on_click=_decide_and_next,
+        args=(run, ids, tid, "Reject", reviewer),
+    )
+    cols[2].button(
+        "Edit",
+        key="review_focus_edit",
+        shortcut=SHORTCUTS["edit"],
+        on_click=lambda: st.session_state.update(review_editing=not st.session_state.get("review_editing")),
+    )
+
+
+def focus(run: SimpleNamespace, rows: pd.DataFrame, reviewer: Actor) -> None:
     """One variant at a time over the page's rows, with shortcuts shown on the buttons."""
     ids = rows.task_id.tolist()
     if not ids:
@@ -158,27 +229,9 @@ def focus(run: SimpleNamespace, rows: pd.DataFrame, reviewer: str) -> None:
     c[1].button("Next", key="review_next", shortcut=SHORTCUTS["next"], on_click=_move, args=(ids, 1))
     tid, bench = st.session_state["review_focus"], ui.benchmark(run.out_dir)
     row = rows.set_index("task_id").loc[tid]
-    c[2].button(
-        "Approve",
-        key="review_focus_approve",
-        shortcut=SHORTCUTS["approve"],
-        disabled=row.state != "awaiting_review",
-        on_click=_decide_and_next,
-        args=(run, ids, tid, "Approve", reviewer),
-    )
-    c[3].button(
-        "Reject",
-        key="review_focus_reject",
-        shortcut=SHORTCUTS["reject"],
-        on_click=_decide_and_next,
-        args=(run, ids, tid, "Reject", reviewer),
-    )
-    c[4].button(
-        "Edit",
-        key="review_focus_edit",
-        shortcut=SHORTCUTS["edit"],
-        on_click=lambda: st.session_state.update(review_editing=not st.session_state.get("review_editing")),
-    )
+    deciding = reviewer.may("reviewer")  # a read-only user gets no decision buttons
+    if deciding:
+        _decision_buttons(c[2:5], run, ids, tid, row.state, reviewer)
     c[5].selectbox("Variant", ids, key="review_focus", label_visibility="collapsed")
     st.caption(
         f"{ids.index(tid) + 1} of {len(ids)} · {row.state} · {row.decision or 'no decision'} · "
@@ -194,12 +247,12 @@ def focus(run: SimpleNamespace, rows: pd.DataFrame, reviewer: str) -> None:
         st.html(diff_html(parent, task))
     else:
         render_diff(bench, parent, task)
-    if st.session_state.get("review_editing"):
+    if deciding and st.session_state.get("review_editing"):
         (fix_and_accept if views.is_bfcl(bench) else fix_and_accept_record)(run, task, reviewer)
     comments(run, tid, reviewer)
 
 
-def fix_and_accept(run: SimpleNamespace, task: Task, reviewer: str) -> None:
+def fix_and_accept(run: SimpleNamespace, task: Task, reviewer: Actor) -> None:
     """Edit the turns, verify by execution here first (the trainer's own check), then send the edit, which
     the buffer puts straight into probing: the edit is the acceptance."""
     with st.form(f"review_fix_{task.id}"):
@@ -222,7 +275,7 @@ def fix_and_accept(run: SimpleNamespace, task: Task, reviewer: str) -> None:
 
 
 def _submit_edit(
-    run: SimpleNamespace, task: Any, reviewer: str, note: str, edit: Callable[[], tuple[Any, bool, str]]
+    run: SimpleNamespace, task: Any, reviewer: Actor, note: str, edit: Callable[[], tuple[Any, bool, str]]
 ) -> None:
     """Send the edit that `edit()` makes and verifies (edited task, ok, reason), or say why not."""
     try:
@@ -237,7 +290,7 @@ def _submit_edit(
     st.rerun()
 
 
-def fix_and_accept_record(run: SimpleNamespace, task: Any, reviewer: str) -> None:
+def fix_and_accept_record(run: SimpleNamespace, task: Any, reviewer: Actor) -> None:
     """Another benchmark's Fix & Accept: edit the task's JSON, parse and verify it here first (the trainer's
     own check: its schema, leak guard, duplicates and the benchmark's verifier), then send the edit."""
     bench = ui.benchmark(run.out_dir)
@@ -259,17 +312,19 @@ def fix_and_accept_record(run: SimpleNamespace, task: Any, reviewer: str) -> Non
     _submit_edit(run, task, reviewer, note, edit)
 
 
-def comments(run: SimpleNamespace, tid: str, reviewer: str) -> None:
+def comments(run: SimpleNamespace, tid: str, reviewer: Actor) -> None:
     db = ui.db()
     for c in db.comments(run.id, tid):
         st.markdown(f"**{c.reviewer}** · {c.created_at:%Y-%m-%d %H:%M} — {c.text}")
+    if not reviewer.may("reviewer"):
+        return
     a, b = st.columns([5, 1])
     text = a.text_input("Comment", key=f"review_comment_{tid}", placeholder="a note on this task")
     if b.button("Add comment", key=f"review_add_comment_{tid}", disabled=not text.strip()):
-        if not reviewer:
+        if not reviewer.name:
             st.error("Fill in the Reviewer field first.")
         else:
-            db.add_comment(run.id, tid, reviewer, text)
+            comment(db, run.id, tid, reviewer, text)
             new_read()
             st.rerun()
 

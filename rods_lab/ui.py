@@ -16,7 +16,7 @@ from streamlit.runtime.pages_manager import PagesManager
 
 from rods_core.benchmarks.protocols import Benchmark
 from rods_core.benchmarks.registry import make_benchmark
-from rods_lab import views
+from rods_lab import identity, views
 from rods_lab.pages import PageSpec, page_of
 from rods_lab.paths import AppPaths
 from rods_lab.prefs import read_user_prefs, write_user_prefs
@@ -142,7 +142,8 @@ def pick_run(
 
 def page_setup(script: str | Path) -> PageSpec:
     """The first call of every page (`page_setup(__file__)`): the app's navigation (even on a deep link),
-    the page's title bar and heading from rods_lab.pages.PAGES; returns the page's entry.
+    the login (rods_lab.identity), the page's title bar and heading from rods_lab.pages.PAGES; returns the
+    page's entry.
 
     A private hook, kept on purpose (Streamlit 1.67). The public one, st.Page + st.navigation in app.py,
     is in place, but Streamlit leaves its legacy pages/ mode only once some session has run app.py ("as
@@ -157,5 +158,6 @@ def page_setup(script: str | Path) -> PageSpec:
         st.rerun()
     spec = page_of(script)
     st.set_page_config(page_title=f"{spec.title} · RODS Lab", page_icon=spec.material, layout="wide")
+    identity.gate()  # with login configured, a page shows only the login until the user has logged in
     st.title(spec.heading)
     return spec

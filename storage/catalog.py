@@ -36,16 +36,18 @@ def import_seeds(
     tags: Iterable[str] = (),
     allow_test: bool = False,
     benchmark: Benchmark | None = None,
+    by: str | None = None,
 ) -> ImportReport:
     """Verify a whole seed file's bytes (schema naming file:line:field, replay by execution, and the leak
     guard unless allow_test), and only then add its tasks to the catalog in one transaction. `db` may be
     a factory, so a refused file does not even create the database. `benchmark` (BFCL multi-turn when None)
-    gives the schema, the verifier and the guard. Raises DoorError subclasses."""
+    gives the schema, the verifier and the guard; `by` names who imported (the app's user). Raises DoorError
+    subclasses."""
     from rods_core.task_files import parse_task_bytes
 
     tasks = parse_task_bytes(data, source, where, guard=not allow_test, benchmark=benchmark)
     cdb = db() if callable(db) else db
-    added, updated = cdb.upsert_seeds(tasks, source="import", tags=tags)
+    added, updated = cdb.upsert_seeds(tasks, source="import", tags=tags, by=by)
     return ImportReport(source, added, updated)
 
 

@@ -53,13 +53,17 @@ def wait(predicate, timeout: float, what: str, every: float = 1.0):
 
 
 @contextmanager
-def serve(ws: Path, runs: Path, log_file: Path) -> Iterator[str]:
-    """The app served on a free port with this workspace and runs folder; yields its URL."""
-    port = free_port()
+def serve(ws: Path, runs: Path, log_file: Path, port: int | None = None, args: tuple[str, ...] = ()) -> Iterator[str]:
+    """The app served on `port` (a free one by default) with this workspace and runs folder, with more
+    `streamlit run` options (`args`); yields its URL."""
+    port = port or free_port()
     env = {**os.environ, "RODS_WORKSPACE": str(ws), "RODS_RUNS": str(runs)}
     log = open(log_file, "wb")  # noqa: SIM115 - closed with the server
     server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), "--server.headless", "true"],
+        [
+            *(sys.executable, "-m", "streamlit", "run", "app.py"),
+            *("--server.port", str(port), "--server.headless", "true", *args),
+        ],
         cwd=ROOT,
         env=env,
         stdout=log,

@@ -12,6 +12,7 @@ from rods_core.config import RunConfig
 from rods_core.policy.build import build_lock, lock_holder, lock_path
 from rods_core.policy.tiny import read_card
 from rods_lab.configs import build_config
+from rods_lab.identity import local
 from rods_lab.launch import launch_pair
 from rods_lab.model_build import usable_cores
 from rods_lab.paths import AppPaths
@@ -54,7 +55,7 @@ def test_a_pair_launched_on_a_missing_model_builds_it_once_and_both_train(tmp_pa
     data = smoke_config(tmp_path, paths.workspace / "models" / "tiny-fast", **FAST_BUILD)
     cfg = build_config(data, {}, paths)
     assert cfg.model.build_if_missing and cfg.compute.processes == 1
-    runs = launch_pair(RunConfig.model_validate(cfg.model_dump()), paths)
+    runs = launch_pair(RunConfig.model_validate(cfg.model_dump()), paths, actor=local("test"))
     db = paths.db()
     wait_until(
         lambda: all(run_status(db, db.get_run(r.run_id)) not in ("queued", "running") for r in runs),

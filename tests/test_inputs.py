@@ -20,6 +20,7 @@ from rods_core.preflight import preflight
 from rods_core.seeds import TestSplitRefused
 from rods_core.task_files import load_task_file
 from rods_lab import configs, launch
+from rods_lab.identity import local
 from rods_lab.paths import PROJECT_ROOT, AppPaths, import_upload, import_workspace_file
 from storage.control import ControlDB
 from tests.door_helpers import DEEP, FUZZ, JSON, NOT_UTF8, clean_or_valid, files, invoke, refused, run_config
@@ -227,7 +228,7 @@ def test_test_split_task_refused_at_every_route(tmp_path, train_seeds, test_task
         configs.build_config(base, {"seeds.subset": "file", "seeds.file": "imports/leak.jsonl"}, paths)
     cdb.upsert_seeds([test_task], source="import")  # e.g. imported with --allow-test
     with pytest.raises(TestSplitRefused, match="a run on catalog seeds"):
-        launch.launch_on_seeds(cdb, [test_task.id], base, "leaky", {}, paths)
+        launch.launch_on_seeds(cdb, [test_task.id], base, "leaky", {}, paths, actor=local("test"))
     cfg = load_config(run_config(tmp_path, **{"seeds.subset": "file", "seeds.file": str(leak)}))
     with pytest.raises(TestSplitRefused, match="seeds.file"):
         preflight(cfg, None, None)
