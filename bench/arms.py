@@ -154,6 +154,7 @@ def run(
         raise ValueError(f"{out}: holds runs of another design ({', '.join(changed)} differ); give a new --out")
     ensure_model_once(plans[0][3], log)
     pool = select_seeds(plans[0][3])
+    settings["pool"] = [t.id for t in pool]
     held = prepare_heldout(plans[0][3], pool, heldout, out / "heldout", log) if heldout else None
     if held is not None:
         settings["heldout_sets"] = {k: {"n": v["n"], "sha256": v["sha256"]} for k, v in held[0]["sets"].items()}

@@ -21,7 +21,10 @@ from bench.churn import CHURN_METRICS, churn_methods, churn_runs, depletion
 from bench.curriculum_report import _clean, band_figure, export_pngs
 from bench.efficiency import COST_AXES, at_equal_cost, attach_costs, curve_band, describe_reach, eval_cost, reach_table
 from bench.experiments import fmt_ci, run_table, t_interval
+from bench.experiments_binding import binding_checks
 from bench.paper_frames import PaperFrames, evals_with_times, load_paper
+from bench.paper_heldout import bindings_data, synthesized, transfer
+from bench.paper_heldout import markdown as heldout_markdown
 
 
 def machine_note(settings: dict, runs_meta: list[dict]) -> str:
@@ -119,7 +122,10 @@ def build(p: PaperFrames, settings: dict, runs_meta: list[dict]) -> tuple[dict[s
     for axis in ("tokens", "train_s"):
         values, equal[axis] = at_equal_cost(ev, "progress", axis)
         runs = runs.merge(values.rename(columns={"value": f"progress_equal_{axis}"}), on="run", how="left")
-    table, comps = ablation_table(runs, p.frames.landing), comparisons(runs, p.frames.landing)
+    max_steps = int(settings.get("max_steps") or p.frames.steps.step.max())
+    bindings = binding_checks(p.configs, p.buffer, p.frames.steps, p.frames.landing, max_steps)
+    no_ops = {b.arm: b.evidence for b in bindings if b.binds is False}
+    table, comps = ablation_table(runs, p.frames.landing), comparisons(runs, p.frames.landing, no_ops=no_ops)
     figs["ablation_table"] = table_figure(
         display_table(table), comps, f"Ablations of rods: mean ± 95% t-interval over runs<br><sup>machine {note}</sup>"
     )
@@ -138,6 +144,11 @@ def build(p: PaperFrames, settings: dict, runs_meta: list[dict]) -> tuple[dict[s
             "depletion": depletion(runs),
             "eval_cost": eval_summary(costs),
             "runs": runs.to_dict("records"),
+            "heldout_sets": settings.get("heldout_sets"),
+            "collisions": p.collisions.groupby("method").n.sum().to_dict() if not p.collisions.empty else {},
+            "transfer": transfer(p.heldout),
+            "synthesized": synthesized(p.groups, p.frames.steps, set(settings.get("pool") or [])),
+            "bindings": bindings_data(bindings),
         }
     )
     return figs, data
@@ -164,6 +175,7 @@ def markdown(data: dict, figures: list[str]) -> str:
         "",
         *[f"- {t}" for t in data["reach_sentences"]],
         "",
+        *heldout_markdown(data),
         "## Ablations",
         "",
         *markdown_table(pd.DataFrame(data["ablation_table"]), data["comparisons"]),

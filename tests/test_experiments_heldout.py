@@ -62,9 +62,10 @@ def test_collisions_are_found_by_content_whatever_the_id(heldout):
 
 def test_a_run_evaluates_on_the_file_and_rejects_a_variant_equal_to_a_held_out_task(heldout):
     from rods_core.ranks import Ranks
-    from rods_core.step import HELDOUT_REASON, RodsStep
+    from rods_core.step import RodsStep
     from rods_core.synth.pipeline import Attempt, SynthResult
     from rods_core.synth.stages import StageOutcome
+    from rods_core.tasksets import HELDOUT_REASON
     from tests.test_step import BOUNDARY, report
 
     _, sets = load(heldout)
