@@ -119,3 +119,15 @@ def test_transfer_reads_each_runs_last_checkpoint_and_pairs_it_with_static_by_se
     steps = pd.DataFrame({"run": ["rods_r0", "offline_small_r0"], "trajectories_total": [96.0, 96.0]})
     said = {r["arm"]: r["distinct_synthesized"] for r in synthesized(groups, steps, {"s1"})}
     assert said == {"rods": 2, "offline_small": 1}
+
+
+def test_held_out_tasks_avoid_the_warm_starts_tasks_and_seeds(tmp_path):
+    from rods_core.tasksets import fresh_variants
+
+    pool = demo_seeds()[:2]
+    cfg = RunConfig()
+    trained = demo_seeds() + fresh_variants(pool, 3, cfg, "warm-start")  # the warm start saw variants of the pool
+    build(pool, HeldOutSpec(h1_per_seed=3, h2_seeds=2, h2_per_seed=1, h3=2), SynthConfig(), tmp_path, trained=trained)
+    _, sets = load(tmp_path)
+    assert collisions(trained, sets) == {"H1": [], "H2": [], "H3": []}
+    assert not {t.provenance.parent_id for t in sets["H2"]} & {t.id for t in demo_seeds()}
