@@ -19,7 +19,7 @@ from pathlib import Path
 
 from bench.curriculum_bench import design_settings, ensure_model_once, launch, plan_steps, run_configs
 from bench.experiments import EXPERIMENTS
-from bench.experiments_heldout import SCORES, SETS, HeldOutSpec, score_checkpoints, score_folders
+from bench.experiments_heldout import SCORES, SETS, HeldOutSpec, score_checkpoints, score_folders, warm_start_tasks
 from bench.experiments_heldout import build as build_heldout
 from bench.experiments_heldout import load as load_heldout
 from bench.experiments_offline import OFFLINE_ARMS, offline_m, offline_variants, write_offline_seeds
@@ -154,6 +154,7 @@ def run(
         raise ValueError(f"{out}: holds runs of another design ({', '.join(changed)} differ); give a new --out")
     ensure_model_once(plans[0][3], log)
     pool = select_seeds(plans[0][3])
+    settings["pool"] = [t.id for t in pool]
     held = prepare_heldout(plans[0][3], pool, heldout, out / "heldout", log) if heldout else None
     if held is not None:
         settings["heldout_sets"] = {k: {"n": v["n"], "sha256": v["sha256"]} for k, v in held[0]["sets"].items()}
@@ -191,7 +192,7 @@ def prepare_heldout(cfg: RunConfig, pool: list, spec: HeldOutSpec, folder: Path,
         if manifest["spec"] != asdict(spec):
             raise ValueError(f"{folder}: held-out sets of another spec ({manifest['spec']}); give a new --out")
     else:
-        manifest = build_heldout(pool, spec, cfg.synth, folder)
+        manifest = build_heldout(pool, spec, cfg.synth, folder, trained=warm_start_tasks(cfg))
         _, sets = load_heldout(folder)
         log("held-out sets: " + ", ".join(f"{k} {v['n']} tasks" for k, v in manifest["sets"].items()))
     base = folder / "base_model"

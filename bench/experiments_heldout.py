@@ -55,13 +55,14 @@ def _variants(parent: Task, k: int, keys: set[str], cfg: SynthConfig, cap: int) 
         attempts = min(cap, attempts * 4)
 
 
-def build(pool: list[Task], spec: HeldOutSpec, synth: SynthConfig, out: Path) -> dict:
+def build(pool: list[Task], spec: HeldOutSpec, synth: SynthConfig, out: Path, trained: list[Task] = ()) -> dict:
     """Make H1, H2, H3 for a pool of seeds into `out` (JSONL per set + manifest.json with sizes, yields and
-    sha256); returns the manifest. Raises HeldOutShort, writing nothing, when a set cannot be made whole."""
+    sha256); returns the manifest. `trained`: tasks the policy saw before the runs (its warm start): no held-out
+    task equals one, and no H2 parent is one. Raises HeldOutShort, writing nothing, when a set cannot be made."""
     from rods_core.rng import derive_seed
 
     cfg = synth.model_copy(update={"seed": derive_seed(spec.seed, "heldout")})
-    keys = {t.content_key() for t in pool}
+    keys = {t.content_key() for t in [*pool, *trained]}
     cats = sorted({t.category for t in pool})
     h1, yields = [], {}
     for parent in pool:
@@ -75,9 +76,9 @@ def build(pool: list[Task], spec: HeldOutSpec, synth: SynthConfig, out: Path) ->
             f"H1: {len(short)} of {len(pool)} seeds yielded fewer than {spec.h1_per_seed} variants in "
             f"{spec.max_attempts} attempts: {short}; lower h1_per_seed or drop those seeds"
         )
-    pool_ids = {t.id for t in pool}
+    pool_ids, seen = {t.id for t in pool}, {t.id for t in trained}
     outside = sorted(
-        (t for t in load_seeds("train") if t.category in cats and t.id not in pool_ids), key=lambda t: t.id
+        (t for t in load_seeds("train") if t.category in cats and t.id not in pool_ids | seen), key=lambda t: t.id
     )
     random.Random(spec.seed).shuffle(outside)
     h2, h2_yields = [], {}
@@ -96,7 +97,7 @@ def build(pool: list[Task], spec: HeldOutSpec, synth: SynthConfig, out: Path) ->
         raise HeldOutShort(f"H3: {spec.h3} tasks asked, the test split holds {len(test)} of categories {cats}")
     h3 = sorted(random.Random(spec.seed).sample(test, spec.h3), key=lambda t: t.id)
     out.mkdir(parents=True, exist_ok=True)
-    manifest = {"spec": asdict(spec), "pool": sorted(pool_ids), "sets": {}}
+    manifest = {"spec": asdict(spec), "pool": sorted(pool_ids), "warm_start_tasks_avoided": len(trained), "sets": {}}
     sets = (("H1", h1, {"yield_per_seed": yields}), ("H2", h2, {"yield_per_seed": h2_yields}), ("H3", h3, {}))
     for name, tasks, extra in sets:
         path = out / f"{name}.jsonl"
@@ -189,3 +190,16 @@ def parse_spec(text: str) -> HeldOutSpec | None:
     except ValueError as e:
         raise ValueError(f"--heldout {text!r}: {e}; write e.g. h1=8,h2=16x4,h3=100 or none") from None
     return HeldOutSpec(**fields)
+
+
+def warm_start_tasks(cfg: RunConfig) -> list[Task]:
+    """The tasks the demo warm start trains on when this config builds the model (rods_core.policy.build): the
+    demo seeds and their `model.sft_variants_per_seed` variants, made the same way; none for another model."""
+    if cfg.benchmark != "bfcl_multi_turn" or not cfg.model.build_if_missing:
+        return []
+    from rods_core.policy.demo import demo_seeds
+    from rods_core.tasksets import fresh_variants
+
+    seeds = demo_seeds()
+    per_seed = cfg.model.sft_variants_per_seed
+    return seeds + (fresh_variants(seeds, per_seed, cfg, "warm-start") if per_seed else [])

@@ -5,7 +5,8 @@ times that churn and evaluation cost are computed from. The only module of the r
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import json
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
@@ -13,7 +14,10 @@ import yaml
 
 from bench.arms import ABLATIONS
 from bench.experiments import Frames, RunRef, discover_runs, load_runs
+from bench.experiments_heldout import SCORES
+from bench.experiments_offline import OFFLINE_ARMS
 from rods_core.config import METHODS
+from rods_core.tasksets import HELDOUT_REASON
 from storage.reader import RunReader
 
 
@@ -26,6 +30,9 @@ class PaperFrames:
     groups: pd.DataFrame  # run, method, step, task_id: one row per group played (task_stats)
     eval_times: pd.DataFrame  # run, method, step, time of each eval event
     step_times: pd.DataFrame  # run, step, time of each step row
+    configs: dict = field(default_factory=dict)  # arm -> its first run's config (config.yaml as a dict)
+    heldout: pd.DataFrame = field(default_factory=pd.DataFrame)  # run, method, seed, step, set, n, progress, accuracy
+    collisions: pd.DataFrame = field(default_factory=pd.DataFrame)  # run, method, set, n: variants rejected as held-out
 
 
 def arm_of(run_dir: Path) -> str:
@@ -33,7 +40,7 @@ def arm_of(run_dir: Path) -> str:
     curriculum` names a run after its method, `rods bench paper` after its arm); else its method."""
     cfg = yaml.safe_load((Path(run_dir) / "config.yaml").read_text()) or {}
     name = cfg.get("name")
-    return str(name) if name in (*METHODS, *ABLATIONS) else str(cfg.get("method", "?"))
+    return str(name) if name in (*METHODS, *ABLATIONS, *OFFLINE_ARMS) else str(cfg.get("method", "?"))
 
 
 def _events(ref: RunRef, arm: str) -> tuple[pd.DataFrame, ...]:
@@ -52,13 +59,40 @@ def _cat(parts: list[pd.DataFrame]) -> pd.DataFrame:
 
 
 def load_paper(folder: str | Path) -> PaperFrames:
-    """Every run under `folder` (or its runs/), labelled by arm."""
+    """Every run under `folder` (or its runs/), labelled by arm, with the held-out scores of its checkpoints
+    (the base model's as every run's step 0) and its held-out collisions."""
     folder = Path(folder)
     refs = discover_runs(folder / "runs" if (folder / "runs").is_dir() else folder)
     refs = [replace(r, method=arm_of(r.run_dir)) for r in refs]
     tables = [_events(r, r.method) for r in refs]
     buffer, groups, eval_times, step_times = (_cat([t[i] for t in tables]) for i in range(4))
-    return PaperFrames(load_runs(refs), buffer, groups, eval_times, step_times)
+    configs = {}
+    for r in refs:
+        configs.setdefault(r.method, yaml.safe_load((r.run_dir / "config.yaml").read_text()) or {})
+    base = folder / "heldout" / "base_model" / SCORES
+    base_rows = json.loads(base.read_text()) if base.is_file() else []
+    scores = _cat([_scores(r, base_rows) for r in refs])
+    hits = _cat([_collisions(r) for r in refs])
+    return PaperFrames(load_runs(refs), buffer, groups, eval_times, step_times, configs, scores, hits)
+
+
+def _scores(ref: RunRef, base_rows: list[dict]) -> pd.DataFrame:
+    path = ref.run_dir / SCORES
+    rows = [*base_rows, *(json.loads(path.read_text()) if path.is_file() else [])]
+    cols = ["step", "set", "n", "progress", "accuracy"]
+    frame = pd.DataFrame([{k: r[k] for k in cols} for r in rows], columns=cols)
+    return frame.assign(run=ref.run, method=ref.method, seed=ref.seed) if path.is_file() else frame.iloc[0:0]
+
+
+def _collisions(ref: RunRef) -> pd.DataFrame:
+    """Synthesized variants of a run rejected for equalling a held-out task, per set."""
+    reader = RunReader(ref.run_dir)
+    if not reader.counts().get("variant"):
+        return pd.DataFrame(columns=["set", "n", "run", "method"])
+    q = f"SELECT reason, count(*) AS n FROM variant WHERE reason LIKE '%{HELDOUT_REASON}%' GROUP BY reason"
+    hits = reader.query(q)
+    hits["set"] = hits.reason.str.rsplit(" ", n=1).str[-1]
+    return hits[["set", "n"]].assign(run=ref.run, method=ref.method)
 
 
 def evals_with_times(p: PaperFrames) -> pd.DataFrame:

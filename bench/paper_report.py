@@ -21,7 +21,11 @@ from bench.churn import CHURN_METRICS, churn_methods, churn_runs, depletion
 from bench.curriculum_report import _clean, band_figure, export_pngs
 from bench.efficiency import COST_AXES, at_equal_cost, attach_costs, curve_band, describe_reach, eval_cost, reach_table
 from bench.experiments import fmt_ci, run_table, t_interval
+from bench.experiments_binding import binding_checks
+from bench.experiments_offline import OFFLINE_ARMS
 from bench.paper_frames import PaperFrames, evals_with_times, load_paper
+from bench.paper_heldout import bindings_data, synthesized, transfer
+from bench.paper_heldout import markdown as heldout_markdown
 
 
 def machine_note(settings: dict, runs_meta: list[dict]) -> str:
@@ -119,18 +123,23 @@ def build(p: PaperFrames, settings: dict, runs_meta: list[dict]) -> tuple[dict[s
     for axis in ("tokens", "train_s"):
         values, equal[axis] = at_equal_cost(ev, "progress", axis)
         runs = runs.merge(values.rename(columns={"value": f"progress_equal_{axis}"}), on="run", how="left")
-    table, comps = ablation_table(runs, p.frames.landing), comparisons(runs, p.frames.landing)
+    max_steps = int(settings.get("max_steps") or p.frames.steps.step.max())
+    bindings = binding_checks(p.configs, p.buffer, p.frames.steps, p.frames.landing, max_steps)
+    no_ops = {b.arm: b.evidence for b in bindings if b.binds is False}
+    table, comps = ablation_table(runs, p.frames.landing), comparisons(runs, p.frames.landing, no_ops=no_ops)
     figs["ablation_table"] = table_figure(
         display_table(table), comps, f"Ablations of rods: mean ± 95% t-interval over runs<br><sup>machine {note}</sup>"
     )
-    reach = [r.as_dict() for r in reach_table(ev)]
+    refs = [m for m in ("static", *OFFLINE_ARMS) if not ev.empty and m in set(ev.method)]  # the paper's baselines
+    reaches = [r for ref in refs for r in reach_table(ev, reference=ref)]
+    reach = [r.as_dict() for r in reaches]
     churn = churn_runs(p.buffer, p.groups, p.frames.steps) if not p.frames.steps.empty else pd.DataFrame()
     costs = eval_cost(evals_with_times(p), p.step_times)
     data.update(
         {
             "reach": reach,
             "equal_cost": equal,
-            "reach_sentences": [describe_reach(r) for r in reach_table(ev)],
+            "reach_sentences": [describe_reach(r) for r in reaches],
             "ablation_table": table.to_dict("records"),
             "comparisons": comps,
             "churn_runs": churn.to_dict("records"),
@@ -138,6 +147,11 @@ def build(p: PaperFrames, settings: dict, runs_meta: list[dict]) -> tuple[dict[s
             "depletion": depletion(runs),
             "eval_cost": eval_summary(costs),
             "runs": runs.to_dict("records"),
+            "heldout_sets": settings.get("heldout_sets"),
+            "collisions": p.collisions.groupby("method").n.sum().to_dict() if not p.collisions.empty else {},
+            "transfer": transfer(p.heldout),
+            "synthesized": synthesized(p.groups, p.frames.steps, set(settings.get("pool") or [])),
+            "bindings": bindings_data(bindings),
         }
     )
     return figs, data
@@ -160,10 +174,11 @@ def markdown(data: dict, figures: list[str]) -> str:
         f"{s.get('max_steps')} steps x {s.get('trajectories_per_step')} trajectories per run; "
         f"held-out evaluation every {s.get('eval_every')} steps; machine {data['machine']}.",
         "",
-        "## Sample efficiency (rods against static's final held-out progress)",
+        "## Sample efficiency (rods against static's and the offline arms' final held-out progress)",
         "",
         *[f"- {t}" for t in data["reach_sentences"]],
         "",
+        *heldout_markdown(data),
         "## Ablations",
         "",
         *markdown_table(pd.DataFrame(data["ablation_table"]), data["comparisons"]),

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from rods_core.benchmarks.edits import parse_edit, verify_edit
@@ -26,6 +25,7 @@ from rods_core.rng import derive_seed
 from rods_core.seeds import TestSplitRefused, leak_guard, refuse_test_tasks
 from rods_core.sources import build_source
 from rods_core.tasks import Task
+from rods_core.tasksets import HELDOUT_REASON, heldout_keys
 from rods_core.trainer import RolloutReport
 
 MAX_DECISION_PAYLOAD = 1_000_000  # characters of JSON; an edited task is a few KB
@@ -315,16 +315,6 @@ def apply_decisions(decisions: list[Decision], apply) -> list[DecisionOutcome]:
             DecisionOutcome(d.id, d.task_id, d.action, "applied" if ok else "refused", str(reason)[:MAX_REASON])
         )
     return outcomes
-
-
-HELDOUT_REASON = "equals a task of the held-out set"  # the variant events' reason the report counts
-
-
-def heldout_keys(files: list[str], benchmark: Benchmark | None = None) -> dict[str, str]:
-    """Content key -> file stem of every task in `files` (synthesis.exclude): what no variant may equal."""
-    from rods_core.tasksets import read_task_file
-
-    return {t.content_key(): Path(f).stem for f in files for t in read_task_file(f, benchmark)}
 
 
 def reject_heldout(result, keys: dict[str, str]) -> int:

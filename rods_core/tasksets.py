@@ -8,6 +8,7 @@ subsets), before anything of the run is created.
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 from rods_core.benchmarks.protocols import Benchmark
 from rods_core.config import RunConfig
@@ -120,3 +121,11 @@ def read_task_file(path: str, benchmark: Benchmark | None = None) -> list:
         record_parser(benchmark.task_type) if benchmark is not None and benchmark.name != "bfcl_multi_turn" else None
     )
     return [t for _, t in parse_task_lines(read_bytes(path, "task file"), str(path), parse)]
+
+
+HELDOUT_REASON = "equals a task of the held-out set"  # the variant events' reason the report counts
+
+
+def heldout_keys(files: list[str], benchmark: Benchmark | None = None) -> dict[str, str]:
+    """Content key -> file stem of every task in `files` (synthesis.exclude): what no variant may equal."""
+    return {t.content_key(): Path(f).stem for f in files for t in read_task_file(f, benchmark)}

@@ -62,9 +62,10 @@ def test_collisions_are_found_by_content_whatever_the_id(heldout):
 
 def test_a_run_evaluates_on_the_file_and_rejects_a_variant_equal_to_a_held_out_task(heldout):
     from rods_core.ranks import Ranks
-    from rods_core.step import HELDOUT_REASON, RodsStep
+    from rods_core.step import RodsStep
     from rods_core.synth.pipeline import Attempt, SynthResult
     from rods_core.synth.stages import StageOutcome
+    from rods_core.tasksets import HELDOUT_REASON
     from tests.test_step import BOUNDARY, report
 
     _, sets = load(heldout)
@@ -96,3 +97,37 @@ def test_a_run_evaluates_on_the_file_and_rejects_a_variant_equal_to_a_held_out_t
     reasons = [r["reason"] for r in out.events["variant"]]
     assert f"augment: {HELDOUT_REASON} H1" in reasons
     assert "same_content_new_id" not in cur.all_ids()
+
+
+def test_transfer_reads_each_runs_last_checkpoint_and_pairs_it_with_static_by_seed():
+    import pandas as pd
+
+    from bench.paper_heldout import synthesized, transfer
+
+    rows = []
+    for arm, effect in (("static", 0.0), ("rods", 0.05)):
+        for seed, level in enumerate((0.2, 0.4, 0.3)):
+            for step, gain in ((0, 0.0), (10, 0.01), (20, effect)):
+                rows.append({"run": f"{arm}_r{seed}", "method": arm, "seed": seed, "step": step, "set": "H2", "n": 64,
+                             "progress": level + gain})  # fmt: skip
+    (static, rods) = sorted(transfer(pd.DataFrame(rows)), key=lambda r: r["arm"] != "static")
+    assert rods["progress"] == pytest.approx(0.35) and rods["tasks"] == 64 and rods["n"] == 3
+    c = rods["vs_static"]
+    assert c["paired"] and c["diff"] == pytest.approx(0.05) and c["above"] == 3 and static["vs_static"] is None
+    groups = pd.DataFrame({"run": ["rods_r0"] * 3 + ["offline_small_r0"] * 2, "method": ["rods"] * 3 + ["offline_small"] * 2,
+                           "task_id": ["s1", "v1", "v2", "s1", "w1"]})  # fmt: skip
+    steps = pd.DataFrame({"run": ["rods_r0", "offline_small_r0"], "trajectories_total": [96.0, 96.0]})
+    said = {r["arm"]: r["distinct_synthesized"] for r in synthesized(groups, steps, {"s1"})}
+    assert said == {"rods": 2, "offline_small": 1}
+
+
+def test_held_out_tasks_avoid_the_warm_starts_tasks_and_seeds(tmp_path):
+    from rods_core.tasksets import fresh_variants
+
+    pool = demo_seeds()[:2]
+    cfg = RunConfig()
+    trained = demo_seeds() + fresh_variants(pool, 3, cfg, "warm-start")  # the warm start saw variants of the pool
+    build(pool, HeldOutSpec(h1_per_seed=3, h2_seeds=2, h2_per_seed=1, h3=2), SynthConfig(), tmp_path, trained=trained)
+    _, sets = load(tmp_path)
+    assert collisions(trained, sets) == {"H1": [], "H2": [], "H3": []}
+    assert not {t.provenance.parent_id for t in sets["H2"]} & {t.id for t in demo_seeds()}
