@@ -371,14 +371,15 @@ def _fixes(model: ModelShape, run: RunShape, gpus: int, memory: int, strategy: S
     )
 
 
-def render(p: Plan, title: str) -> str:
-    """The plan as a text table: each row's GiB and how it was counted, the total against the GPU's memory."""
+def render(p: Plan, title: str, refusals: bool = True) -> str:
+    """The plan as a text table: each row's GiB and how it was counted, the total against the GPU's memory, the
+    notes, and the refusals (unless the caller reports them itself)."""
     width = max(len(x.name) for x in p.lines)
     out = [title, f"{'':{width}}  {'GiB':>7}  counted as"]
     out += [f"{x.name:{width}}  {x.bytes / GiB:7.1f}  {x.how}" for x in p.lines]
     out.append(f"{'total (peak)':{width}}  {p.total / GiB:7.1f}  of {p.memory / GiB:.1f} GiB per GPU")
     out += [f"note: {n}" for n in p.notes]
-    out += [f"refused: {r}" for r in p.refusals]
+    out += [f"refused: {r}" for r in p.refusals] if refusals else []
     if p.fits:
         out.append("fits (an estimate: docs/scaling.md says what it leaves out)")
     return "\n".join(out)

@@ -68,7 +68,10 @@ def test_parameter_count_matches_the_model_transformers_builds(tiny_model_dir):
     assert shape == TINY and shape.params == TINY_PARAMS
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     assert sum(p.numel() for p in model.parameters()) == TINY_PARAMS
-    assert read_model_shape(QWEN3_4B).params == 4_022_468_096  # Qwen3-4B: "4.0B" on its card
+    qwen = read_model_shape(QWEN3_4B)
+    assert qwen.params == 4_022_468_096  # Qwen3-4B: "4.0B" on its card
+    # rank 16 on all seven linear layers: 16 x 57,344 (the in + out of q, k, v, o, gate, up, down) x 36 layers
+    assert qwen.lora_params(16, "all-linear") == 33_030_144
 
 
 def test_training_state_by_hand():

@@ -192,8 +192,10 @@ class GRPOSettings(_Strict):
     trainer_args: dict[str, Any] = Field(
         default_factory=dict,
         description="any other field of TRL's GRPOConfig, passed through as given (e.g. {epsilon_high: 0.28, "
-        "scale_rewards: batch, warmup_steps: 5, vllm_gpu_memory_utilization: 0.4}); fields the run config sets "
-        "itself are refused with the field to use instead, and GRPOConfig checks the values when the run starts",
+        "scale_rewards: batch, warmup_steps: 5, vllm_gpu_memory_utilization: 0.4}); refused with where the setting "
+        "lives: fields the run config sets itself, TRL's sampling fields (rollouts sample from episode.sampling), "
+        "model_init_kwargs (model.dtype, model.attn_implementation), colocated sleep mode and tensor parallelism; "
+        "GRPOConfig checks the values when the run starts",
     )
 
     @model_validator(mode="after")

@@ -35,7 +35,7 @@ def plan(
     cfg = load_run_config(config, sets)
     with clean_errors():
         p = plan_run(cfg, gpus, parse_size(gpu_memory), strategy.value)
-    typer.echo(render(p, f"{config}: {gpus} x {p.memory / GiB:.0f} GiB, {strategy.value}"))
+    typer.echo(render(p, f"{config}: {gpus} x {p.memory / GiB:.0f} GiB, {strategy.value}", refusals=False))
     if not p.fits:
         fail("; ".join(p.refusals))
 
@@ -72,6 +72,7 @@ def train_preflight(cfg, gpus: int, environ=os.environ) -> None:
         p = plan_run(cfg, gpus, memory, strategy_from_env(environ))
     if not p.fits:
         if environ.get("RANK", "0") == "0":
-            typer.echo(render(p, f"pre-flight: {gpus} x {memory / GiB:.0f} GiB, {strategy_from_env(environ)}"))
+            title = f"pre-flight: {gpus} x {memory / GiB:.0f} GiB, {strategy_from_env(environ)}"
+            typer.echo(render(p, title, refusals=False))
             fail("; ".join(p.refusals) + " (rods plan prints this table; --skip-plan starts anyway)")
         raise typer.Exit(2)
