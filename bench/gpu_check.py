@@ -108,8 +108,11 @@ def _engine_logprobs(llm, ids: list[int]) -> list[float]:
 def _model_logprobs(model, ids: list[int]) -> list[float]:
     import torch
 
+    was_training = model.training
+    model.eval()  # the trainer leaves its model in training mode (dropout)
     with torch.no_grad(), torch.autocast(model.device.type, dtype=torch.bfloat16, enabled=model.device.type == "cuda"):
         logits = model(input_ids=torch.tensor([ids], device=model.device)).logits[0, PROMPT_LEN - 1 : -1].float()
+    model.train(was_training)
     target = torch.tensor(ids[PROMPT_LEN:], device=model.device)[:, None]
     return torch.log_softmax(logits, dim=-1).gather(-1, target).squeeze(-1).tolist()
 

@@ -37,8 +37,11 @@ def vllm_logprobs(llm, ids: list[int]) -> list[float]:
 def model_logprobs(model, ids: list[int]) -> list[float]:
     import torch
 
+    was_training = model.training
+    model.eval()  # a trainer leaves its model in training mode: a LoRA adapter's dropout would be on
     with torch.no_grad():
         logits = model(input_ids=torch.tensor([ids])).logits[0, PROMPT_LEN - 1 : -1].float()
+    model.train(was_training)
     lp = torch.log_softmax(logits, dim=-1).gather(-1, torch.tensor(ids[PROMPT_LEN:]).unsqueeze(-1)).squeeze(-1)
     return lp.tolist()
 
