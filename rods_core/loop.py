@@ -77,11 +77,15 @@ def _fault(moment: str, step: int) -> None:
 
 class StepWatcher:
     """Instrumentation (benchmarks): `before_step()` runs before a step's clock starts; `after_step(row,
-    drawn)` after its row is written, with the row and the tasks drawn for it, in draw order."""
+    drawn)` after its row is written, with the row and the tasks drawn for it, in draw order; `trainer_ready`
+    once the trainer exists."""
 
     def before_step(self) -> None: ...
 
     def after_step(self, row: dict, drawn: list) -> None: ...
+
+    def trainer_ready(self, trainer) -> None:
+        """Called once, when the run's trainer is built (a check may read the trainer's state after the run)."""
 
 
 @dataclass
@@ -278,6 +282,8 @@ def train(
             benchmark=episodes_bench,
         )
         install_stop_handler(callback)
+        if watcher is not None:
+            watcher.trainer_ready(trainer)
         trainer.train(resume_from_checkpoint=str(ckpt) if ckpt else None)
         if ranks.share(callback.stop_requested):
             status = "stopped"

