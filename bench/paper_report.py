@@ -152,6 +152,7 @@ def build(p: PaperFrames, settings: dict, runs_meta: list[dict]) -> tuple[dict[s
             "transfer": transfer(p.heldout),
             "synthesized": synthesized(p.groups, p.frames.steps, set(settings.get("pool") or [])),
             "bindings": bindings_data(bindings),
+            "offline": {m["run"]: m["offline"] for m in runs_meta if m.get("offline")},
         }
     )
     return figs, data
