@@ -103,7 +103,9 @@ def _cell(mean: float, half: float | None) -> str:
 
 def display_table(table: pd.DataFrame) -> pd.DataFrame:
     """The table as text cells (mean ± 95% half-width), one column per figure: what the Markdown and the PNG show."""
-    cells = {"arm": table.arm, "runs": table.runs}
+    no_op = table["no_op"] if "no_op" in table else pd.Series([None] * len(table), index=table.index)
+    cells = {"arm": [f"{a} (no-op)" if isinstance(n, str) else a for a, n in zip(table.arm, no_op, strict=True)]}
+    cells["runs"] = table.runs
     for m in ABLATION_METRICS:
         cells[m] = [_cell(r[m], r[f"{m}_ci95"]) for r in table.to_dict("records")]
     return pd.DataFrame(cells)

@@ -100,6 +100,13 @@ def markdown(data: dict) -> list[str]:
                     "trajectories for RODS against a 17K-sample offline set)"
                 )
         lines.append("")
+    for run, o in (data.get("offline") or {}).items():
+        lines.append(
+            f"- {run}: {o['made']} of M = {o['asked']} variants synthesized up front "
+            f"({o['heldout_collisions_excluded']} equal to a held-out task, left out)"
+        )
+    if data.get("offline"):
+        lines.append("")
     if data.get("bindings"):
         lines += ["## Do the ablations bind?", ""]
         for b in data["bindings"]:

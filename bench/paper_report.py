@@ -127,6 +127,7 @@ def build(p: PaperFrames, settings: dict, runs_meta: list[dict]) -> tuple[dict[s
     bindings = binding_checks(p.configs, p.buffer, p.frames.steps, p.frames.landing, max_steps)
     no_ops = {b.arm: b.evidence for b in bindings if b.binds is False}
     table, comps = ablation_table(runs, p.frames.landing), comparisons(runs, p.frames.landing, no_ops=no_ops)
+    table["no_op"] = table.arm.map(no_ops) if not table.empty else None
     figs["ablation_table"] = table_figure(
         display_table(table), comps, f"Ablations of rods: mean ± 95% t-interval over runs<br><sup>machine {note}</sup>"
     )
@@ -152,6 +153,7 @@ def build(p: PaperFrames, settings: dict, runs_meta: list[dict]) -> tuple[dict[s
             "transfer": transfer(p.heldout),
             "synthesized": synthesized(p.groups, p.frames.steps, set(settings.get("pool") or [])),
             "bindings": bindings_data(bindings),
+            "offline": {m["run"]: m["offline"] for m in runs_meta if m.get("offline")},
         }
     )
     return figs, data

@@ -59,3 +59,4 @@ def test_an_experiment_shares_its_held_out_sets_scores_every_checkpoint_and_runs
     assert "- H1: 6 tasks (sha256" in text and "## Transfer (last checkpoint)" in text
     assert "| H3 | offline_small | 2 |" in text and "## Synthesized tasks trained on" in text
     assert "- offline_small: " in text and "distinct tasks outside the seeds" in text
+    assert f"- offline_small_r0: {meta['offline']['made']} of M = {meta['offline']['asked']} variants" in text

@@ -71,3 +71,16 @@ def test_runs_identical_to_rods_on_every_seed_or_an_equal_config_are_no_ops():
     assert said["paper_streaks"].binds is False and "identical to rods" in said["paper_streaks"].evidence
     assert said["uniform_parents"].binds is False and said["uniform_parents"].evidence == "its run config equals rods'"
     assert binding_checks({"static": {"method": "static"}}, _buffer([]), steps, pd.DataFrame(), 30) == []
+
+
+def test_the_ablation_table_marks_a_no_op_arm():
+    from bench.ablation import display_table
+
+    table = pd.DataFrame(
+        [{"arm": a, "runs": 4, **{f"{m}{x}": v for m in ("informative_share_last_half",) for x, v in (("", 0.5), ("_ci95", 0.1))}}
+         for a in ("rods", "no_budget")]
+    )  # fmt: skip
+    table["no_op"] = table.arm.map({"no_budget": "P_max never bound"})
+    for m in ("final_progress", "progress_equal_tokens", "progress_equal_train_s", "landing_share"):
+        table[m], table[f"{m}_ci95"] = 0.3, None
+    assert list(display_table(table).arm) == ["rods", "no_budget (no-op)"]
