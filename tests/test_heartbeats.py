@@ -21,7 +21,7 @@ from storage.control import ControlDB
 from storage.reader import RunReader
 from storage.run_recorder import HEARTBEAT_S
 
-TIMEOUT_S = 2.0  # the liveness timeout the driver's phases are read with (its beat: every 0.25 s)
+TIMEOUT_S = 3.0  # the liveness timeout the driver's phases are read with (its beat: every 0.25 s)
 
 
 def state_of(db: ControlDB, run_id: str, timeout_s: float = TIMEOUT_S) -> str:
@@ -33,7 +33,7 @@ def state_of(db: ControlDB, run_id: str, timeout_s: float = TIMEOUT_S) -> str:
     return views.run_view(run.out_dir, db.run_status(run, heartbeat_timeout_s=timeout_s), has_steps)[0].state
 
 
-def holds(db: ControlDB, run_id: str, state: str, span_s: float = 3 * TIMEOUT_S) -> None:
+def holds(db: ControlDB, run_id: str, state: str, span_s: float = 2 * TIMEOUT_S) -> None:
     """The run reaches `state` and stays in it (never stale) for `span_s`, longer than the liveness timeout."""
     wait_until(lambda: state_of(db, run_id) == state, f"the run to be {state}", timeout=120, every=0.1)
     end = time.monotonic() + span_s

@@ -58,6 +58,36 @@ def test_sft_lowers_the_loss_and_saves_a_loadable_model(tiny_model_dir, tmp_path
     load_policy(out)
 
 
+def test_the_scored_positions_loss_is_the_models_own_loss_and_gradient(tiny_model_dir):
+    """The warm start's loss computes logits only where it scores; loss and gradients are those of the full
+    logits (the model's own shifted cross-entropy over the assistant tokens), padding in a batch included."""
+    import torch
+
+    from rods_core.policy.sft import scored_positions_loss, tokenize_demonstrations
+
+    model, tok, prompt = load_policy(tiny_model_dir)
+    rows = tokenize_demonstrations(demo_seeds()[:2], tok, prompt)
+    width = max(len(r["input_ids"]) for r in rows)
+    ids = torch.tensor([r["input_ids"] + [0] * (width - len(r["input_ids"])) for r in rows])
+    attention = torch.tensor([[1] * len(r["input_ids"]) + [0] * (width - len(r["input_ids"])) for r in rows])
+    masks = [r["assistant_masks"] + [0] * (width - len(r["input_ids"])) for r in rows]
+    labels = ids.masked_fill(torch.tensor(masks) == 0, -100)
+    batch = {"input_ids": ids, "attention_mask": attention, "labels": labels}
+
+    def grads(loss):
+        model.zero_grad()
+        loss.backward()
+        return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+
+    ours, _ = scored_positions_loss(model, batch)
+    ours_grad = grads(ours)
+    full = model(**batch).loss
+    assert torch.allclose(ours, full, rtol=1e-5) and torch.allclose(ours_grad, grads(full), rtol=1e-4, atol=1e-7)
+    scored = int((labels[:, 1:] != -100).sum())
+    sharded, _ = scored_positions_loss(model, batch, num_items_in_batch=2 * scored, processes=2)
+    assert torch.allclose(sharded, full, rtol=1e-5)  # half the tokens of two processes, DDP averaging over them
+
+
 def test_sft_stops_at_the_loss_target(tiny_model_dir, tmp_path):
     from rods_core.config import SFTSettings
     from rods_core.policy.sft import run_sft

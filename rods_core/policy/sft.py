@@ -6,6 +6,9 @@ incremental renderer that builds rollout tokens (policy/rendering.py), so the mo
 tokens it later generates and reads, with any chat template (no {% generation %} markers needed); and
 because Arrow would turn every call's argument dict into one struct with the union of all keys,
 rendering missing arguments as `null`. TRL builds the labels from the `assistant_masks` column.
+The loss computes the LM head only at the positions it scores (the assistant's tokens: ~21% of the demo's):
+the same loss and gradients as TRL's fused LM head, 1.2-1.4x faster on CPU (docs/measurements.md, loaded);
+TRL's entropy and token-accuracy metrics, which need every position's logits, are not logged.
 Departure from the paper: the paper starts GRPO from an instruction-tuned 4B model, with no SFT stage.
 
 Length: run_sft is the warm start's steps in order (data, TRL config, trainer, stop rule, card), sharing the
@@ -43,6 +46,46 @@ def tokenize_demonstrations(
             enc = renderer.encode(demonstration(env, bench.reference_policy(task)), tools)
             rows.append({"input_ids": enc.input_ids, "assistant_masks": enc.assistant_masks})
     return rows
+
+
+def scored_positions_loss(model, inputs: dict, num_items_in_batch=None, processes: int = 1, average: bool = True):
+    """(loss, outputs): the next-token cross-entropy over the positions whose labels are not -100, with logits
+    computed at those positions only (`logits_to_keep`); normalised as TRL's SFT loss is: by the scored tokens
+    of every process (`num_items_in_batch`, then times the `processes` DDP averages over, when `average`) or of
+    this batch."""
+    import torch
+    import torch.nn.functional as F
+
+    targets = inputs["labels"][:, 1:]
+    keep = (targets != -100).any(dim=0).nonzero().squeeze(-1)  # position p scores token p + 1
+    forward = {k: inputs[k] for k in ("input_ids", "attention_mask", "position_ids") if k in inputs}
+    outputs = model(**forward, use_cache=False, logits_to_keep=keep)
+    picked = targets[:, keep]
+    total = F.cross_entropy(outputs.logits.float().flatten(0, 1), picked.flatten(), ignore_index=-100, reduction="sum")
+    scored = (picked != -100).sum() if num_items_in_batch is None else num_items_in_batch
+    loss = total / torch.as_tensor(scored).clamp(min=1)
+    if average and num_items_in_batch is not None:
+        loss = loss * processes
+    return loss, outputs
+
+
+def _trainer_class():
+    from trl import SFTTrainer
+
+    class ScoredPositionsSFTTrainer(SFTTrainer):
+        """TRL's SFTTrainer with `scored_positions_loss` as its loss."""
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            loss, outputs = scored_positions_loss(
+                model,
+                inputs,
+                num_items_in_batch,
+                self.accelerator.num_processes,
+                self.args.average_tokens_across_devices,
+            )
+            return (loss, outputs) if return_outputs else loss
+
+    return ScoredPositionsSFTTrainer
 
 
 def _callbacks(settings: SFTSettings, progress, planned_epochs: float):
@@ -92,7 +135,7 @@ def run_sft(
     `report_to` is TRL's (a run's report.to: its warm start shows up in the same tracker); the named
     `benchmark` (with memory's `prereq`) plays the demonstrations in the model card's chat format."""
     from datasets import Dataset
-    from trl import SFTConfig, SFTTrainer
+    from trl import SFTConfig
 
     from rods_core.policy.tiny import load_policy, read_card, write_card
 
@@ -133,7 +176,7 @@ def run_sft(
     )
     planned = min(settings.max_epochs, max_steps * per_step / n_tokens) if max_steps > 0 else settings.max_epochs
     stopper = _callbacks(settings, progress, planned)
-    trainer = SFTTrainer(
+    trainer = _trainer_class()(
         model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer, callbacks=[stopper]
     )
     t0 = time.perf_counter()
