@@ -98,10 +98,9 @@ def refresh() -> None:
 
 
 def user_id() -> str:
-    """Who is using the app, for their remembered choices: the logged-in user's email (identity.current), ""
-    when auth is off (everyone then shares one set of choices per workspace)."""
-    actor = identity.current()
-    return actor.name if actor.verified else ""
+    """Who is using the app, for their remembered choices: the signed-in user's email, "" when nobody signs in
+    (everyone then shares one set of choices per workspace)."""
+    return str(st.user.get("email") or "")
 
 
 def _chosen(key: str) -> None:
