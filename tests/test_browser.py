@@ -59,6 +59,11 @@ def page(served):
         yield pg
 
 
+def opens_on(pg, picker: str, run_id: str) -> None:
+    """The page's run picker shows `run_id` once the page has drawn it (a picker read before then is empty)."""
+    wait(lambda: run_id in pg.locator(key(picker)).inner_text(), 60, f"{picker} to show {run_id}", every=1)
+
+
 def test_launch_watch_review_export_import(served, page):
     try:
         journey(served, page)
@@ -160,7 +165,7 @@ def journey(served, page) -> None:
 
     # The boundary chart follows the run; the page opens on the rods run, not its newer static twin.
     open_page(pg, f"{url}/Boundary", "Capability boundary")
-    assert run.id in pg.locator(key("boundary_run")).inner_text()
+    opens_on(pg, "boundary_run", run.id)
     title = pg.locator(".gtitle").filter(has_text="Tasks at step").first
     title.wait_for(timeout=240_000)
     first = title.text_content()
@@ -176,7 +181,7 @@ def journey(served, page) -> None:
         every=3,
     )
     open_page(pg, f"{url}/Review", "Synthesis review")
-    assert run.id in pg.locator(key("review_run")).inner_text()
+    opens_on(pg, "review_run", run.id)
     set_reviewer(pg, "browser")
     approve_all_matching(pg)
     approved = {d.task_id for d in db.decisions(run.id)}
@@ -212,7 +217,7 @@ def journey(served, page) -> None:
 
     # Export the active pool, then import it back as seeds.
     open_page(pg, f"{url}/Buffer", "Replay buffer")
-    assert run.id in pg.locator(key("buffer_run")).inner_text()
+    opens_on(pg, "buffer_run", run.id)
     shot(pg, "4-buffer")
     with pg.expect_download() as dl:
         pg.locator(key("buffer_download")).locator("button").click()
