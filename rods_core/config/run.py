@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rods_core.config.boundary import BoundaryConfig
 from rods_core.config.buffer import BufferConfig
@@ -139,7 +139,15 @@ class GRPOSettings(_Strict):
         description="TRL's loss formulation (GRPOConfig.loss_type; luspo needs trainer_args.importance_sampling_level: "
         "sequence)",
     )
-    num_iterations: int = Field(1, ge=1, description="optimisation passes per generation batch")
+    num_iterations: int = Field(
+        1,
+        ge=1,
+        le=1,
+        description="optimisation passes per generation batch: 1 only. RODS's step observes the step's own "
+        "rollouts, and TRL generates once every steps_per_generation x num_iterations accumulation steps "
+        "(steps_per_generation is this run's accumulation steps), so with more every later pass would be a step "
+        "with no rollouts for the detector, the buffer and the decisions",
+    )
     micro_batch: int | None = Field(
         None,
         ge=1,
@@ -197,6 +205,18 @@ class GRPOSettings(_Strict):
         "model_init_kwargs (model.dtype, model.attn_implementation), colocated sleep mode and tensor parallelism; "
         "GRPOConfig checks the values when the run starts",
     )
+
+    @field_validator("num_iterations", mode="before")
+    @classmethod
+    def _one_pass(cls, v: Any) -> Any:
+        if isinstance(v, int) and not isinstance(v, bool) and v > 1:
+            raise ValueError(
+                f"grpo.num_iterations {v}: TRL generates only every steps_per_generation x num_iterations "
+                f"accumulation steps, so {v - 1} of every {v} optimizer steps would reuse the last rollouts and "
+                "leave the RODS step (boundary detector, buffer, decisions) nothing to observe; set 1 (for more "
+                "updates per task, raise grpo.max_steps)"
+            )
+        return v
 
     @model_validator(mode="after")
     def _check(self) -> GRPOSettings:
