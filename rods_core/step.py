@@ -108,6 +108,7 @@ class RodsStep:
         variants, out.events["variant"], out.events["boundary_sample"], synth_metrics = self._synthesis(step)
         moves += self.source.offer(variants, step) if variants else []
         out.decisions = apply_decisions(decisions, self._apply)
+        moves += self.source.decision_moves()  # logged at this step, in the decisions' order
         out.events["decision_applied"] = [
             {"step": step, "decision_id": o.decision_id, "outcome": o.outcome, "reason": o.reason}
             for o in out.decisions
