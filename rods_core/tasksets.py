@@ -115,11 +115,9 @@ def read_task_file(path: str, benchmark: Benchmark | None = None) -> list:
     """A JSONL task file read by the benchmark's schema alone (held-out sets hold test-split tasks, which the
     training door refuses): BFCL multi-turn's task model, or the benchmark's own."""
     from rods_core.inputs import read_bytes
-    from rods_core.tasks import parse_task_lines, record_parser
+    from rods_core.tasks import Task, parse_task_lines, record_parser
 
-    parse = (
-        record_parser(benchmark.task_type) if benchmark is not None and benchmark.name != "bfcl_multi_turn" else None
-    )
+    parse = record_parser(benchmark.task_type if benchmark else Task)
     return [t for _, t in parse_task_lines(read_bytes(path, "task file"), str(path), parse)]
 
 
