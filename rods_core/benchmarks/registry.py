@@ -7,7 +7,7 @@ from typing import Any
 
 from rods_core.benchmarks.bfcl_multi_turn import BfclMultiTurn
 from rods_core.benchmarks.protocols import Benchmark
-from rods_core.config import BENCHMARK_NAMES, BenchmarkName, Prereq, PromptConfig
+from rods_core.config import BENCHMARK_NAMES, BENCHMARK_OPTIONS, BenchmarkName, Prereq, PromptConfig
 from rods_core.tasks import parse_record, record_parser
 
 __all__ = [
@@ -27,7 +27,7 @@ def benchmark_problem(name: str, *, hints: bool = False) -> str | None:
     """Why `name` (with these options) names no benchmark, or None: a rule the config and the CLI share."""
     if name not in BENCHMARK_NAMES:
         return f"unknown benchmark {name!r}; choose one of {', '.join(BENCHMARK_NAMES)}"
-    if hints and name != "bfcl_multi_turn":
+    if hints and "hints" not in BENCHMARK_OPTIONS[name]:
         return f"hints (the env_augment baseline) exist for bfcl_multi_turn only, not {name!r}"
     return None
 

@@ -25,6 +25,13 @@ Category = Literal["base", "miss_func", "miss_param", "long_context"]
 CATEGORIES: tuple[str, ...] = ("base", "miss_func", "miss_param", "long_context")
 BenchmarkName = Literal["bfcl_multi_turn", "bfcl_memory_kv", "bfcl_memory_rec_sum"]
 BENCHMARK_NAMES: tuple[str, ...] = ("bfcl_multi_turn", "bfcl_memory_kv", "bfcl_memory_rec_sum")
+# The run options only some benchmarks have, as each benchmark declares them (its `options`): the config
+# checks a run's fields against them here, where no benchmark module may be imported.
+BENCHMARK_OPTIONS: dict[str, frozenset[str]] = {
+    "bfcl_multi_turn": frozenset({"hints", "demo_seeds", "categories", "sft_variants"}),
+    "bfcl_memory_kv": frozenset({"prereq"}),
+    "bfcl_memory_rec_sum": frozenset({"prereq"}),
+}
 Prereq = Literal["all", "fact"]
 
 
@@ -377,25 +384,24 @@ def init_kwargs_conflicts(model: ModelSettings, trainer_args: dict[str, Any]) ->
 
 
 def benchmark_option_problems(cfg: RunConfig) -> list[str]:
-    """A benchmark's own options set on a run of another (BFCL multi-turn's on memory, memory's `prereq` on
-    BFCL multi-turn): each names the field, why, the fix."""
-    if cfg.benchmark == "bfcl_multi_turn":
-        if cfg.prereq != "all":
-            return [
-                f"prereq {cfg.prereq!r}: memory benchmarks' option; bfcl_multi_turn has no prerequisite "
-                "conversations: remove prereq"
-            ]
-        return []
+    """A benchmark's own options (BENCHMARK_OPTIONS) set on a run of a benchmark without them (BFCL multi-turn's
+    on memory, memory's `prereq` on BFCL multi-turn): each names the field, why, the fix."""
+    has = BENCHMARK_OPTIONS[cfg.benchmark]
     other = f"benchmark {cfg.benchmark} "
     problems = []
-    if cfg.method == "env_augment" or cfg.episode.hints:
+    if "prereq" not in has and cfg.prereq != "all":
+        problems.append(
+            f"prereq {cfg.prereq!r}: memory benchmarks' option; {cfg.benchmark} has no prerequisite "
+            "conversations: remove prereq"
+        )
+    if "hints" not in has and (cfg.method == "env_augment" or cfg.episode.hints):
         problems.append(f"method env_augment / episode.hints: {other}has no corrective hints; choose another method")
-    if cfg.seeds.subset == "demo":
+    if "demo_seeds" not in has and cfg.seeds.subset == "demo":
         problems.append(f"seeds.subset 'demo': BFCL multi-turn's demo seeds; {other}has none: use all or file")
     for field, cats in (("seeds.categories", cfg.seeds.categories), ("eval.categories", cfg.eval.categories)):
-        if list(cats) != list(CATEGORIES):
+        if "categories" not in has and list(cats) != list(CATEGORIES):
             problems.append(f"{field}: BFCL multi-turn's categories; {other}has none: remove {field}")
-    if cfg.model.sft_variants_per_seed:
+    if "sft_variants" not in has and cfg.model.sft_variants_per_seed:
         problems.append(
             f"model.sft_variants_per_seed: the warm start builds on BFCL multi-turn; {other}uses a built model: set 0"
         )
