@@ -25,7 +25,7 @@ from rods_core.rng import derive_seed
 from rods_core.seeds import TestSplitRefused, refuse_test_tasks
 from rods_core.sources import build_source
 from rods_core.tasks import Task
-from rods_core.tasksets import HELDOUT_REASON, heldout_keys
+from rods_core.tasksets import HELDOUT_REASON, heldout_keys, run_benchmark
 from rods_core.trainer import RolloutReport
 
 MAX_DECISION_PAYLOAD = 1_000_000  # characters of JSON; an edited task is a few KB
@@ -50,9 +50,7 @@ class RodsStep:
     def __init__(self, cfg: RunConfig, seeds: list[Task], ranks: Ranks, benchmark: Benchmark | None = None):
         """`benchmark`: the task family (its task type, leak guard and synthesizer); the config's when not
         given."""
-        from rods_core.benchmarks.registry import make_benchmark
-
-        bench = benchmark or make_benchmark(cfg.benchmark, prereq=cfg.prereq)
+        bench = run_benchmark(cfg, benchmark)
         self.cfg, self.ranks, self.benchmark = cfg, ranks, bench
         self.task_type, self.leak_reason = bench.task_type, bench.leak_reason
         self.source = build_source(cfg.method, seeds, cfg.boundary, cfg.buffer)

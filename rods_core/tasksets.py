@@ -20,10 +20,11 @@ class TaskSetError(ValueError):
 
 
 def run_benchmark(cfg: RunConfig, benchmark: Benchmark | None = None) -> Benchmark:
-    """`benchmark` when the caller gives one (any Benchmark), else the config's (`benchmark:`, `prereq:`)."""
+    """`benchmark` when the caller gives one (any Benchmark), else the config's (`benchmark:`, `prereq:`, its
+    synthesizer with the run's `synth:` settings)."""
     from rods_core.benchmarks.registry import make_benchmark  # not at the top: the benchmarks' modules
 
-    return benchmark or make_benchmark(cfg.benchmark, prereq=cfg.prereq)
+    return benchmark or make_benchmark(cfg.benchmark, prereq=cfg.prereq, synth=cfg.synth)
 
 
 def in_groups(bench: Benchmark, tasks: list, groups: list[str]) -> list:
@@ -84,15 +85,17 @@ def random_draw(tasks: list, n: int, seed: int) -> list:
 def fresh_variants(
     parents: list, per_parent: int, cfg: RunConfig, purpose: str, benchmark: Benchmark | None = None
 ) -> list:
-    """Verified variants of the parents for one purpose ("warm-start", "eval"), seeded from the run seed:
-    BFCL's pipeline, or another benchmark's synthesizer (none: no variants)."""
-    seed = derive_seed(cfg.seed, purpose)
-    if benchmark is not None and benchmark.name != "bfcl_multi_turn":
-        synth = benchmark.synthesizer
-        return [v for p in parents for v in synth.variants(p, per_parent, seed)] if synth else []
-    from rods_core.synth.pipeline import synthesize_many
-
-    variants, _ = synthesize_many(parents, per_parent, None, cfg.synth, seed=seed)
+    """Verified variants of the parents for one purpose ("warm-start", "eval"), seeded from the run seed, by
+    the benchmark's synthesizer (none: no variants); none equals a parent or an earlier variant by content."""
+    synth = run_benchmark(cfg, benchmark).synthesizer
+    if synth is None:
+        return []
+    seed, keys, variants = derive_seed(cfg.seed, purpose), {p.content_key() for p in parents}, []
+    for parent in parents:
+        for v in synth.variants(parent, per_parent, seed):
+            if v.content_key() not in keys:
+                keys.add(v.content_key())
+                variants.append(v)
     return variants
 
 

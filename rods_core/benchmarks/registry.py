@@ -39,14 +39,16 @@ def make_benchmark(
     max_steps_per_turn: int = 4,
     hints: bool = False,
     prereq: Prereq = "all",
+    synth=None,
 ) -> Benchmark:
     """The named benchmark. `prompt` shapes BFCL multi-turn's messages (memory speaks BFCL's own memory
-    prompts); `prereq` is memory's ("all" prerequisite conversations, as BFCL, or only the "fact" one)."""
+    prompts); `prereq` is memory's ("all" prerequisite conversations, as BFCL, or only the "fact" one);
+    `synth` is BFCL multi-turn's pipeline settings (a run's `synth:` section; the defaults when None)."""
     problem = benchmark_problem(name, hints=hints)
     if problem:
         raise ValueError(problem)
     if name == "bfcl_multi_turn":
-        return BfclMultiTurn(prompt, max_steps_per_turn=max_steps_per_turn, hints=hints)
+        return BfclMultiTurn(prompt, max_steps_per_turn=max_steps_per_turn, hints=hints, synth=synth)
     # Imported here, not at the top: the memory classes load bfcl-eval's memory modules (~0.3 s), which
     # commands that only train or evaluate BFCL multi-turn never need.
     from rods_core.benchmarks.bfcl_memory import BfclMemory
