@@ -97,6 +97,7 @@ class TaskSource(Protocol):
     def observe(self, step: int, matrix: Mapping[str, Sequence[float]]) -> list[BufferEvent]: ...
     def offer(self, variants: list[Task], step: int) -> list[BufferEvent]: ...
     def apply_decision(self, decision: BufferDecision) -> tuple[bool, str]: ...
+    def decision_moves(self) -> list[BufferEvent]: ...
     def pools(self) -> dict[str, list[str]]: ...
     def boundary_tasks(self, k: int) -> list[str]: ...
     def room(self) -> int: ...
@@ -226,10 +227,10 @@ class ReplayBuffer:
 
     def observe(self, step: int, matrix: Mapping[str, Sequence[float]]) -> list[BufferEvent]:
         """Judge one generation step's reward matrix, once the detector holds it; return the pool
-        transitions it caused (plus any queued by decisions since the last call)."""
+        transitions it caused (a decision's come out of decision_moves())."""
         self.reprobes(matrix)  # refuses a task it never held
         self.step = max(self.step, step)
-        events, self._outbox = self._outbox, []
+        events: list[BufferEvent] = []
         for tid in matrix:
             e = self._entries[tid]
             e.pending, e.probes = 0, e.probes + 1
@@ -321,8 +322,14 @@ class ReplayBuffer:
         return requested + boundary[:n]
 
     # ----- decisions ------------------------------------------------------------------------------
+    def decision_moves(self) -> list[BufferEvent]:
+        """The pool transitions of the decisions applied since the last call, in decision order: the step logs
+        them beside its decision_applied rows, not a step later."""
+        events, self._outbox = self._outbox, []
+        return events
+
     def apply_decision(self, decision: BufferDecision) -> tuple[bool, str]:
-        """Apply a researcher's decision now; its transitions come out of the next observe()."""
+        """Apply a researcher's decision now; its transitions come out of decision_moves() at the same step."""
         tid, e = decision.task_id, self._entries.get(decision.task_id)
         if e is None:
             return False, f"unknown task {tid!r}"

@@ -24,13 +24,13 @@ from typing import Any
 from transformers import TrainerCallback
 
 from rods_core.benchmarks.protocols import Benchmark
-from rods_core.benchmarks.registry import make_benchmark
 from rods_core.checkpoint import checkpoint_dir, last_checkpoint, load_state, save_state
 from rods_core.config import RunConfig, dump_config
 from rods_core.ranks import Ranks, sharding_refusal
 from rods_core.recording import Decision, NullRecorder, OpenRecorder, RunRecorder
 from rods_core.rollout import episode_benchmark
 from rods_core.step import RodsStep, StepOutcome
+from rods_core.tasksets import run_benchmark
 from rods_core.tracking import StepTracker, tracker_environment
 from rods_core.trainer import RolloutReport
 
@@ -243,7 +243,7 @@ def train(
     apply_thread_policy(cfg.compute.threads)
     torch.manual_seed(cfg.seed)
     ranks = Ranks.current(cpu=cfg.grpo.use_cpu)
-    tasks_bench = benchmark or make_benchmark(cfg.benchmark, prereq=cfg.prereq)
+    tasks_bench = run_benchmark(cfg, benchmark)
     run_id, run_dir, seeds = check_run_inputs(cfg, run_id, resume, ranks, tasks_bench)
     recorder = open_run(cfg, run_dir, run_id, resume, ranks, open_recorder)
     rods = RodsStep(cfg, seeds, ranks, tasks_bench)

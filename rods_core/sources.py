@@ -93,6 +93,9 @@ class StaticSource:
     def apply_decision(self, decision: BufferDecision) -> tuple[bool, str]:
         return False, "a static source takes no decisions"
 
+    def decision_moves(self) -> list[BufferEvent]:
+        return []
+
     def pools(self) -> dict[str, list[str]]:
         return {"active": list(self._tasks), "staged": [], "dormant": [], "retired": []}
 

@@ -22,10 +22,10 @@ from rods_core.config import RunConfig
 from rods_core.ranks import Ranks, digest
 from rods_core.recording import Decision, DecisionOutcome
 from rods_core.rng import derive_seed
-from rods_core.seeds import TestSplitRefused, leak_guard, refuse_test_tasks
+from rods_core.seeds import TestSplitRefused, refuse_test_tasks
 from rods_core.sources import build_source
 from rods_core.tasks import Task
-from rods_core.tasksets import HELDOUT_REASON, heldout_keys
+from rods_core.tasksets import HELDOUT_REASON, heldout_keys, run_benchmark
 from rods_core.trainer import RolloutReport
 
 MAX_DECISION_PAYLOAD = 1_000_000  # characters of JSON; an edited task is a few KB
@@ -48,32 +48,28 @@ class RodsStep:
     """Task source (static seeds or the replay buffer) + detector + synthesis worker + decisions, per rank."""
 
     def __init__(self, cfg: RunConfig, seeds: list[Task], ranks: Ranks, benchmark: Benchmark | None = None):
-        """`benchmark`: the task family (its task type, leak guard and synthesizer); BFCL multi-turn's
-        rules when None."""
-        self.cfg, self.ranks, self.benchmark = cfg, ranks, benchmark
-        self.task_type = benchmark.task_type if benchmark is not None else Task
-        self.leak_reason = benchmark.leak_reason if benchmark is not None else None  # None: BFCL's guard
+        """`benchmark`: the task family (its task type, leak guard and synthesizer); the config's when not
+        given."""
+        bench = run_benchmark(cfg, benchmark)
+        self.cfg, self.ranks, self.benchmark = cfg, ranks, bench
+        self.task_type, self.leak_reason = bench.task_type, bench.leak_reason
         self.source = build_source(cfg.method, seeds, cfg.boundary, cfg.buffer)
         self.detector = self.source.detector
         self.seed_ids = {t.id for t in seeds}
         self.trajectories = 0
         self.tokens: dict[str, float] = {}  # per task: tokens generated per rollout in its last group
         self.worker = None
-        no_synthesizer = benchmark is not None and benchmark.synthesizer is None
-        if cfg.synthesizes and ranks.main and not no_synthesizer:
+        if cfg.synthesizes and ranks.main and bench.synthesizer is not None:
             from rods_core.benchmarks.synthesis import worker_job
             from rods_core.synth.pipeline import SynthWorker
 
-            job = worker_job(benchmark.synthesizer) if benchmark is not None else None
+            job = worker_job(bench.synthesizer)
             self.worker = SynthWorker(cfg.synth, pool_keys={t.content_key() for t in seeds}, job=job)
             # the leak guard's test keys (BFCL's: ~0.3 s) built here, not inside the first step that synthesizes
-            if self.leak_reason is None:
-                leak_guard()
-            else:
-                self.leak_reason(seeds[0])
+            self.leak_reason(seeds[0])
         self._asked: list[tuple[str, int]] = []  # (parent, variants) asked of the worker, not yet back
         self._due: list[int] = []  # synthesis.deterministic: the step each job in `_asked` is taken back at
-        self.heldout = heldout_keys(cfg.synthesis.exclude, benchmark)  # content key -> the held-out set's name
+        self.heldout = heldout_keys(cfg.synthesis.exclude, bench)  # content key -> the held-out set's name
         self._pools_version: str | None = None  # the pools last reported in a StepOutcome
 
     # ----- what the trainer calls ------------------------------------------------------------------
@@ -108,6 +104,7 @@ class RodsStep:
         variants, out.events["variant"], out.events["boundary_sample"], synth_metrics = self._synthesis(step)
         moves += self.source.offer(variants, step) if variants else []
         out.decisions = apply_decisions(decisions, self._apply)
+        moves += self.source.decision_moves()  # logged at this step, in the decisions' order
         out.events["decision_applied"] = [
             {"step": step, "decision_id": o.decision_id, "outcome": o.outcome, "reason": o.reason}
             for o in out.decisions
@@ -256,24 +253,13 @@ class RodsStep:
             return False, f"payload of {len(d.payload)} characters is over the {MAX_DECISION_PAYLOAD} limit"
         payload = d.payload_dict()
         task = None
-        if d.action == "edit" and self.task_type is not Task:
+        if d.action == "edit":
             task = parse_edit(self.benchmark, payload.get("task"))
-            original = self.source.task(d.task_id)
-            ok, reason = verify_edit(self.benchmark, task, self.known_keys() - {original.content_key()})
-            if not ok:
-                return False, f"edit failed verification: {reason}"
-        elif d.action == "edit":
-            from rods_core.synth.verify import verify_task
-
-            task = Task.model_validate(payload.get("task"))
-            refuse_test_tasks([task], f"edit decision {d.id}")
+            refuse_test_tasks([task], f"edit decision {d.id}", self.leak_reason)
             original = self.source.task(d.task_id)
             parent_id = original.provenance.parent_id
             parent = self.source.task(parent_id) if parent_id and parent_id in self.all_ids() else original
-            try:  # hostile content may break the environment itself (an initial state of the wrong type)
-                ok, reason = verify_task(task, parent, self.known_keys() - {original.content_key()})
-            except Exception as e:  # noqa: BLE001 - refused with the reason, never raised into the run
-                ok, reason = False, f"{type(e).__name__}: {e}"
+            ok, reason = verify_edit(self.benchmark, task, self.known_keys() - {original.content_key()}, parent)
             if not ok:
                 return False, f"edit failed verification: {reason}"
         elif d.action == "reseed" and d.task_id in self.all_ids():

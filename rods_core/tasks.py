@@ -78,6 +78,17 @@ class Task(BaseModel):
     def _id_rule(cls, v: Any) -> Any:
         return check_task_id(v) if isinstance(v, str) else v  # a non-string is pydantic's to name
 
+    @model_validator(mode="before")
+    @classmethod
+    def _category_from_id(cls, rec: Any) -> Any:
+        """BFCL's own records carry no category: it is read from the id (left missing for pydantic to name)."""
+        if isinstance(rec, dict) and "category" not in rec and isinstance(rec.get("id"), str):
+            try:
+                return {**rec, "category": category_of(rec["id"])}
+            except ValueError:
+                pass
+        return rec
+
     @field_validator("involved_classes")
     @classmethod
     def _known_classes(cls, v: list[str]) -> list[str]:
@@ -195,19 +206,11 @@ def _problems(err: ValidationError) -> list[tuple[str, str]]:
 
 def parse_record(rec: Any) -> Task:
     """Validate one JSON record; accepts our form and BFCL's (category inferred from the id)."""
-    if not isinstance(rec, dict):
-        raise ValueError("a record must be a JSON object")
-    rec = {k: v for k, v in rec.items() if k not in EXPORT_ONLY_FIELDS}
-    if "category" not in rec and isinstance(rec.get("id"), str):
-        try:
-            rec["category"] = category_of(rec["id"])
-        except ValueError:
-            pass  # left missing: pydantic names the field
-    return Task.model_validate(rec)
+    return record_parser(Task)(rec)
 
 
 def record_parser(task_type: type) -> Callable[[Any], Any]:
-    """`parse_record` for another benchmark's task model: a JSON object, the export-only fields dropped (so
+    """A reader of one record of a benchmark's task model: a JSON object, the export-only fields dropped (so
     an export of a run's pool imports back), validated by `task_type`."""
 
     def parse(rec: Any) -> Any:

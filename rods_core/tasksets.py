@@ -11,27 +11,34 @@ import random
 from pathlib import Path
 
 from rods_core.benchmarks.protocols import Benchmark
-from rods_core.config import RunConfig
+from rods_core.config import CATEGORIES, RunConfig
 from rods_core.rng import derive_seed
-from rods_core.seeds import load_seeds
 
 
 class TaskSetError(ValueError):
     """The configured task set cannot be used; the message names the field and the reason."""
 
 
-def select_seeds(cfg: RunConfig, benchmark: Benchmark | None = None) -> list:
-    """The seeds the config names, filtered by category and limit or drawn at random; test-split tasks are
-    refused. Another benchmark than BFCL multi-turn gives its train split or a file of its tasks (through its
-    schema, verifier and leak guard); the config refuses BFCL's demo subset and categories there."""
-    s = cfg.seeds
-    if benchmark is not None and benchmark.name != "bfcl_multi_turn":
-        if s.subset == "file":
-            from rods_core.task_files import load_task_file
+def run_benchmark(cfg: RunConfig, benchmark: Benchmark | None = None) -> Benchmark:
+    """`benchmark` when the caller gives one (any Benchmark), else the config's (`benchmark:`, `prereq:`, its
+    synthesizer with the run's `synth:` settings)."""
+    from rods_core.benchmarks.registry import make_benchmark  # not at the top: the benchmarks' modules
 
-            return _pick(load_task_file(s.file, "seeds.file", benchmark=benchmark), cfg, s.subset)
-        return _pick(benchmark.seeds("train"), cfg, benchmark.name)
-    if s.subset == "demo":
+    return benchmark or make_benchmark(cfg.benchmark, prereq=cfg.prereq, synth=cfg.synth)
+
+
+def in_groups(bench: Benchmark, tasks: list, groups: list[str]) -> list:
+    """The tasks of the named groups (`seeds.categories`, `eval.categories`: `Benchmark.group_of`); all of them
+    while the field keeps its default, which the config requires of a benchmark without categories."""
+    return tasks if list(groups) == list(CATEGORIES) else [t for t in tasks if bench.group_of(t) in groups]
+
+
+def select_seeds(cfg: RunConfig, benchmark: Benchmark | None = None) -> list:
+    """The seeds the config names: the benchmark's train split or a file of its tasks (through its schema,
+    verifier and leak guard; BFCL multi-turn's demo subset too), filtered by group and limit or drawn at
+    random; test-split tasks are refused."""
+    s, bench = cfg.seeds, run_benchmark(cfg, benchmark)
+    if s.subset == "demo":  # the config allows it only on a benchmark that declares demo seeds
         from rods_core.policy.demo import demo_seeds
 
         tasks = demo_seeds()
@@ -39,10 +46,10 @@ def select_seeds(cfg: RunConfig, benchmark: Benchmark | None = None) -> list:
         from rods_core.task_files import load_task_file
 
         # the task-file door: schema, replay by execution, and the leak guard, all or nothing
-        tasks = load_task_file(s.file, "seeds.file")
+        tasks = load_task_file(s.file, "seeds.file", benchmark=bench)
     else:
-        tasks = load_seeds("train")
-    return _pick([t for t in tasks if t.category in s.categories], cfg, s.subset)
+        tasks = bench.seeds("train")
+    return _pick(in_groups(bench, tasks, s.categories), cfg, s.subset)
 
 
 def _pick(tasks: list, cfg: RunConfig, source: str) -> list:
@@ -78,36 +85,36 @@ def random_draw(tasks: list, n: int, seed: int) -> list:
 def fresh_variants(
     parents: list, per_parent: int, cfg: RunConfig, purpose: str, benchmark: Benchmark | None = None
 ) -> list:
-    """Verified variants of the parents for one purpose ("warm-start", "eval"), seeded from the run seed:
-    BFCL's pipeline, or another benchmark's synthesizer (none: no variants)."""
-    seed = derive_seed(cfg.seed, purpose)
-    if benchmark is not None and benchmark.name != "bfcl_multi_turn":
-        synth = benchmark.synthesizer
-        return [v for p in parents for v in synth.variants(p, per_parent, seed)] if synth else []
-    from rods_core.synth.pipeline import synthesize_many
-
-    variants, _ = synthesize_many(parents, per_parent, None, cfg.synth, seed=seed)
+    """Verified variants of the parents for one purpose ("warm-start", "eval"), seeded from the run seed, by
+    the benchmark's synthesizer (none: no variants); none equals a parent or an earlier variant by content."""
+    synth = run_benchmark(cfg, benchmark).synthesizer
+    if synth is None:
+        return []
+    seed, keys, variants = derive_seed(cfg.seed, purpose), {p.content_key() for p in parents}, []
+    for parent in parents:
+        for v in synth.variants(parent, per_parent, seed):
+            if v.content_key() not in keys:
+                keys.add(v.content_key())
+                variants.append(v)
     return variants
 
 
 def eval_tasks(
     cfg: RunConfig, seeds: list, trained_on: set[str] = frozenset(), benchmark: Benchmark | None = None
 ) -> list:
-    """Held-out tasks; with split=variants, fresh variants of the seeds that the warm start never saw.
-    Another benchmark than BFCL multi-turn gives its own test split."""
-    e = cfg.eval
-    multi_turn = benchmark is None or benchmark.name == "bfcl_multi_turn"
+    """Held-out tasks of the benchmark (`benchmark`, else the config's): its test split, the seeds, a file, or
+    with split=variants fresh variants of the seeds that the warm start never saw."""
+    e, bench = cfg.eval, run_benchmark(cfg, benchmark)
     if e.split == "variants":
-        tasks = fresh_variants(seeds, e.variants_per_seed, cfg, "eval-variants", benchmark)
+        tasks = fresh_variants(seeds, e.variants_per_seed, cfg, "eval-variants", bench)
         tasks = [t for t in tasks if t.id not in trained_on]  # variant ids are content hashes
     elif e.split == "train":
         tasks = seeds
     elif e.split == "file":
-        return read_task_file(e.file, benchmark)[: e.limit] if e.limit else read_task_file(e.file, benchmark)
+        return read_task_file(e.file, bench)[: e.limit] if e.limit else read_task_file(e.file, bench)
     else:
-        tasks = load_seeds("test") if multi_turn else benchmark.seeds("test")
-    if multi_turn:
-        tasks = [t for t in tasks if t.category in e.categories]
+        tasks = bench.seeds("test")
+    tasks = in_groups(bench, tasks, e.categories)
     return tasks[: e.limit] if e.limit else tasks
 
 
@@ -115,11 +122,9 @@ def read_task_file(path: str, benchmark: Benchmark | None = None) -> list:
     """A JSONL task file read by the benchmark's schema alone (held-out sets hold test-split tasks, which the
     training door refuses): BFCL multi-turn's task model, or the benchmark's own."""
     from rods_core.inputs import read_bytes
-    from rods_core.tasks import parse_task_lines, record_parser
+    from rods_core.tasks import Task, parse_task_lines, record_parser
 
-    parse = (
-        record_parser(benchmark.task_type) if benchmark is not None and benchmark.name != "bfcl_multi_turn" else None
-    )
+    parse = record_parser(benchmark.task_type if benchmark else Task)
     return [t for _, t in parse_task_lines(read_bytes(path, "task file"), str(path), parse)]
 
 

@@ -21,7 +21,7 @@ from rods_core.benchmarks.registry import make_benchmark, task_type_of
 from rods_core.config import RunConfig, dump_config
 from rods_core.ids import check_run_id, new_run_id
 from rods_core.seeds import refuse_test_tasks
-from rods_core.tasks import Task, write_tasks
+from rods_core.tasks import write_tasks
 from rods_lab.configs import build_config
 from rods_lab.identity import Actor, require
 from rods_lab.paths import PROJECT_ROOT, AppPaths
@@ -131,7 +131,6 @@ def launch_on_seeds(
             f"seed(s) {', '.join(other[:5])} are not {cfg.benchmark} tasks, which the config trains on: pick seeds "
             f"of one benchmark and a config whose `benchmark:` is theirs"
         )
-    guard = None if kind is Task else make_benchmark(cfg.benchmark, prereq=cfg.prereq).leak_reason
-    refuse_test_tasks(tasks, "a run on catalog seeds", guard)
+    refuse_test_tasks(tasks, "a run on catalog seeds", make_benchmark(cfg.benchmark, prereq=cfg.prereq).leak_reason)
     write_tasks(file, tasks)
     return launch_run(cfg, paths, actor=actor), file

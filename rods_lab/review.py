@@ -269,7 +269,7 @@ def fix_and_accept(run: SimpleNamespace, task: Task, reviewer: Actor) -> None:
 
     def edit() -> tuple[Task, bool, str]:
         edited = views.edited_task(task, users, calls)
-        return edited, *views.verify_edit(task, edited, snapshot(run.out_dir, token()))
+        return edited, *views.verify_edit(ui.benchmark(run.out_dir), task, edited, snapshot(run.out_dir, token()))
 
     _submit_edit(run, task, reviewer, note, edit)
 
@@ -307,7 +307,7 @@ def fix_and_accept_record(run: SimpleNamespace, task: Any, reviewer: Actor) -> N
 
     def edit() -> tuple[Any, bool, str]:
         edited = views.edited_record(bench, text)
-        return edited, *views.verify_record_edit(bench, task, edited, snapshot(run.out_dir, token()))
+        return edited, *views.verify_edit(bench, task, edited, snapshot(run.out_dir, token()))
 
     _submit_edit(run, task, reviewer, note, edit)
 

@@ -25,7 +25,6 @@ from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, make_benchmark
 from rods_core.config import SYNTH_METHODS, ConfigError, read_config_data
 from rods_core.inputs import json_value
 from rods_core.signature import signature
-from rods_core.synth.verify import verify_task
 from rods_core.tasks import Task
 from rods_lab.status import RunState, dead_run_message, format_eta, run_state, run_status
 from storage.build_progress import BuildProgress, BuildProgressError, read_build_progress
@@ -331,26 +330,19 @@ def edited_task(original: Task, user_texts: list[str], calls_texts: list[str]) -
     return Task.model_validate(rec)
 
 
-def verify_edit(original: Task, edited: Task, snap: PoolsSnapshot) -> tuple[bool, str]:
-    """The trainer's check, run first in the app: against the variant's parent (or itself), and against
-    every other task of the pools for duplicates."""
+def verify_edit(bench: Benchmark, original: Any, edited: Any, snap: PoolsSnapshot) -> tuple[bool, str]:
+    """The trainer's check (`rods_core.benchmarks.edits.verify_edit`), run first in the app: against the
+    task's parent (or itself), and against every other task of the pools for duplicates."""
     by_id = {t.id: t for t in snap.tasks("all")}
     parent = by_id.get(original.provenance.parent_id or "", original)
     keys = {t.content_key() for t in by_id.values()} - {original.content_key()}
-    return verify_task(edited, parent, keys)
+    return edits.verify_edit(bench, edited, keys, parent)
 
 
 def edited_record(bench: Benchmark, text: str) -> Any:
     """The editor's JSON text as a task of the benchmark; ValueError when it is not JSON (the project's JSON
     door: too deep, a number past Python's digit limit, a lone surrogate) or not the schema."""
     return edits.parse_edit(bench, json_value(text))
-
-
-def verify_record_edit(bench: Benchmark, original: Any, edited: Any, snap: PoolsSnapshot) -> tuple[bool, str]:
-    """The trainer's check of another benchmark's edit (`rods_core.benchmarks.edits.verify_edit`), run first
-    in the app, against every other task of the pools for duplicates."""
-    keys = {t.content_key() for t in snap.tasks("all")} - {original.content_key()}
-    return edits.verify_edit(bench, edited, keys)
 
 
 def turn_diff(parent: Task | None, task: Task) -> list[str]:

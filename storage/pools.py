@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, task_type_of
 from rods_core.config import ConfigError, read_config_data
-from rods_core.tasks import Task, parse_record, record_parser
+from rods_core.tasks import Task, record_parser
 from storage.schema import POOLS
 
 POOLS_FILE = "pools.json"
@@ -98,7 +98,7 @@ def read_pools_snapshot(run_dir: str | Path) -> PoolsSnapshot:
     if doc.get("format") != FORMAT:
         raise PoolsFileError(f"{path}: format {doc.get('format')!r}, expected {FORMAT!r}")
     kind = run_task_type(Path(run_dir))
-    parse = parse_record if kind is Task else record_parser(kind)
+    parse = record_parser(kind)
     pools: dict[str, list[Task]] = {}
     for p, recs in doc.get("pools", {}).items():
         if p not in POOLS:
@@ -119,10 +119,8 @@ def run_task_type(run_dir: Path) -> type:
     """The task model of a run's benchmark (`benchmark:` in its config.yaml; BFCL multi-turn's `Task` for a
     run folder without one, or a run written before the field existed)."""
     cfg = run_dir / "config.yaml"
-    if not cfg.is_file():
-        return Task
     try:
-        name = read_config_data(cfg).get("benchmark", DEFAULT_BENCHMARK)
+        name = read_config_data(cfg).get("benchmark", DEFAULT_BENCHMARK) if cfg.is_file() else DEFAULT_BENCHMARK
         return task_type_of(name)
     except (ConfigError, ValueError) as e:
         raise PoolsFileError(f"{cfg}: cannot tell the run's benchmark: {e}") from e

@@ -332,7 +332,7 @@ def test_a_memory_edit_is_parsed_verified_and_applied_and_a_bad_one_refused_whil
     got = {o.decision_id: (o.outcome, o.reason) for o in out.decisions}
     assert got[1][0] == "applied" and all(got[i][0] == "refused" for i in range(2, 8)), got
     assert "empty or blank" in got[2][1] and "question" in got[3][1] and "ground-truth path" in got[4][1]
-    assert "test-split leak" in got[5][1] and "duplicate" in got[6][1] and "scenario" in got[7][1]
+    assert "held-out test split" in got[5][1] and "duplicate" in got[6][1] and "scenario" in got[7][1]
     edited = [cur.task(t) for t in cur.source.pools()["staged"]]
     assert [(t.question, t.provenance.source, t.provenance.parent_id) for t in edited] == [
         (good["question"], "edit", seed.id)

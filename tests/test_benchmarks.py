@@ -251,3 +251,21 @@ def test_benchmarks_package_imports_no_app_storage_or_training():
             for name in names:
                 assert name.split(".")[0] not in banned, f"{path.name} imports {name}"
                 assert not name.startswith(banned_core), f"{path.name} imports {name}"
+
+
+def test_every_benchmarks_executor_applies_the_same_bounds_as_bfcls():
+    from rods_core.benchmarks.dispatch import ToolDoc, execute
+    from rods_core.envs.bfcl import MAX_INT_ARG, MAX_PRECISION
+    from rods_core.envs.parsing import Call
+
+    class Calc:  # a documented tool class as the memory backends are: the executor binds and bounds its calls
+        def power(self, base: float, exponent: float, precision: int = 10) -> dict:
+            return {"result": type(exponent).__name__}
+
+    params = {"base": {"type": "float"}, "exponent": {"type": "float"}, "precision": {"type": "integer"}}
+    docs = {"power": ToolDoc("power", {"name": "power", "parameters": {"properties": params}})}
+    assert execute(Calc(), docs, Call("power", (), {"base": 10, "exponent": 3})) == ('{"result": "float"}', True)
+    text, ok = execute(Calc(), docs, Call("power", (), {"base": 10, "exponent": MAX_INT_ARG + 1}))
+    assert not ok and "too large" in text
+    text, ok = execute(Calc(), docs, Call("power", (), {"base": 2.0, "exponent": 1.0, "precision": MAX_PRECISION + 1}))
+    assert not ok and f"at most {MAX_PRECISION} digits" in text

@@ -241,12 +241,11 @@ def test_gated_variants_wait_for_approval_and_are_not_sampled_before():
     assert buf.apply_decision(BufferDecision(action="approve", task_id="v1")) == (True, "approved: it will be probed")
     assert buf.apply_decision(BufferDecision(action="approve", task_id="v1"))[0] is False
     assert buf.apply_decision(BufferDecision(action="approve", task_id="s0"))[0] is False
+    assert reasons(buf.decision_moves()) == [("v1", "staged", "staged", "decision/approve")]  # at its step
+    assert buf.decision_moves() == []  # each move once
     assert buf.sample(4)[0] == "v1"
     ev = observe(buf, 61, {"v1": BOUNDARY})
-    assert reasons(ev) == [
-        ("v1", "staged", "staged", "decision/approve"),
-        ("v1", "staged", "active", "promote/boundary"),
-    ]
+    assert reasons(ev) == [("v1", "staged", "active", "promote/boundary")]
 
 
 def test_reject_retires_variants_but_never_seeds():
@@ -256,7 +255,7 @@ def test_reject_retires_variants_but_never_seeds():
     assert buf.apply_decision(BufferDecision(action="reject", task_id="v0"))[0] is False
     assert buf.apply_decision(BufferDecision(action="reject", task_id="s0"))[0] is False
     assert buf.apply_decision(BufferDecision(action="reject", task_id="nope")) == (False, "unknown task 'nope'")
-    assert reasons(observe(buf, 1, {})) == [("v0", "staged", "retired", "decision/reject")]
+    assert reasons(buf.decision_moves()) == [("v0", "staged", "retired", "decision/reject")]
 
 
 def test_edit_replaces_the_variant_with_a_fresh_id_probed_at_once():
@@ -268,7 +267,7 @@ def test_edit_replaces_the_variant_with_a_fresh_id_probed_at_once():
     new = buf.task("v0_e1")
     assert new.provenance.source == "edit" and new.provenance.parent_id == "v0" and new.user_texts == ["fixed wording"]
     assert entries(buf)["v0_e1"]["status"] == "probing" and buf.pools()["staged"] == ["v0_e1"]
-    assert reasons(observe(buf, 4, {})) == [
+    assert reasons(buf.decision_moves()) == [
         ("v0", "staged", "retired", "decision/edit"),
         ("v0_e1", None, "staged", "decision/edit"),
     ]
@@ -301,11 +300,8 @@ def test_reseed_promote_makes_a_variant_a_seed_that_rests_instead_of_retiring():
     )
     assert entries(buf)["v0"]["seed"] and buf.room() == 16  # a seed counts against neither limit
     assert buf.apply_decision(BufferDecision(action="reseed", task_id="v0"))[0] is False
-    ev = observe(buf, 1, {"v0": MASTERED})
-    assert reasons(ev) == [
-        ("v0", "staged", "active", "decision/reseed"),
-        ("v0", "active", "dormant", "dormant/mastered"),
-    ]
+    assert reasons(buf.decision_moves()) == [("v0", "staged", "active", "decision/reseed")]
+    assert reasons(observe(buf, 1, {"v0": MASTERED})) == [("v0", "active", "dormant", "dormant/mastered")]
 
 
 def test_reseed_synthesize_raises_the_flag_and_puts_the_task_first_for_synthesis():

@@ -63,6 +63,17 @@ def test_shared_prompt_refuses_gradient_checkpointing():
         RunConfig.model_validate({"grpo": {"shared_prompt": True, "gradient_checkpointing": True}})
 
 
+def test_num_iterations_above_one_is_refused_with_trls_generation_cadence():
+    # TRL 1.16 GRPOTrainer._prepare_inputs regenerates only when `_step % (steps_per_generation * num_iterations)`
+    # is 0: with 2, every second optimizer step reuses the last rollouts and the RODS step would see none.
+    with pytest.raises(ValidationError, match=r"grpo.num_iterations 2: .*steps_per_generation x num_iterations.*set 1"):
+        RunConfig.model_validate({"grpo": {"num_iterations": 2}})
+    for field in ("num_iterations", "steps_per_generation"):  # nor through TRL's own fields
+        with pytest.raises(ValidationError, match=f"{field}: set by RODS"):
+            RunConfig.model_validate({"grpo": {"trainer_args": {field: 2}}})
+    assert RunConfig.model_validate({"grpo": {"num_iterations": 1}}).grpo.num_iterations == 1
+
+
 def test_boundary_config_rejects_unordered_thresholds_typos_and_out_of_range():
     with pytest.raises(ValidationError, match="hard_mean .* must be below boundary.mastered_mean"):
         BoundaryConfig(hard_mean=0.6, mastered_mean=0.5)

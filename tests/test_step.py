@@ -204,3 +204,29 @@ def test_the_librarys_run_path_imports_no_storage():
         imported = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
         imported += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
         assert not [m for m in imported if m.split(".")[0] in ("storage", "bench", "rods_lab")], name
+
+
+def test_a_decisions_pool_moves_are_logged_at_its_step_in_the_order_of_its_decision_applied_rows():
+    cur = rods_step(review="gated", synthesis={"parents_per_step": 0})
+    seed, *others = demo_seeds()
+    kids = [  # content the pool does not hold (demo seeds it was not given), as variants of its first seed
+        t.model_copy(update={"id": f"v{i}", "provenance": t.provenance.model_copy(update={"parent_id": seed.id})})
+        for i, t in enumerate(others[3:5])
+    ]
+    assert [e.reason for e in cur.source.offer(kids, 0)] == ["offer/awaiting_review"] * 2
+    try:
+        decisions = [Decision(5, "v1", "reject", None), Decision(6, "v0", "approve", None)]
+        out = cur.after_step(3, report([(seed.id, BOUNDARY)]), decisions)
+        assert [(r["step"], r["decision_id"], r["outcome"]) for r in out.events["decision_applied"]] == [
+            (3, 5, "applied"),
+            (3, 6, "applied"),
+        ]
+        moved = [(r["step"], r["task_id"], r["to_pool"], r["reason"]) for r in out.events["buffer"]]
+        assert [m for m in moved if m[3].startswith("decision/")] == [
+            (3, "v1", "retired", "decision/reject"),
+            (3, "v0", "staged", "decision/approve"),
+        ]
+        later = cur.after_step(4, report([(seed.id, BOUNDARY)]), [])
+        assert not [r for r in later.events["buffer"] if r["reason"].startswith("decision/")]  # logged once
+    finally:
+        cur.close()

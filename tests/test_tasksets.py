@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from rods_core.config import RunConfig
 from rods_core.seeds import load_seeds, split_of
 from rods_core.tasksets import TaskSetError, random_draw
 
@@ -19,3 +20,17 @@ def test_a_random_pool_is_reproducible_from_its_seed_whatever_the_order_of_the_s
 def test_a_random_pool_larger_than_the_selection_is_refused_naming_the_field():
     with pytest.raises(TaskSetError, match="seeds.random.n: 500 tasks asked but the selection holds 100"):
         random_draw(load_seeds("train", ("base",)), 500, seed=0)
+
+
+def test_bfcl_variants_come_from_its_synthesizer_with_the_runs_synth_settings_as_the_pipeline_makes_them():
+    from rods_core.policy.demo import demo_seeds
+    from rods_core.rng import derive_seed
+    from rods_core.synth.pipeline import synthesize_many
+    from rods_core.tasksets import fresh_variants, run_benchmark
+
+    cfg = RunConfig.model_validate({"synth": {"n_per_parent": 1}})
+    assert run_benchmark(cfg).synthesizer.cfg is cfg.synth  # the synth: section reaches BFCL's synthesizer
+    seeds = demo_seeds()[:4]
+    got = fresh_variants(seeds, 2, cfg, "warm-start")
+    want, _ = synthesize_many(seeds, 2, None, cfg.synth, seed=derive_seed(cfg.seed, "warm-start"))
+    assert [t.model_dump() for t in got] == [t.model_dump() for t in want] and got

@@ -18,6 +18,7 @@ from rods_core.benchmarks.memory_env import (
 from rods_core.benchmarks.memory_synth import MemoryTemplateSynthesizer
 from rods_core.benchmarks.memory_tasks import MemoryTask, load_memory_seeds, memory_leak_guard
 from rods_core.benchmarks.protocols import Policy, Split, Verdict, verify_with
+from rods_core.config import BENCHMARK_OPTIONS
 
 
 class BfclMemory:
@@ -40,6 +41,7 @@ class BfclMemory:
         played_sessions(self.seeds("train")[0], prereq)  # refuse a bad value now
         self.backend, self.max_steps_per_turn, self.prereq = backend, max_steps_per_turn, prereq
         self.name = f"bfcl_memory_{backend}"
+        self.options = BENCHMARK_OPTIONS[self.name]  # prereq (the config checks it)
         self.synthesizer = MemoryTemplateSynthesizer(backend, self.leak_reason, synth_workdir)
 
     def seeds(self, split: Split) -> list[MemoryTask]:

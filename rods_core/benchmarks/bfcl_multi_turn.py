@@ -20,7 +20,7 @@ from rods_core.benchmarks.protocols import (
     scripted_policy,
     verify_with,
 )
-from rods_core.config import PromptConfig
+from rods_core.config import BENCHMARK_OPTIONS, PromptConfig
 from rods_core.envs.bfcl import ERROR_PREFIX, BfclEnvironment, named_arguments
 from rods_core.envs.checker import TurnChecker
 from rods_core.envs.parsing import Call, parse_calls
@@ -140,6 +140,7 @@ class BfclMultiTurn:
 
     name = "bfcl_multi_turn"
     task_type = Task
+    options = BENCHMARK_OPTIONS[name]  # hints, demo seeds, categories, warm-start variants (the config checks them)
 
     def __init__(
         self, prompt: PromptConfig | None = None, *, max_steps_per_turn: int = 4, hints: bool = False, synth=None

@@ -1,8 +1,9 @@
 """Executing parsed calls on an environment's own instances: only documented methods, bound to their
 signature, arguments type-checked against the doc, results formatted as BFCL formats them. Never evals.
 
-The same rules as envs.bfcl's executor (kept apart so that module is unchanged until the deep move; then
-envs.bfcl can use this one): a call is a name looked up in a fixed table, never an attribute path.
+The same rules and bounds as envs.bfcl's executor (its argument_type_error and bounded_args: MAX_INT_ARG,
+MAX_PRECISION, a documented float given as an int passed as a float): a call is a name looked up in a fixed
+table, never an attribute path.
 """
 
 from __future__ import annotations
@@ -14,10 +15,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from rods_core.envs.bfcl import ERROR_PREFIX, argument_type_error, format_result, json_schema
+from rods_core.envs.bfcl import ERROR_PREFIX, argument_type_error, bounded_args, format_result, json_schema
 from rods_core.envs.parsing import Call
-
-MAX_INT_ARG = 10**15  # no argument of a documented tool needs more; bigger ones only serve to hang a call
 
 
 @dataclass(frozen=True)
@@ -52,13 +51,6 @@ def tool_schema(doc: ToolDoc) -> dict:
     }
 
 
-def _argument_problem(doc: ToolDoc, bound: inspect.BoundArguments) -> str | None:
-    for pname, value in bound.arguments.items():
-        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT_ARG:
-            return f"argument {pname!r} is too large (at most {MAX_INT_ARG:.0e} in magnitude)"
-    return argument_type_error(doc.params, bound)
-
-
 def execute(instance: Any, docs: dict[str, ToolDoc], call: Call) -> tuple[str, bool]:
     """Run one parsed call on `instance` if `docs` names it; (result text, ok). Every failure is text."""
     doc = docs.get(call.name)
@@ -69,7 +61,7 @@ def execute(instance: Any, docs: dict[str, ToolDoc], call: Call) -> tuple[str, b
         bound = inspect.signature(method).bind(*call.args, **call.kwargs)
     except TypeError as e:
         return f"{ERROR_PREFIX}{call.name}(): {e}.", False
-    problem = _argument_problem(doc, bound)
+    problem = argument_type_error(doc.params, bound) or bounded_args(doc.params, bound)
     if problem:
         return f"{ERROR_PREFIX}{call.name}(): {problem}", False
     try:

@@ -7,7 +7,7 @@ from typing import Any
 
 from rods_core.benchmarks.bfcl_multi_turn import BfclMultiTurn
 from rods_core.benchmarks.protocols import Benchmark
-from rods_core.config import BENCHMARK_NAMES, BenchmarkName, Prereq, PromptConfig
+from rods_core.config import BENCHMARK_NAMES, BENCHMARK_OPTIONS, BenchmarkName, Prereq, PromptConfig
 from rods_core.tasks import parse_record, record_parser
 
 __all__ = [
@@ -27,7 +27,7 @@ def benchmark_problem(name: str, *, hints: bool = False) -> str | None:
     """Why `name` (with these options) names no benchmark, or None: a rule the config and the CLI share."""
     if name not in BENCHMARK_NAMES:
         return f"unknown benchmark {name!r}; choose one of {', '.join(BENCHMARK_NAMES)}"
-    if hints and name != "bfcl_multi_turn":
+    if hints and "hints" not in BENCHMARK_OPTIONS[name]:
         return f"hints (the env_augment baseline) exist for bfcl_multi_turn only, not {name!r}"
     return None
 
@@ -39,14 +39,16 @@ def make_benchmark(
     max_steps_per_turn: int = 4,
     hints: bool = False,
     prereq: Prereq = "all",
+    synth=None,
 ) -> Benchmark:
     """The named benchmark. `prompt` shapes BFCL multi-turn's messages (memory speaks BFCL's own memory
-    prompts); `prereq` is memory's ("all" prerequisite conversations, as BFCL, or only the "fact" one)."""
+    prompts); `prereq` is memory's ("all" prerequisite conversations, as BFCL, or only the "fact" one);
+    `synth` is BFCL multi-turn's pipeline settings (a run's `synth:` section; the defaults when None)."""
     problem = benchmark_problem(name, hints=hints)
     if problem:
         raise ValueError(problem)
     if name == "bfcl_multi_turn":
-        return BfclMultiTurn(prompt, max_steps_per_turn=max_steps_per_turn, hints=hints)
+        return BfclMultiTurn(prompt, max_steps_per_turn=max_steps_per_turn, hints=hints, synth=synth)
     # Imported here, not at the top: the memory classes load bfcl-eval's memory modules (~0.3 s), which
     # commands that only train or evaluate BFCL multi-turn never need.
     from rods_core.benchmarks.bfcl_memory import BfclMemory

@@ -17,6 +17,7 @@ from rods_core.config.policy import EpisodeConfig, PromptConfig, SamplingConfig,
 from rods_core.config.report import ReportSettings
 from rods_core.config.run import (
     BENCHMARK_NAMES,
+    BENCHMARK_OPTIONS,
     CATEGORIES,
     METHODS,
     SYNTH_METHODS,
@@ -36,6 +37,7 @@ from rods_core.config.synth import SynthConfig
 
 __all__ = [
     "BENCHMARK_NAMES",
+    "BENCHMARK_OPTIONS",
     "CATEGORIES",
     "METHODS",
     "BenchmarkName",

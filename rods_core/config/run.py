@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rods_core.config.boundary import BoundaryConfig
 from rods_core.config.buffer import BufferConfig
@@ -25,6 +25,13 @@ Category = Literal["base", "miss_func", "miss_param", "long_context"]
 CATEGORIES: tuple[str, ...] = ("base", "miss_func", "miss_param", "long_context")
 BenchmarkName = Literal["bfcl_multi_turn", "bfcl_memory_kv", "bfcl_memory_rec_sum"]
 BENCHMARK_NAMES: tuple[str, ...] = ("bfcl_multi_turn", "bfcl_memory_kv", "bfcl_memory_rec_sum")
+# The run options only some benchmarks have, as each benchmark declares them (its `options`): the config
+# checks a run's fields against them here, where no benchmark module may be imported.
+BENCHMARK_OPTIONS: dict[str, frozenset[str]] = {
+    "bfcl_multi_turn": frozenset({"hints", "demo_seeds", "categories", "sft_variants"}),
+    "bfcl_memory_kv": frozenset({"prereq"}),
+    "bfcl_memory_rec_sum": frozenset({"prereq"}),
+}
 Prereq = Literal["all", "fact"]
 
 
@@ -139,7 +146,15 @@ class GRPOSettings(_Strict):
         description="TRL's loss formulation (GRPOConfig.loss_type; luspo needs trainer_args.importance_sampling_level: "
         "sequence)",
     )
-    num_iterations: int = Field(1, ge=1, description="optimisation passes per generation batch")
+    num_iterations: int = Field(
+        1,
+        ge=1,
+        le=1,
+        description="optimisation passes per generation batch: 1 only. RODS's step observes the step's own "
+        "rollouts, and TRL generates once every steps_per_generation x num_iterations accumulation steps "
+        "(steps_per_generation is this run's accumulation steps), so with more every later pass would be a step "
+        "with no rollouts for the detector, the buffer and the decisions",
+    )
     micro_batch: int | None = Field(
         None,
         ge=1,
@@ -197,6 +212,18 @@ class GRPOSettings(_Strict):
         "model_init_kwargs (model.dtype, model.attn_implementation), colocated sleep mode and tensor parallelism; "
         "GRPOConfig checks the values when the run starts",
     )
+
+    @field_validator("num_iterations", mode="before")
+    @classmethod
+    def _one_pass(cls, v: Any) -> Any:
+        if isinstance(v, int) and not isinstance(v, bool) and v > 1:
+            raise ValueError(
+                f"grpo.num_iterations {v}: TRL generates only every steps_per_generation x num_iterations "
+                f"accumulation steps, so {v - 1} of every {v} optimizer steps would reuse the last rollouts and "
+                "leave the RODS step (boundary detector, buffer, decisions) nothing to observe; set 1 (for more "
+                "updates per task, raise grpo.max_steps)"
+            )
+        return v
 
     @model_validator(mode="after")
     def _check(self) -> GRPOSettings:
@@ -357,25 +384,24 @@ def init_kwargs_conflicts(model: ModelSettings, trainer_args: dict[str, Any]) ->
 
 
 def benchmark_option_problems(cfg: RunConfig) -> list[str]:
-    """A benchmark's own options set on a run of another (BFCL multi-turn's on memory, memory's `prereq` on
-    BFCL multi-turn): each names the field, why, the fix."""
-    if cfg.benchmark == "bfcl_multi_turn":
-        if cfg.prereq != "all":
-            return [
-                f"prereq {cfg.prereq!r}: memory benchmarks' option; bfcl_multi_turn has no prerequisite "
-                "conversations: remove prereq"
-            ]
-        return []
+    """A benchmark's own options (BENCHMARK_OPTIONS) set on a run of a benchmark without them (BFCL multi-turn's
+    on memory, memory's `prereq` on BFCL multi-turn): each names the field, why, the fix."""
+    has = BENCHMARK_OPTIONS[cfg.benchmark]
     other = f"benchmark {cfg.benchmark} "
     problems = []
-    if cfg.method == "env_augment" or cfg.episode.hints:
+    if "prereq" not in has and cfg.prereq != "all":
+        problems.append(
+            f"prereq {cfg.prereq!r}: memory benchmarks' option; {cfg.benchmark} has no prerequisite "
+            "conversations: remove prereq"
+        )
+    if "hints" not in has and (cfg.method == "env_augment" or cfg.episode.hints):
         problems.append(f"method env_augment / episode.hints: {other}has no corrective hints; choose another method")
-    if cfg.seeds.subset == "demo":
+    if "demo_seeds" not in has and cfg.seeds.subset == "demo":
         problems.append(f"seeds.subset 'demo': BFCL multi-turn's demo seeds; {other}has none: use all or file")
     for field, cats in (("seeds.categories", cfg.seeds.categories), ("eval.categories", cfg.eval.categories)):
-        if list(cats) != list(CATEGORIES):
+        if "categories" not in has and list(cats) != list(CATEGORIES):
             problems.append(f"{field}: BFCL multi-turn's categories; {other}has none: remove {field}")
-    if cfg.model.sft_variants_per_seed:
+    if "sft_variants" not in has and cfg.model.sft_variants_per_seed:
         problems.append(
             f"model.sft_variants_per_seed: the warm start builds on BFCL multi-turn; {other}uses a built model: set 0"
         )

@@ -161,9 +161,10 @@ MAX_INT_ARG = 10**15  # beyond any id, amount or count a BFCL scenario uses
 MAX_PRECISION = 1_000  # digits for MathAPI's logarithm / square_root (BFCL's tasks use <= 10)
 
 
-def _bounded_args(doc: FunctionDoc, bound: inspect.BoundArguments) -> str | None:
+def bounded_args(params: dict[str, dict], bound: inspect.BoundArguments) -> str | None:
     """Refuse numbers that would make one call run for seconds; a documented float given as an int
-    is passed on as a float (its documented type: `**` then overflows to an error, not a huge integer)."""
+    is passed on as a float (its documented type: `**` then overflows to an error, not a huge integer).
+    `params`: the BFCL doc's parameters (name -> spec); every benchmark's executor applies these bounds."""
     for pname, value in bound.arguments.items():
         if not isinstance(value, int) or isinstance(value, bool):
             continue
@@ -171,7 +172,7 @@ def _bounded_args(doc: FunctionDoc, bound: inspect.BoundArguments) -> str | None
             return f"argument {pname!r} is too large (at most {MAX_INT_ARG:.0e} in magnitude)"
         if pname == "precision" and value > MAX_PRECISION:
             return f"argument 'precision' is at most {MAX_PRECISION} digits"
-        if doc.params.get(pname, {}).get("type") in ("float", "number"):
+        if params.get(pname, {}).get("type") in ("float", "number"):
             bound.arguments[pname] = float(value)
     return None
 
@@ -240,7 +241,7 @@ class BfclEnvironment:
         except TypeError as e:
             hint = f" Parameters: {', '.join(doc.params)}; required: {', '.join(doc.required)}." if self.hints else ""
             return Observation(call, self._err(f"{call.name}(): {e}.{hint}"), False)
-        problem = argument_type_error(doc.params, bound) or _bounded_args(doc, bound)
+        problem = argument_type_error(doc.params, bound) or bounded_args(doc.params, bound)
         if problem:
             return Observation(call, self._err(f"{call.name}(): {problem}"), False)
         method = getattr(self.instances[doc.cls], call.name)

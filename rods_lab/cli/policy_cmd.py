@@ -37,8 +37,10 @@ def _load_tasks(tasks_file: Path | None, demo: bool, where: str, benchmark=None)
 def _benchmark(benchmark: BenchmarkChoice, prereq: PrereqChoice):
     """(EvalConfig, Benchmark) of --benchmark and --prereq; --prereq fact on BFCL multi-turn is refused (exit 2),
     as the run config refuses it, rather than silently ignored."""
-    if benchmark.value == "bfcl_multi_turn" and prereq.value != "all":
-        fail("--prereq is memory's: bfcl_multi_turn has no prerequisite conversations; remove --prereq")
+    from rods_core.config import BENCHMARK_OPTIONS
+
+    if "prereq" not in BENCHMARK_OPTIONS[benchmark.value] and prereq.value != "all":
+        fail(f"--prereq is memory's: {benchmark.value} has no prerequisite conversations; remove --prereq")
     cfg = EvalConfig(benchmark=benchmark.value, prereq=prereq.value)
     return cfg, make_benchmark(cfg.benchmark, prereq=cfg.prereq)
 
@@ -125,7 +127,7 @@ def sft(
     from rods_core.policy.tiny import read_card, write_card
 
     ecfg, bench = _benchmark(benchmark, prereq)  # demonstrated, then evaluated, on it
-    if demo and bench.name != "bfcl_multi_turn":
+    if demo and "demo_seeds" not in bench.options:
         fail(f"--demo is BFCL multi-turn's demo seeds; give {bench.name} tasks with --tasks FILE")
     tasks = _load_tasks(tasks_file, demo, "rods sft --tasks", bench)
     if tasks is None:
@@ -172,19 +174,19 @@ def sft(
 
 
 def _eval_tasks(bench, split: str, categories: list[str] | None, tasks_file: Path | None) -> list:
-    """The tasks `rods eval` plays: a JSONL file or a seed split, categories filtering BFCL multi-turn's."""
+    """The tasks `rods eval` plays: a JSONL file or a seed split, --categories filtering by group where the
+    benchmark declares categories (`Benchmark.options`)."""
     from rods_core.config import CATEGORIES
-    from rods_core.seeds import load_seeds
 
-    multi_turn = bench.name == "bfcl_multi_turn"
-    if not multi_turn and (categories or tasks_file):
+    if "categories" not in bench.options and (categories or tasks_file):
         fail(f"--categories and --tasks are BFCL multi-turn's; {bench.name} evaluates its seed split (--split)")
     bad = [c for c in categories or [] if c not in CATEGORIES]
     if bad:
         raise typer.BadParameter(f"unknown {bad}; choose from {list(CATEGORIES)}", param_hint="--categories")
     if tasks_file:
-        return _load_tasks(tasks_file, False, "rods eval --tasks")
-    return load_seeds(split, tuple(categories) if categories else None) if multi_turn else bench.seeds(split)
+        return _load_tasks(tasks_file, False, "rods eval --tasks", bench)
+    tasks = bench.seeds(split)
+    return [t for t in tasks if bench.group_of(t) in categories] if categories else tasks
 
 
 def eval_cmd(
@@ -234,7 +236,7 @@ def eval_cmd(
         report.pop("per_task")
     source = str(tasks_file) if tasks_file else split.value  # what was evaluated: a task file or a seed split
     report = {"model": str(model), "benchmark": bench.name, "split": source, **report}
-    if bench.name != "bfcl_multi_turn":
+    if "prereq" in bench.options:
         report["prereq"] = cfg.prereq
     if out is not None:
         out.write_text(json.dumps(report, indent=2, default=str) + "\n")

@@ -1,0 +1,68 @@
+"""No benchmark-name or task-type branch outside rods_core/benchmarks/: the library and the app go through the
+Benchmark protocol (seeds, leak guard, synthesizer, verify, group, edits, declared options).
+
+The pattern is the before-stop hook's plus `kind is Task` and a `benchmark is None` default. The few branches
+left on BFCL multi-turn's task shape are listed by file and line text: a new branch anywhere fails, and one
+removed must leave the list, so the list only shrinks."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SCOPE = ("rods_core", "storage", "rods_lab", "bench", "pages", "app.py")
+BRANCH = re.compile(
+    r'[!=]= "bfcl_multi_turn"|isinstance\([a-z_]+, Task\)|kind is (not )?Task|task_type is (not )?Task'
+    r"|benchmark is (not )?None"
+)
+# The task-file door's replay check (task_files.replay_problem) and the app's views of a BFCL task's turns,
+# calls and class combinations (curation.distance, catalog.seed_frame, views.is_bfcl) still read BFCL's Task.
+REMAINING = {
+    (
+        "rods_core/task_files.py",
+        'other = benchmark if benchmark is not None and benchmark.name != "bfcl_multi_turn" else None',
+    ),
+    ("rods_lab/views.py", "return bench.task_type is Task"),
+    ("storage/catalog.py", "other = task is not None and not isinstance(task, Task)"),
+    ("storage/curation.py", "if not isinstance(task, Task):"),
+    (
+        "storage/curation.py",
+        '"category": t.category if isinstance(t, Task) else (group_of(t) if group_of else ""),',
+    ),
+    ("storage/curation.py", '"class_combo": " + ".join(sorted(t.involved_classes)) if isinstance(t, Task) else "",'),
+}
+
+
+def branches() -> set[tuple[str, str]]:
+    found = set()
+    for top in SCOPE:
+        root = ROOT / top
+        for path in [root] if root.is_file() else sorted(root.rglob("*.py")):
+            rel = path.relative_to(ROOT).as_posix()
+            if rel.startswith("rods_core/benchmarks/"):
+                continue
+            for line in path.read_text(encoding="utf-8").splitlines():
+                if BRANCH.search(line):
+                    found.add((rel, line.strip()))
+    return found
+
+
+def test_no_new_benchmark_name_or_task_type_branch_outside_the_benchmarks_package():
+    found = branches()
+    assert not found - REMAINING, (
+        f"branch on a benchmark's name or task type; let the Benchmark carry it: {found - REMAINING}"
+    )
+    assert not REMAINING - found, f"removed: take it off REMAINING: {REMAINING - found}"
+
+
+def test_the_pattern_catches_each_form_it_names():
+    for line in (
+        'if cfg.benchmark == "bfcl_multi_turn":',
+        'if bench.name != "bfcl_multi_turn":',
+        "if isinstance(task, Task):",
+        "parse = parse_record if kind is Task else x",
+        "if self.task_type is not Task:",
+        "x = a if benchmark is None else b",
+    ):
+        assert BRANCH.search(line), line
