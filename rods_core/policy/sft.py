@@ -7,9 +7,6 @@ tokens it later generates and reads, with any chat template (no {% generation %}
 because Arrow would turn every call's argument dict into one struct with the union of all keys,
 rendering missing arguments as `null`. TRL builds the labels from the `assistant_masks` column.
 Departure from the paper: the paper starts GRPO from an instruction-tuned 4B model, with no SFT stage.
-
-Length: run_sft is the warm start's steps in order (data, TRL config, trainer, stop rule, card), sharing the
-trainer's state.
 """
 
 from __future__ import annotations
@@ -90,7 +87,10 @@ def run_sft(
 ) -> dict[str, Any]:
     """Warm-start the model in `model_dir` on `tasks`, save it with its card to `out_dir`; returns figures.
     `report_to` is TRL's (a run's report.to: its warm start shows up in the same tracker); the named
-    `benchmark` (with memory's `prereq`) plays the demonstrations in the model card's chat format."""
+    `benchmark` (with memory's `prereq`) plays the demonstrations in the model card's chat format.
+
+    Length: the warm start's steps in order (data, TRL config, trainer, stop rule, card), sharing the
+    trainer's state."""
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
