@@ -114,3 +114,16 @@ def test_chatter_goes_to_stderr_and_the_document_to_stdout(capfd):
     out, err = capfd.readouterr()
     assert json.loads(out) == {"ok": True}
     assert "WANDB offline" in err and "a child process" in err
+
+
+def test_a_command_that_execs_another_gives_it_the_real_stdout(capfd):
+    """`--processes N` replaces the process by accelerate's launcher: its ranks print the document, so fd 1 goes
+    back to the real stdout before the exec (a child stands in for the exec'd command here)."""
+    from rods_lab.cli._common import one_document, stdout_for_exec
+
+    with one_document():
+        print("chatter")
+        stdout_for_exec()
+        subprocess.run([sys.executable, "-c", "print('{}')"], check=True)
+    out, err = capfd.readouterr()
+    assert json.loads(out) == {} and "chatter" in err

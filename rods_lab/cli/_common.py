@@ -15,6 +15,7 @@ import typer
 from rods_core.config import BENCHMARK_NAMES
 
 _DOCUMENT: list[Any] = []  # the real stdout while one_document() holds it; empty otherwise
+_SAVED_FD: list[int] = []  # its file descriptor
 
 # Commands that always print a JSON document (the others do with --json).
 DOCUMENT_COMMANDS = (("runs", "show"), ("bench", "store"), ("bench", "env"))
@@ -38,15 +39,25 @@ def one_document() -> Iterator[None]:
     document, python_stdout = os.fdopen(os.dup(saved), "w"), sys.stdout
     sys.stdout = sys.stderr
     _DOCUMENT.append(document)
+    _SAVED_FD.append(saved)
     try:
         yield
     finally:
         _DOCUMENT.pop()
+        _SAVED_FD.pop()
         sys.stdout.flush()
         document.close()
         sys.stdout = python_stdout
         os.dup2(saved, 1)
         os.close(saved)
+
+
+def stdout_for_exec() -> None:
+    """Give fd 1 back to the real stdout before this process execs another command (accelerate's launcher):
+    that command's own entry point keeps its stdout to the one document."""
+    if _SAVED_FD:
+        sys.stdout.flush()
+        os.dup2(_SAVED_FD[-1], 1)
 
 
 def emit_json(obj: Any) -> None:
