@@ -78,7 +78,7 @@ class Run(SQLModel, table=True):
     status: str = Field("queued", description="queued | running | finished | failed | stopped")
     pid: int | None = Field(None, description="process id of the training process")
     proc_start: int | None = Field(
-        None, description="its start time in ms since the epoch (rods_core.process_identity)"
+        None, description="its start time in 1/100 s since boot (rods_core.process_identity)"
     )
     heartbeat_at: datetime | None = _tz_field()
     step: int | None = Field(None, description="last step reported with a heartbeat")

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from polling import wait_until
 
-from rods_core.process_identity import START_TOLERANCE_MS, process_start, same_process
+from rods_core.process_identity import START_TOLERANCE, process_start, same_process
 from rods_lab.processes import process_alive, reap_children, stop_run
 from rods_lab.status import run_status
 from storage.control import ControlDB
@@ -37,7 +37,7 @@ def test_process_start_reads_our_own_process():
     start = process_start(os.getpid())
     assert start is not None and process_alive(os.getpid(), start)
     assert not process_alive(None, None) and not process_alive(os.getpid(), None)
-    assert not same_process(os.getpid(), start + 2 * START_TOLERANCE_MS)  # another process that got the pid
+    assert not same_process(os.getpid(), start + 2 * START_TOLERANCE)  # another process that got the pid
 
 
 def test_status_is_checked_against_the_process_and_reads_change_nothing(db):
@@ -50,7 +50,7 @@ def test_status_is_checked_against_the_process_and_reads_change_nothing(db):
         assert run_status(db, "r") == "stale" and run_status(db, "r", heartbeat_timeout_s=3600) == "running"
         db.heartbeat("r", step=7)
         assert run_status(db, "r") == "running"
-        db.update_run("r", proc_start=process_start(proc.pid) + 2 * START_TOLERANCE_MS)  # the pid was reused
+        db.update_run("r", proc_start=process_start(proc.pid) + 2 * START_TOLERANCE)  # the pid was reused
         assert run_status(db, "r") == "lost"
         db.update_run("r", proc_start=process_start(proc.pid))
         proc.kill()
@@ -84,7 +84,7 @@ def test_a_reused_pid_is_never_signalled(db):
     proc = _sleeper()
     try:
         db.create_run("r", "runs/r")
-        db.register_process("r", proc.pid, process_start(proc.pid) - 2 * START_TOLERANCE_MS)
+        db.register_process("r", proc.pid, process_start(proc.pid) - 2 * START_TOLERANCE)
         assert stop_run(db, "r") is False and proc.poll() is None
         assert db.get_run("r").status == "stopped"
     finally:

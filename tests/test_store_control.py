@@ -49,8 +49,8 @@ def test_the_store_records_a_process_and_a_stop_without_touching_any(db):
     """The store keeps a run's pid, start time and heartbeat and records a stop; liveness, reaping and
     signals are the app's (tests/test_run_processes.py)."""
     db.create_run("r", "runs/r")
-    run = db.register_process("r", 4242, 1_700_000_000_000)
-    assert (run.status, run.pid, run.proc_start) == ("running", 4242, 1_700_000_000_000) and run.heartbeat_at
+    run = db.register_process("r", 4242, 123_456)
+    assert (run.status, run.pid, run.proc_start) == ("running", 4242, 123_456) and run.heartbeat_at
     db.heartbeat("r", step=7)
     assert db.get_run("r").step == 7
     db.mark_stopped("r", by="ana")
