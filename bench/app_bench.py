@@ -5,8 +5,6 @@ steps x 50 tasks x 16 rollouts, step rows, variants with lineage, buffer moves, 
 of 800 tasks (400 BFCL train seeds + 400 variants), registers it in a control DB, then renders each page
 with streamlit's AppTest: `cold` is the first render (query caches empty), `warm` a re-render.
 Prints figures; asserts nothing. Run: `python -m bench.app_bench [--keep DIR]`.
-
-Length: build_store writes every table of the synthetic run in one pass, in the order the pages read them.
 """
 
 from __future__ import annotations
@@ -79,6 +77,9 @@ def _chunks(n: int, size: int = 200_000):
 
 
 def build_store(run_dir: Path, rng: np.random.Generator) -> dict[str, int]:
+    """Write the synthetic run's tables; returns their row counts.
+
+    Length: every table of the synthetic run in one pass, in the order the pages read them."""
     from storage.events import EventLog
     from storage.pools import write_pools_snapshot
 

@@ -9,8 +9,6 @@ step of each condition, their ratio (goal <= 1.1) and a bootstrap 95% interval o
 cores went in each condition: CPU seconds per wall second of the trainer's processes, the streamlit server's
 and the browser's (so a slowdown can be put on the server's queries and charts or on the browser's drawing).
 Run: `python -m bench.app_watch_bench [--steps 26 --block 4]` (needs models/tiny-demo: `make demo-model`).
-
-Length: run is the experiment's timeline (launch, browser blocks, teardown), read in the order it happens.
 """
 
 from __future__ import annotations
@@ -107,6 +105,9 @@ def ratio_interval(watched: list[float], quiet: list[float], boots: int = 4000) 
 
 
 def run(config: Path, steps: int, block: int, warmup: int) -> dict:
+    """Train with the pages open and closed in turns; returns the figures.
+
+    Length: the experiment's timeline (launch, browser blocks, teardown), read in the order it happens."""
     from playwright.sync_api import sync_playwright
 
     from bench.machine import describe

@@ -3,8 +3,6 @@ summary.md with the per-method table and intervals, the goal checks stated plain
 
 PNG export needs kaleido's Chrome; on a machine without one (no internet to fetch it) the figures are
 written as HTML only and the report says so, rather than failing the experiment.
-
-Length: markdown writes summary.md's sections top to bottom, in the order the reader sees them.
 """
 
 from __future__ import annotations
@@ -240,6 +238,9 @@ def markdown(
     ratio: tuple[float, float, float] | None = None,
     landing: pd.DataFrame | None = None,
 ) -> str:
+    """summary.md's text.
+
+    Length: the sections top to bottom, in the order the reader sees them."""
     from bench.machine import markdown as machine_md
 
     lines = [

@@ -2,30 +2,33 @@
 
 from __future__ import annotations
 
-import os
 import platform
+import subprocess
 from importlib import metadata
 from pathlib import Path
 
+import psutil
+
 
 def _cpu_model() -> str:
+    """The CPU's marketing name: psutil has none, so the OS's own record (Linux's cpuinfo, macOS's sysctl),
+    else the architecture."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        if platform.system() == "Darwin":
+            done = subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True)
+            if done.returncode == 0 and done.stdout.strip():
+                return done.stdout.strip()
+        elif Path("/proc/cpuinfo").is_file():
+            for line in Path("/proc/cpuinfo").read_text().splitlines():
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
     except OSError:
         pass
     return platform.processor() or platform.machine()
 
 
-def _ram_gib() -> float | None:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return round(int(line.split()[1]) / 2**20, 1)
-    except OSError:
-        pass
-    return None
+def _ram_gib() -> float:
+    return round(psutil.virtual_memory().total / 2**30, 1)
 
 
 def _version(pkg: str) -> str | None:
@@ -37,7 +40,7 @@ def _version(pkg: str) -> str | None:
 
 def describe() -> dict:
     """CPU, cores, RAM, the 1-minute load average when measured (other jobs share the cores) and versions."""
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    load = psutil.getloadavg()[0]
     gpu = None
     try:
         import torch
@@ -47,7 +50,7 @@ def describe() -> dict:
         pass
     return {
         "cpu": _cpu_model(),
-        "cores": os.cpu_count(),
+        "cores": psutil.cpu_count(),
         "ram_gib": _ram_gib(),
         "gpu": gpu,
         "load_1min": round(load, 2) if load is not None else None,

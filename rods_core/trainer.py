@@ -118,9 +118,8 @@ def score_completion_positions_only() -> None:
 
     TRL's `add_fused_lm_head` projects only the labelled (completion) positions through the LM head on
     Triton devices; elsewhere it projects every position and masks afterwards, so that Neuron does not
-    recompile for each new number of positions. Eager CPU has no recompilation, and a demo rollout's prompt
-    is ~40% of its positions: scoring them cost 17% of each forward/backward pass (331 vs 271 ms a
-    450-token pass, 1 thread). The choice is `trl.trainer.utils._use_triton(device)`; if a TRL release
+    recompile for each new number of positions. Eager CPU has no recompilation, and a rollout's prompt is a
+    large share of its positions, all scored for nothing (the saving: docs/measurements.md). The choice is `trl.trainer.utils._use_triton(device)`; if a TRL release
     drops that name this does nothing (tests/test_trainer.py says so)."""
     import trl.trainer.utils as trl_utils
 

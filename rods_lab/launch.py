@@ -20,14 +20,16 @@ from typing import Any
 from rods_core.benchmarks.registry import make_benchmark, task_type_of
 from rods_core.config import RunConfig, dump_config
 from rods_core.ids import check_run_id, new_run_id
+from rods_core.process_identity import process_start
 from rods_core.seeds import refuse_test_tasks
 from rods_core.tasks import write_tasks
+from rods_lab import processes
 from rods_lab.configs import build_config
 from rods_lab.identity import Actor, require
 from rods_lab.paths import PROJECT_ROOT, AppPaths
 from rods_lab.status import LOG_FILE
 from storage.catalog import catalog_tasks
-from storage.control import ControlDB, process_start
+from storage.control import ControlDB
 
 LAUNCH_FILE = "launch.yaml"
 
@@ -52,6 +54,7 @@ def launch_run(cfg: RunConfig, paths: AppPaths, run_id: str | None = None, *, ac
     config_path = run_dir / LAUNCH_FILE
     config_path.write_text(dump_config(cfg), encoding="utf-8")
     db = paths.db()
+    processes.reap_children({r.pid for r in db.list_runs() if r.pid})  # runs this app launched that ended
     db.create_run(run_id, run_dir, cfg.model_dump(mode="json"), cfg.method, name=cfg.name, by=actor.name or None)
     log_path = run_dir / LOG_FILE
     with open(log_path, "ab") as log:
@@ -96,7 +99,7 @@ def launch_pair(cfg: RunConfig, paths: AppPaths, twin: str = "static", *, actor:
 def stop_run(db: ControlDB, run_id: str, actor: Actor) -> bool:
     """Stop a run (SIGTERM to its process group), recording who stopped it; for launchers only."""
     require(actor, "launcher", "stop runs")
-    return db.stop_run(run_id, by=actor.name or None)
+    return processes.stop_run(db, run_id, by=actor.name or None)
 
 
 def launch_on_seeds(

@@ -129,16 +129,25 @@ def message() -> None:
         st.error(text)
 
 
+# The bulk buttons: storage.curation.BULK_ACTIONS key -> (label, widget key suffix). Labels live only here.
+BULK_BUTTONS = {
+    "approve": ("Approve", "approve"),
+    "reject": ("Reject", "reject"),
+    "reseed_promote": ("Reseed: promote to seed", "promote"),
+    "reseed_synthesize": ("Reseed: more variants", "more"),
+}
+
+
 def bulk(run: SimpleNamespace, target: pd.DataFrame, reviewer: Actor) -> None:
     """The bulk buttons over the selected (or all matching) rows, with a comment; none for a read-only user."""
     if not reviewer.may("reviewer"):
         return
     b = st.columns([3, 1, 1, 1, 1])
     note = b[0].text_input("Comment sent with the batch", key="review_batch_comment")
-    for col, label in zip(b[1:], curation.BULK_ACTIONS, strict=True):
-        slug = label.split(":")[-1].strip().split()[0].lower()
+    for col, bulk in zip(b[1:], curation.BULK_ACTIONS, strict=True):
+        label, slug = BULK_BUTTONS[bulk]
         if col.button(f"{label} ({len(target)})", key=f"review_bulk_{slug}", disabled=target.empty):
-            items, skipped = curation.batch_items(target, label)
+            items, skipped = curation.batch_items(target, bulk)
             if items:
                 send(run, items, reviewer, note)
             st.session_state["review_skipped"] = skipped
@@ -185,8 +194,8 @@ def _move(ids: list[str], by: int) -> None:
     st.session_state["review_editing"] = False
 
 
-def _decide_and_next(run, ids: list[str], tid: str, label: str, reviewer: Actor) -> None:
-    action, payload = curation.BULK_ACTIONS[label]
+def _decide_and_next(run, ids: list[str], tid: str, bulk: str, reviewer: Actor) -> None:
+    action, payload = curation.BULK_ACTIONS[bulk]
     send(run, [(tid, action, payload)], reviewer)
     _move(ids, 1)
 
@@ -199,14 +208,14 @@ def _decision_buttons(cols: list, run: SimpleNamespace, ids: list[str], tid: str
         shortcut=SHORTCUTS["approve"],
         disabled=state != "awaiting_review",
         on_click=_decide_and_next,
-        args=(run, ids, tid, "Approve", reviewer),
+        args=(run, ids, tid, "approve", reviewer),
     )
     cols[1].button(
         "Reject",
         key="review_focus_reject",
         shortcut=SHORTCUTS["reject"],
         on_click=_decide_and_next,
-        args=(run, ids, tid, "Reject", reviewer),
+        args=(run, ids, tid, "reject", reviewer),
     )
     cols[2].button(
         "Edit",

@@ -5,17 +5,20 @@ and progress/ETA for the run cards.
 A run launched from the app is registered `queued` with its pid; the trainer then registers itself as
 `running`. A process that dies before registering (bad model path, crash at import) is shown `failed`
 from its pid and start time with no write at all; `reconcile_dead_runs` stores that verdict, called by
-the Home page once per refresh and by `rods runs list`, never from a cached view.
+the Home page once per refresh and by `rods runs list`, never from a cached view. Process liveness is read
+through rods_lab/processes.py; nothing here reaps or signals.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from rods_lab.processes import process_alive
 from storage.build_progress import BuildProgress
-from storage.control import ControlDB, Run, process_alive
+from storage.control import ControlDB, Run
 
 LOG_FILE = "train.log"
 
@@ -25,10 +28,25 @@ def died_before_registering(run: Run) -> bool:
     return run.status == "queued" and bool(run.pid) and not process_alive(run.pid, run.proc_start)
 
 
-def run_status(db: ControlDB, run: Run) -> str:
-    """The status to show, derived without writing: `failed` for a run that died before registering,
-    else the store's live status (`lost`, `stale` for a running one whose process or heartbeat is gone)."""
-    return "failed" if died_before_registering(run) else db.run_status(run)
+def run_status(db: ControlDB, run: Run | str, heartbeat_timeout_s: float = 120.0) -> str:
+    """The status to show, derived without writing or reaping: `failed` for a run that died before
+    registering; for a `running` one, `lost` when its process is gone (or its pid was reused) and `stale`
+    when it lives but its heartbeat is older than the timeout; else the stored status. `run`: a row or an id."""
+    if isinstance(run, str):
+        found = db.get_run(run)
+        if found is None:
+            raise KeyError(f"no run {run!r}")
+        run = found
+    if died_before_registering(run):
+        return "failed"
+    if run.status != "running":
+        return run.status
+    if not process_alive(run.pid, run.proc_start):
+        return "lost"
+    beat = run.heartbeat_at
+    if beat is None or datetime.now(UTC) - beat > timedelta(seconds=heartbeat_timeout_s):
+        return "stale"
+    return "running"
 
 
 def dead_run_message(run: Run) -> str:

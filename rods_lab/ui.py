@@ -24,11 +24,9 @@ from rods_lab.status import reconcile_dead_runs
 from storage.control import ControlDB, open_store
 from storage.reader import RunReader
 
-# Refresh period of live fragments and the ttl of live queries. A demo step takes ~12-17 s. With Home, Boundary
-# and Review open in a browser on the same 2 cores (bench/app_watch_bench.py), training slowed 1.36x at 3 s;
-# at 10 s the pages burnt ~0.3 cores (two thirds the browser redrawing charts) and the trainer got 14% less
-# CPU; at 20 s, 0.21 cores and 9% less (step ratio 0.90x, CI 0.83-1.04). Skipping queries when nothing new
-# was written did not help: the redraws cost, so the period is what bounds it (TensorBoard's default is 30 s).
+# Refresh period of live fragments and the ttl of live queries: watched pages take cores from a training run on
+# the same machine, mostly the browser redrawing charts, so the period is what bounds their cost (skipping
+# queries when nothing new was written does not). The figures per period: docs/measurements.md (app_watch_bench).
 LIVE_S = 20
 
 

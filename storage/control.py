@@ -20,10 +20,9 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import uuid
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -78,7 +77,9 @@ class Run(SQLModel, table=True):
     config: str = Field("{}", description="the run config as JSON")
     status: str = Field("queued", description="queued | running | finished | failed | stopped")
     pid: int | None = Field(None, description="process id of the training process")
-    proc_start: int | None = Field(None, description="its start time in clock ticks since boot (/proc/<pid>/stat)")
+    proc_start: int | None = Field(
+        None, description="its start time in 1/100 s since boot (rods_core.process_identity)"
+    )
     heartbeat_at: datetime | None = _tz_field()
     step: int | None = Field(None, description="last step reported with a heartbeat")
     out_dir: str = Field("", description="the run folder (events/, checkpoints/, pools.json)")
@@ -157,30 +158,6 @@ class Seed(SQLModel, table=True):
 def open_store(workspace: str | Path) -> ControlDB:
     """The workspace's store (`store_target`), carrying over the workspace's old `control.duckdb` once."""
     return ControlDB(store_target(workspace), legacy=Path(workspace) / LEGACY_FILE)
-
-
-# ----- process identity -------------------------------------------------------------------------
-def process_start(pid: int) -> int | None:
-    """Start time of a live (non-zombie) process in clock ticks since boot, or None."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return None
-    fields = stat[stat.rindex(")") + 2 :].split()  # the command name may hold spaces and parens
-    if fields[0] in ("Z", "X"):
-        return None
-    return int(fields[19])
-
-
-def process_alive(pid: int | None, start: int | None) -> bool:
-    """True when `pid` runs and is the process that started at `start` (not a reused pid)."""
-    if not pid:
-        return False
-    try:
-        os.waitpid(pid, os.WNOHANG)  # reap it if it is our exited child, so it stops looking alive
-    except ChildProcessError:
-        pass
-    return start is not None and process_start(pid) == start
 
 
 class ControlDB:
@@ -314,11 +291,10 @@ class ControlDB:
 
         return self._tx(fn)
 
-    def register_process(self, run_id: str, pid: int | None = None) -> Run:
-        """Called by the training process itself when it starts: status running, pid, start time."""
-        pid = pid or os.getpid()
-        now = _now()
-        return self.update_run(run_id, status="running", pid=pid, proc_start=process_start(pid), heartbeat_at=now)
+    def register_process(self, run_id: str, pid: int, proc_start: int | None) -> Run:
+        """Record the training process of a run: status running, its pid and start time
+        (rods_core.process_identity.process_start), a first heartbeat."""
+        return self.update_run(run_id, status="running", pid=pid, proc_start=proc_start, heartbeat_at=_now())
 
     def heartbeat(self, run_id: str, step: int | None = None) -> None:
         values: dict[str, Any] = {"heartbeat_at": _now(), "updated_at": _now()}
@@ -326,39 +302,14 @@ class ControlDB:
             values["step"] = step
         self._tx(lambda s: s.exec(update(Run).where(Run.id == run_id).values(**values)))
 
-    def run_status(self, run: Run | str, heartbeat_timeout_s: float = 120.0) -> str:
-        """Stored status, checked against the process: a `running` run whose process is gone is
-        `lost`; one alive whose heartbeat is older than the timeout is `stale`."""
-        if isinstance(run, str):
-            found = self.get_run(run)
-            if found is None:
-                raise KeyError(f"no run {run!r}")
-            run = found
-        if run.status != "running":
-            return run.status
-        if not process_alive(run.pid, run.proc_start):
-            return "lost"
-        beat = run.heartbeat_at
-        if beat is None or _now() - beat > timedelta(seconds=heartbeat_timeout_s):
-            return "stale"
-        return "running"
-
-    def stop_run(self, run_id: str, sig: int = signal.SIGTERM, by: str | None = None) -> bool:
-        """Signal the run's process group (it was started in its own session); True if sent. `by`: who asked."""
+    def mark_stopped(self, run_id: str, by: str | None = None) -> None:
+        """Record a queued or running run as stopped (`by`: who asked); a run that ended keeps its status.
+        Signalling its process is the app's (rods_lab/processes.stop_run)."""
         run = self.get_run(run_id)
         if run is None:
             raise KeyError(f"no run {run_id!r}")
-        sent = False
-        if process_alive(run.pid, run.proc_start):
-            pgid = os.getpgid(run.pid)
-            if pgid == run.pid and pgid != os.getpgrp():
-                os.killpg(pgid, sig)
-            else:  # not a group leader (or our own group): signal only the process
-                os.kill(run.pid, sig)
-            sent = True
         if run.status in ("queued", "running"):
             self.update_run(run_id, status="stopped", message=f"stopped by {by or 'request'}", stopped_by=by)
-        return sent
 
     # ----- decisions ----------------------------------------------------------------------------
     def add_decision(

@@ -57,11 +57,11 @@ AUDIT_COLUMNS = [
     "batch_id",
     "created_at",
 ]
-BULK_ACTIONS = {  # button label -> (action, payload)
-    "Approve": ("approve", None),
-    "Reject": ("reject", None),
-    "Reseed: promote to seed": ("reseed", {"mode": "promote"}),
-    "Reseed: more variants": ("reseed", {"mode": "synthesize"}),
+BULK_ACTIONS = {  # what a reviewer's action sends -> (the decision's action, its payload); labels are the UI's
+    "approve": ("approve", None),
+    "reject": ("reject", None),
+    "reseed_promote": ("reseed", {"mode": "promote"}),
+    "reseed_synthesize": ("reseed", {"mode": "synthesize"}),
 }
 
 
@@ -269,10 +269,11 @@ def page_of(rows: pd.DataFrame, sort: str, descending: bool, page: int, size: in
     return ordered.iloc[start : start + size]
 
 
-def batch_items(rows: pd.DataFrame, label: str) -> tuple[list[tuple[str, str, dict | None]], list[str]]:
-    """(the decisions a bulk button sends for these rows, the task ids it skips): approve only what awaits
-    review; reject only what is staged or active (not retired). The trainer would refuse those; the app does not send them."""
-    action, payload = BULK_ACTIONS[label]
+def batch_items(rows: pd.DataFrame, bulk: str) -> tuple[list[tuple[str, str, dict | None]], list[str]]:
+    """(the decisions the bulk action `bulk` (a key of BULK_ACTIONS) sends for these rows, the task ids it
+    skips): approve only what awaits review; reject only what is staged or active (not retired). The trainer
+    would refuse those; the app does not send them."""
+    action, payload = BULK_ACTIONS[bulk]
     allowed = {"approve": ["awaiting_review"], "reject": ["awaiting_review", "probing", "active"]}.get(action)
     ok = rows.state.isin(allowed) if allowed else pd.Series(True, index=rows.index)
     sent = [(tid, action, payload) for tid in rows.task_id[ok]]

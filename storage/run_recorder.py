@@ -24,6 +24,7 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 
 from rods_core.config import RunConfig
+from rods_core.process_identity import process_start
 from rods_core.recording import Decision, DecisionOutcome
 from rods_core.tasks import Task
 from storage.build_progress import write_build_progress
@@ -126,6 +127,6 @@ def open_run_recorder(
     db = open_store(cfg.workspace)
     if db.get_run(run_id) is None:
         db.create_run(run_id, run_dir, cfg.model_dump(mode="json"), cfg.method, name=cfg.name)
-    db.register_process(run_id)
+    db.register_process(run_id, os.getpid(), process_start(os.getpid()))
     db.update_run(run_id, status="running")
     return StoreRecorder(run_dir, run_id, db, events, startup_beat_s)

@@ -105,7 +105,8 @@ def chromium_page():
 
 def end_runs(ws: Path) -> None:
     """Runs launched for or by the served app live in their own sessions: end any still alive."""
-    from storage.control import ControlDB, process_alive
+    from rods_lab.processes import process_alive
+    from storage.control import ControlDB
 
     for run in ControlDB(ws / "control.sqlite").list_runs():
         if process_alive(run.pid, run.proc_start):

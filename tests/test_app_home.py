@@ -8,10 +8,11 @@ from datetime import UTC, datetime, timedelta
 
 from app_helpers import ROOT, RUN_ID, kill_group, page
 
+from rods_core.process_identity import process_start
 from rods_lab.paths import AppPaths
 from rods_lab.status import STATES
 from storage.build_progress import write_build_progress
-from storage.control import ControlDB, process_start
+from storage.control import ControlDB
 from storage.events import EventLog
 
 

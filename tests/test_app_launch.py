@@ -7,7 +7,7 @@ from app_helpers import kill_group, page
 from polling import wait_until
 
 from rods_lab.paths import AppPaths
-from storage.control import process_alive
+from rods_lab.processes import process_alive
 
 
 def test_launch_shows_field_errors_and_refuses_paths_outside(app_env):

@@ -10,7 +10,7 @@ from app_helpers import kill_group, page
 from rods_core.seeds import load_seeds
 from rods_core.tasks import read_tasks, write_tasks
 from rods_lab.paths import AppPaths
-from storage.control import process_alive
+from rods_lab.processes import process_alive
 
 
 def catalog():

@@ -141,3 +141,86 @@ def test_every_run_id_in_the_docs_follows_the_id_rule():
             seen.append(given)
             assert is_valid_id(given.replace("$b", "static")), f"{path.name}: run id {given!r} breaks the id rule"
     assert "paper_rods" in seen
+
+
+# ----- docs match the code: versions against the pins, dotted names against the modules -------------------------
+PIN = re.compile(r"^\s*([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?\s*==\s*([0-9][0-9A-Za-z.*]*)")
+EXTRA_PIN = re.compile(r'"([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?==([0-9][^"]*)"')
+# a version named after a requirement word or a comparison is another package's need, not our pin
+NOT_OURS = re.compile(r"(?:needs|wants|requires|[<>=~!]=?)\s*$")
+TOPS = ("rods_core", "rods_lab", "storage", "bench")
+DOTTED = re.compile(r"(?<![\w/.-])((?:rods_core|rods_lab|storage|bench)(?:/\w+)*(?:\.[A-Za-z_]\w*)+)")
+FILE_SUFFIXES = {"py", "md", "yaml", "yml", "json", "jsonl", "txt", "csv", "parquet", "sqlite", "duckdb", "png"}
+
+
+def pins(root: Path = ROOT) -> dict[str, str]:
+    """Package (lower case) -> pinned version, from requirements*.txt and pyproject.toml's extras."""
+    out: dict[str, str] = {}
+    for req in sorted(root.glob("requirements*.txt")):
+        for line in req.read_text(encoding="utf-8").splitlines():
+            if m := PIN.match(line.split("#")[0]):
+                out[m.group(1).lower()] = m.group(2)
+    for m in EXTRA_PIN.finditer((root / "pyproject.toml").read_text(encoding="utf-8")):
+        out.setdefault(m.group(1).lower(), m.group(2))
+    return out
+
+
+def versions_off_pin(text: str, pinned: dict[str, str]) -> list[str]:
+    """`pkg X.Y[.Z]` in the text whose components differ from the pin's (a `*` in the pin matches any)."""
+    bad = []
+    for pkg, pin in pinned.items():
+        for m in re.finditer(rf"(?<![\w/<>=.-]){re.escape(pkg)}[ -]v?(\d+(?:\.\d+)+)(?![\w.])", text, re.I):
+            if NOT_OURS.search(text[max(0, m.start() - 12) : m.start()]):
+                continue
+            named, want = m.group(1).split("."), pin.split(".")
+            if any(w not in ("*", n) for n, w in zip(named, want, strict=False)):
+                bad.append(f"{m.group(0)} (pinned {pkg}=={pin})")
+    return bad
+
+
+def resolves(name: str, root: Path = ROOT) -> bool:
+    """Whether a dotted name (`storage.control.ControlDB.heartbeat`, `rods_lab/processes.stop_run`) is a module
+    of the project, or an attribute chain on one; a file name (`storage/control.py`) counts as its file."""
+    import importlib
+
+    parts = re.split(r"[./]", name)
+    if parts[-1] in FILE_SUFFIXES:
+        return (root / name).exists() or (root / name).parent.is_dir()
+    for i in range(len(parts), 0, -1):
+        where = root.joinpath(*parts[:i])
+        if where.with_suffix(".py").is_file() or (where / "__init__.py").is_file():
+            obj = importlib.import_module(".".join(parts[:i]))
+            for attr in parts[i:]:
+                if not hasattr(obj, attr):
+                    return False
+                obj = getattr(obj, attr)
+            return True
+    return False
+
+
+def test_every_version_named_in_the_docs_is_the_pinned_one():
+    pinned = pins()
+    bad = [f"{p.relative_to(ROOT)}: {v}" for p in DOCS for v in versions_off_pin(p.read_text(encoding="utf-8"), pinned)]
+    assert not bad, "versions in the docs that are not the pins (fix the page, or the pin):\n" + "\n".join(bad)
+
+
+def test_every_dotted_name_in_the_docs_exists():
+    bad = [
+        f"{p.relative_to(ROOT)}: {m.group(1)}"
+        for p in DOCS
+        for m in DOTTED.finditer(p.read_text(encoding="utf-8"))
+        if not resolves(m.group(1))
+    ]
+    assert not bad, "names in the docs that the code does not have (rename them as the code does):\n" + "\n".join(bad)
+
+
+def test_the_code_checks_catch_what_they_are_for():
+    pinned = {"transformers": "5.17.0", "numpy": "2.3.*", "torch": "2.13.0"}
+    text = "transformers 5.24 and numpy 2.4; numpy 2.3, torch 2.13.0, transformers < 5.18, vllm 0.33 needs torch 2.14"
+    assert versions_off_pin(text, pinned) == [
+        "transformers 5.24 (pinned transformers==5.17.0)",
+        "numpy 2.4 (pinned numpy==2.3.*)",
+    ]
+    assert resolves("storage.control.ControlDB.heartbeat") and resolves("rods_lab/processes.stop_run")
+    assert resolves("storage/control.py") and not resolves("rods_core.ranks.handoff_to_accelerate")
+    assert not resolves("storage.control.process_start")

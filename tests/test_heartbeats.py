@@ -17,6 +17,7 @@ from polling import wait_until
 
 from rods_core.policy.build import build_lock
 from rods_lab import views
+from rods_lab.status import run_status
 from storage.control import ControlDB
 from storage.reader import RunReader
 from storage.run_recorder import HEARTBEAT_S
@@ -30,7 +31,7 @@ def state_of(db: ControlDB, run_id: str, timeout_s: float = TIMEOUT_S) -> str:
     if run is None:
         return "not registered"
     has_steps = RunReader(run.out_dir).latest_step() is not None
-    return views.run_view(run.out_dir, db.run_status(run, heartbeat_timeout_s=timeout_s), has_steps)[0].state
+    return views.run_view(run.out_dir, run_status(db, run, heartbeat_timeout_s=timeout_s), has_steps)[0].state
 
 
 def holds(db: ControlDB, run_id: str, state: str, span_s: float = 2 * TIMEOUT_S) -> None:

@@ -224,10 +224,18 @@ def test_batch_items_skip_what_the_action_does_not_apply_to():
     import pandas as pd
 
     rows = pd.DataFrame({"task_id": ["a", "b", "c"], "state": ["awaiting_review", "probing", "retired"]})
-    assert curation.batch_items(rows, "Approve") == ([("a", "approve", None)], ["b", "c"])
-    assert curation.batch_items(rows, "Reject") == ([("a", "reject", None), ("b", "reject", None)], ["c"])
-    sent, skipped = curation.batch_items(rows, "Reseed: more variants")
+    assert curation.batch_items(rows, "approve") == ([("a", "approve", None)], ["b", "c"])
+    assert curation.batch_items(rows, "reject") == ([("a", "reject", None), ("b", "reject", None)], ["c"])
+    sent, skipped = curation.batch_items(rows, "reseed_synthesize")
     assert [s[2] for s in sent] == [{"mode": "synthesize"}] * 3 and skipped == []
+
+
+def test_bulk_actions_are_keyed_by_value_and_labelled_in_the_ui_only():
+    from rods_lab.review import BULK_BUTTONS
+
+    assert list(BULK_BUTTONS) == list(curation.BULK_ACTIONS)  # every action has a button, in the same order
+    labels = {label for label, _ in BULK_BUTTONS.values()}
+    assert not labels & set(curation.BULK_ACTIONS)  # the store never sees a label
 
 
 def test_a_control_database_from_before_the_review_columns_gains_them(tmp_path):

@@ -7,6 +7,7 @@ import subprocess
 
 import pytest
 
+from rods_core.process_identity import process_start
 from rods_lab import views
 from rods_lab.status import (
     LOG_FILE,
@@ -18,7 +19,7 @@ from rods_lab.status import (
     run_status,
     tail,
 )
-from storage.control import ControlDB, process_start
+from storage.control import ControlDB
 
 
 def test_tail_reads_last_lines(tmp_path):

@@ -9,8 +9,10 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
+from rods_core.process_identity import process_start
 from rods_core.tasks import read_tasks
 from rods_lab.cli import app
+from rods_lab.status import run_status
 from storage.control import ControlDB
 from storage.events import EventLog
 from storage.pools import write_pools_snapshot
@@ -32,7 +34,7 @@ def test_runs_list_show_stop(tmp_path):
     run_dir = tmp_path / "runs" / "r1"
     cdb.create_run("r1", run_dir, config={"method": "rods"})
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
-    cdb.register_process("r1", proc.pid)
+    cdb.register_process("r1", proc.pid, process_start(proc.pid))
     with EventLog(run_dir) as log:
         log.append("step", {"step": 0, "reward/mean": 0.1})
     res = runner.invoke(app, ["runs", "list", "--json", "--db", str(db)])
@@ -41,7 +43,7 @@ def test_runs_list_show_stop(tmp_path):
     assert shown["events"]["latest_step"] == 0 and shown["config"] == {"method": "rods"}
     res = runner.invoke(app, ["runs", "stop", "r1", "--db", str(db)])
     assert res.exit_code == 0 and "sent SIGTERM" in res.output
-    assert proc.wait(timeout=10) < 0 and cdb.run_status("r1") == "stopped"
+    assert proc.wait(timeout=10) < 0 and run_status(cdb, "r1") == "stopped"
     res = runner.invoke(app, ["runs", "show", "nope", "--db", str(db)])
     assert res.exit_code == 2 and "no run 'nope'" in res.output
     # a store given as a URL that cannot be reached: its name (password hidden), the reason, the fix

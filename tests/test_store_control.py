@@ -6,19 +6,17 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from polling import wait_until
 
 from bench.control_bench import contention
-from storage.control import ControlDB, StoreError, process_alive, process_start
+from storage.control import ControlDB, StoreError
 from storage.store_engine import DEFAULT_DB, resolve_store
 
 WORKERS = Path(__file__).with_name("store_workers.py")
@@ -40,43 +38,28 @@ def test_runs_round_trip_with_tz_aware_times(db):
     assert run.config_dict() == {"method": "rods", "lr": 1e-5} and run.status == "queued"
     assert run.created_at.tzinfo is not None and run.created_at.utcoffset() == timedelta(0)
     db.update_run("r1", status="finished")
-    assert [r.id for r in db.list_runs()] == ["r1"] and db.run_status("r1") == "finished"
+    assert [r.id for r in db.list_runs()] == ["r1"] and db.get_run("r1").status == "finished"
     with pytest.raises(ValueError, match="status must be one of"):
         db.update_run("r1", status="done")
     with pytest.raises(KeyError):
         db.update_run("nope", status="failed")
 
 
-def test_status_is_checked_against_the_process(db):
-    proc = _sleeper()
-    try:
-        db.create_run("r", "runs/r")
-        db.register_process("r", proc.pid)
-        assert db.run_status("r") == "running"
-        db.update_run("r", heartbeat_at=datetime.now(UTC) - timedelta(minutes=10))
-        assert db.run_status("r") == "stale"
-        db.heartbeat("r", step=7)
-        assert db.get_run("r").step == 7 and db.run_status("r") == "running"
-        # A recorded start time that does not match: the pid was reused by another process.
-        db.update_run("r", proc_start=process_start(proc.pid) + 1)
-        assert db.run_status("r") == "lost"
-        db.update_run("r", proc_start=process_start(proc.pid))
-        proc.kill()
-        # Wait until it has exited but leave it unreaped (WNOWAIT): a zombie child, which run_status reaps.
-        wait_until(lambda: os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT), "the child to exit")
-        assert db.run_status("r") == "lost" and not process_alive(proc.pid, None)
-    finally:
-        proc.kill()
-
-
-def test_stop_run_signals_the_process_group(db):
-    proc = _sleeper()
+def test_the_store_records_a_process_and_a_stop_without_touching_any(db):
+    """The store keeps a run's pid, start time and heartbeat and records a stop; liveness, reaping and
+    signals are the app's (tests/test_run_processes.py)."""
     db.create_run("r", "runs/r")
-    db.register_process("r", proc.pid)
-    assert db.stop_run("r") is True
-    assert proc.wait(timeout=10) == -signal.SIGTERM
-    assert db.get_run("r").status == "stopped" and db.run_status("r") == "stopped"
-    assert db.stop_run("r") is False  # nothing left to signal
+    run = db.register_process("r", 4242, 123_456)
+    assert (run.status, run.pid, run.proc_start) == ("running", 4242, 123_456) and run.heartbeat_at
+    db.heartbeat("r", step=7)
+    assert db.get_run("r").step == 7
+    db.mark_stopped("r", by="ana")
+    assert (db.get_run("r").status, db.get_run("r").stopped_by) == ("stopped", "ana")
+    db.update_run("r", status="finished")
+    db.mark_stopped("r")
+    assert db.get_run("r").status == "finished"  # a run that ended keeps its status
+    with pytest.raises(KeyError):
+        db.mark_stopped("nope")
 
 
 def test_decisions_validate_and_mark_once(db):
@@ -162,12 +145,6 @@ def test_control_db_used_by_several_processes_at_once(db, store):
     authors = Counter(d.author for d in db.decisions("r"))
     assert sorted(authors.values()) == [n, n] and reads > 0
     assert db.get_run("r").step == n - 1
-
-
-def test_process_start_reads_our_own_process():
-    assert process_start(os.getpid()) is not None
-    assert process_alive(os.getpid(), process_start(os.getpid()))
-    assert not process_alive(None, None)
 
 
 def test_decisions_recorded_then_resume_reapplies_only_lost_ones(db, tmp_path):

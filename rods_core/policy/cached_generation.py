@@ -35,8 +35,8 @@ from rods_core.policy.generation import Completion, GenerationStats, OnMessage
 
 _CAPACITY_QUANTUM = 256  # cache capacity grows in multiples of this many positions
 # Prefill runs in groups of rows of about this many packed tokens: the elementwise ops (norms, SiLU,
-# rotary) are memory-bound, and on 2 CPU cores a 48 x 700-token block (100 MB activations) ran ~2x slower
-# per token than blocks that stay in cache.
+# rotary) are memory-bound, so a block whose activations leave the CPU cache runs slower per token
+# (docs/measurements.md, "Choices inside the decoder").
 _PREFILL_TOKENS = 2048
 
 
@@ -52,8 +52,8 @@ def _sample(logits, sampling: SamplingConfig, torch):
         sorted_p, idx = probs.sort(dim=-1, descending=True)
         keep = sorted_p.cumsum(-1) - sorted_p < sampling.top_p  # always keeps the most likely token
         probs = torch.zeros_like(probs).scatter(-1, idx, sorted_p * keep)
-    # inverse-CDF sampling: one uniform number per row and a binary search in the cumulative sum
-    # (torch.multinomial cost 1-4 ms a step on CPU and an exponential race ~0.9 ms, more than a decode step)
+    # inverse-CDF sampling: one uniform number per row and a binary search in the cumulative sum; the
+    # alternatives cost more than a decode step on CPU (docs/measurements.md, "Choices inside the decoder")
     cdf = probs.cumsum(-1)
     u = torch.rand(probs.shape[0], 1, dtype=cdf.dtype, device=cdf.device) * cdf[:, -1:]
     tok = torch.searchsorted(cdf, u).squeeze(-1).clamp(max=probs.shape[-1] - 1)
@@ -412,8 +412,8 @@ class CachedHFGenerator:
         """`_prefill` of whole contexts into a fresh cache of one row each.
 
         A GRPO group's G rollouts start from one prompt (~180 of a demo episode's ~450 tokens): each distinct
-        context is prefilled once and its keys/values copied to every row that starts from it (24 rows of 4
-        prompts: 0.75 -> 0.09 s a step)."""
+        context is prefilled once and its keys/values copied to every row that starts from it (the saving:
+        docs/measurements.md)."""
         first = _first_copies(contexts)
         distinct = sorted(set(first))
         self._start(len(distinct), torch)

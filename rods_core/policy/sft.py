@@ -10,9 +10,6 @@ The loss computes the LM head only at the positions it scores (the assistant's t
 the same loss and gradients as TRL's fused LM head, 1.2-1.4x faster on CPU (docs/measurements.md, loaded);
 TRL's entropy and token-accuracy metrics, which need every position's logits, are not logged.
 Departure from the paper: the paper starts GRPO from an instruction-tuned 4B model, with no SFT stage.
-
-Length: run_sft is the warm start's steps in order (data, TRL config, trainer, stop rule, card), sharing the
-trainer's state.
 """
 
 from __future__ import annotations
@@ -133,7 +130,10 @@ def run_sft(
 ) -> dict[str, Any]:
     """Warm-start the model in `model_dir` on `tasks`, save it with its card to `out_dir`; returns figures.
     `report_to` is TRL's (a run's report.to: its warm start shows up in the same tracker); the named
-    `benchmark` (with memory's `prereq`) plays the demonstrations in the model card's chat format."""
+    `benchmark` (with memory's `prereq`) plays the demonstrations in the model card's chat format.
+
+    Length: the warm start's steps in order (data, TRL config, trainer, stop rule, card), sharing the
+    trainer's state."""
     from datasets import Dataset
     from trl import SFTConfig
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -13,9 +14,57 @@ import typer
 
 from rods_core.config import BENCHMARK_NAMES
 
+_DOCUMENT: list[Any] = []  # the real stdout while one_document() holds it; empty otherwise
+_SAVED_FD: list[int] = []  # its file descriptor
+
+# Commands that always print a JSON document (the others do with --json).
+DOCUMENT_COMMANDS = (("runs", "show"), ("bench", "store"), ("bench", "env"))
+
+
+def prints_document(args: list[str]) -> bool:
+    """Whether this command line prints a JSON document on stdout: `--json`, or a command that always does."""
+    words = [a for a in args if not a.startswith("-")]
+    return "--json" in args or any(tuple(words[: len(c)]) == c for c in DOCUMENT_COMMANDS)
+
+
+@contextmanager
+def one_document() -> Iterator[None]:
+    """Stdout carries one JSON document: everything else written to it (libraries' import chatter such as
+    transformers' "[INFO] Running in WANDB offline mode", TRL's step logs, child processes) goes to stderr,
+    at the file-descriptor level so C code and subprocesses follow; `emit_json` writes to the real stdout.
+    (sys.stdout is swapped too, for code that holds a Python stream other than fd 1.)"""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    document, python_stdout = os.fdopen(os.dup(saved), "w"), sys.stdout
+    sys.stdout = sys.stderr
+    _DOCUMENT.append(document)
+    _SAVED_FD.append(saved)
+    try:
+        yield
+    finally:
+        _DOCUMENT.pop()
+        _SAVED_FD.pop()
+        sys.stdout.flush()
+        document.close()
+        sys.stdout = python_stdout
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def stdout_for_exec() -> None:
+    """Give fd 1 back to the real stdout before this process execs another command (accelerate's launcher):
+    that command's own entry point keeps its stdout to the one document."""
+    if _SAVED_FD:
+        sys.stdout.flush()
+        os.dup2(_SAVED_FD[-1], 1)
+
 
 def emit_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
+    """Print `obj` as the command's JSON document (to the real stdout under one_document())."""
+    out = _DOCUMENT[-1] if _DOCUMENT else sys.stdout
+    out.write(json.dumps(obj, indent=2, default=str) + "\n")
+    out.flush()
 
 
 def fail(msg: str, code: int = 2) -> None:

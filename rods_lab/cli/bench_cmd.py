@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
-from rods_lab.cli._common import fail
+from rods_lab.cli._common import emit_json, fail
 
 app = typer.Typer(no_args_is_help=True, help="Benchmarks: environment, store, synthesis, buffer, training.")
 
@@ -20,7 +19,7 @@ def env(repeats: int = typer.Option(3, min=1, help="take the best of this many p
     """
     from bench.env_bench import run
 
-    typer.echo(json.dumps(run(repeats), indent=2))
+    emit_json(run(repeats))
 
 
 @app.command("curriculum")
@@ -170,4 +169,4 @@ def systems(
 
     with contextlib.redirect_stdout(sys.stderr):  # TRL prints its step logs; stdout carries only the report
         report = run(config, steps=steps, model=model, quick=quick, log=lambda m: typer.echo(m, err=True))
-    typer.echo(json.dumps(report["json"], indent=2) if as_json else report["markdown"])
+    emit_json(report["json"]) if as_json else typer.echo(report["markdown"])

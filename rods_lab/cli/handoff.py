@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
+from rods_lab.cli._common import stdout_for_exec
+
 ACCELERATE_CPU_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "accelerate" / "cpu.yaml"
 
 
@@ -22,4 +24,5 @@ def handoff_to_accelerate(n: int, argv: list[str], cpu: bool) -> NoReturn:
         cmd += ["--multi_gpu", "--dynamo_backend", "no"]
     cmd += ["-m", "rods_lab.cli", *argv]
     sys.stdout.flush()
+    stdout_for_exec()  # under --json the ranks print the document; it must reach the real stdout
     os.execv(sys.executable, cmd)

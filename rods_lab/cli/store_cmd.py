@@ -104,14 +104,14 @@ def runs_list(
 
     Example: rods runs list --json
     """
-    from rods_lab.status import reconcile_dead_runs
+    from rods_lab.status import reconcile_dead_runs, run_status
     from rods_lab.views import build_view
 
     cdb = _db(db)
     reconcile_dead_runs(cdb)
     rows = []
     for r in cdb.list_runs():
-        status = cdb.run_status(r)
+        status = run_status(cdb, r)
         view = build_view(r.out_dir, status, has_steps=bool(r.step))  # a run still building its model says so
         rows.append(
             {
@@ -138,6 +138,7 @@ def runs_show(run_id: str, db: str | None = typer.Option(None, help=DB_HELP)) ->
 
     Example: rods runs show demo
     """
+    from rods_lab.status import run_status
     from storage.reader import RunReader
 
     cdb = _db(db)
@@ -153,7 +154,7 @@ def runs_show(run_id: str, db: str | None = typer.Option(None, help=DB_HELP)) ->
         {
             **run.model_dump(),
             "config": json.loads(run.config),
-            "live_status": cdb.run_status(run),
+            "live_status": run_status(cdb, run),
             "build": build.model_dump(mode="json") if build else None,
             "events": events,
         }
@@ -166,8 +167,10 @@ def runs_stop(run_id: str, db: str | None = typer.Option(None, help=DB_HELP)) ->
 
     Example: rods runs stop demo
     """
+    from rods_lab.processes import stop_run
+
     try:
-        sent = _db(db).stop_run(run_id)
+        sent = stop_run(_db(db), run_id)
     except KeyError:
         fail(f"no run {run_id!r}")
     typer.echo(f"{'sent SIGTERM to' if sent else 'no live process for'} run {run_id}; marked stopped")
