@@ -33,14 +33,14 @@ class Refused(PermissionError):
 
 
 @dataclass(frozen=True)
-class Policy:
+class RolePolicy:
     """The roles allowlist (`[rods.roles]`): lower-cased emails per role."""
 
     reviewers: frozenset[str] = frozenset()
     launchers: frozenset[str] = frozenset()
 
     @classmethod
-    def from_settings(cls, settings: Mapping[str, Any]) -> Policy:
+    def from_settings(cls, settings: Mapping[str, Any]) -> RolePolicy:
         roles = (settings.get("rods") or {}).get("roles") or {}
         unknown = set(roles) - {f"{r}s" for r in ROLES}
         if unknown:
@@ -62,7 +62,7 @@ class Actor:
     name: str
     verified: bool
     roles: frozenset[str]
-    policy: Policy = field(default_factory=Policy, repr=False)
+    policy: RolePolicy = field(default_factory=RolePolicy, repr=False)
 
     def may(self, role: str) -> bool:
         return role in self.roles
@@ -78,7 +78,7 @@ def local(name: str = "") -> Actor:
     return Actor(name.strip(), False, frozenset(ROLES))
 
 
-def actor_of(email: str, policy: Policy) -> Actor:
+def actor_of(email: str, policy: RolePolicy) -> Actor:
     """A logged-in user with the roles the allowlist gives that email."""
     key = email.strip().lower()
     return Actor(email.strip(), True, frozenset(r for r in ROLES if key in policy.members(r)), policy)
@@ -158,7 +158,7 @@ def current() -> Actor:
         return local(str(st.session_state.get("review_reviewer") or ""))
     if not st.user.is_logged_in:
         return Actor("", True, frozenset())
-    return actor_of(str(st.user.email or ""), Policy.from_settings(_secrets()))
+    return actor_of(str(st.user.email or ""), RolePolicy.from_settings(_secrets()))
 
 
 @contextlib.contextmanager

@@ -15,7 +15,7 @@ from browser_helpers import CHROMIUM, SHOTS, VIEWPORT, approve_all_matching, fre
 
 from bench.review_bench import build_review_run
 from rods_lab import review
-from rods_lab.identity import Policy, Refused, actor_of
+from rods_lab.identity import Refused, RolePolicy, actor_of
 from storage.control import ControlDB
 
 pytestmark = pytest.mark.browser
@@ -90,7 +90,7 @@ def test_two_users_log_in_and_only_the_reviewer_decides(lab):
     decided = db.decisions(RUN_ID)
     assert len(decided) == VARIANTS and {d.author for d in decided} == {REVIEWER}
     assert db.verify_audit(RUN_ID).ok
-    policy = Policy.from_settings(tomllib.loads(secrets.read_text()))  # the roles the served app read
+    policy = RolePolicy.from_settings(tomllib.loads(secrets.read_text()))  # the roles the served app read
     with pytest.raises(Refused, match=rf"{READER} may not decide on tasks: only reviewers may \({REVIEWER}\)"):
         review.decide(db, RUN_ID, [(decided[0].task_id, "reject", None)], actor_of(READER, policy))
     assert len(db.decisions(RUN_ID)) == VARIANTS

@@ -14,7 +14,7 @@ from app_helpers import ROOT, lab_env
 from bench.review_bench import build_review_run
 from rods_core.config import load_config
 from rods_lab import catalog_edits, launch, review
-from rods_lab.identity import Policy, Refused, actor_of, auth_missing, lab_serving_problem, local
+from rods_lab.identity import Refused, RolePolicy, actor_of, auth_missing, lab_serving_problem, local
 from rods_lab.paths import AppPaths
 from storage.control import ControlDB
 
@@ -26,7 +26,7 @@ AUTH = {
     "server_metadata_url": "http://127.0.0.1:9400/.well-known/openid-configuration",
 }
 ROLES = {"rods": {"roles": {"reviewers": ["Ana@Lab.example"], "launchers": ["lin@lab.example"]}}}
-POLICY = Policy.from_settings(ROLES)
+POLICY = RolePolicy.from_settings(ROLES)
 ANA, LIN, RO = (actor_of(e, POLICY) for e in ("ana@lab.example", "lin@lab.example", "ro@lab.example"))
 
 
@@ -44,7 +44,7 @@ def test_roles_come_from_the_allowlist_and_a_refusal_names_who_may():
     assert (ANA.roles, LIN.roles, RO.roles) == ({"reviewer"}, {"launcher"}, frozenset())
     assert local("").roles == {"reviewer", "launcher"}  # no login: one person on this machine
     with pytest.raises(ValueError, match=r"unknown key\(s\) \['admins'\]"):
-        Policy.from_settings({"rods": {"roles": {"admins": []}}})
+        RolePolicy.from_settings({"rods": {"roles": {"admins": []}}})
 
 
 def test_the_lab_host_is_refused_without_login(tmp_path):
