@@ -181,13 +181,20 @@ def approve_all_matching(pg) -> None:
     pg.get_by_text(re.compile(r"decision\(s\) approve by")).first.wait_for()
 
 
-def focused(pg) -> str:
-    """The task id shown in the focus view's variant selector."""
-    box = pg.locator(key("review_focus"))
+def picked(pg, name: str) -> str:
+    """The value a selectbox with `key=name` shows: its input's value, else its last line of text (Streamlit
+    draws the choice in either, by version and state)."""
+    box = pg.locator(key(name))
     box.wait_for()
     field = box.locator("input")
     shown = field.first.input_value() if field.count() else ""
-    return shown or box.inner_text().strip().splitlines()[-1].strip()
+    lines = box.inner_text().strip().splitlines()
+    return shown or (lines[-1].strip() if lines else "")
+
+
+def focused(pg) -> str:
+    """The task id shown in the focus view's variant selector."""
+    return picked(pg, "review_focus")
 
 
 def press(pg, shortcut: str) -> None:

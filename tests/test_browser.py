@@ -29,6 +29,7 @@ from browser_helpers import (
     key,
     need_chromium,
     open_page,
+    picked,
     readme_shot,
     serve,
     set_reviewer,
@@ -61,7 +62,7 @@ def page(served):
 
 def opens_on(pg, picker: str, run_id: str) -> None:
     """The page's run picker shows `run_id` once the page has drawn it (a picker read before then is empty)."""
-    wait(lambda: run_id in pg.locator(key(picker)).inner_text(), 60, f"{picker} to show {run_id}", every=1)
+    wait(lambda: run_id in picked(pg, picker), 60, f"{picker} to show {run_id}", every=1)
 
 
 def test_launch_watch_review_export_import(served, page):
