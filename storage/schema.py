@@ -45,7 +45,7 @@ STEP_METRICS: dict[str, str] = {
     "buffer/staged": "size of the staged pool after the step",
     "buffer/active": "size of the active pool after the step",
     "buffer/retired": "size of the retired pool after the step",
-    "synth/queued": "boundary tasks waiting for synthesis",
+    "synth/queued": "synthesis jobs asked and not yet taken back (in flight; deterministic: not yet due)",
     "synth/accepted": "variants accepted during the step",
     "synth/rejected": "variants rejected during the step",
     "synth/refused": "boundary parents not handed to synthesis at the step: the queue was full, or the leak "
