@@ -56,6 +56,14 @@ def run_matrix(evals: pd.DataFrame, method: str, y: str, x: str) -> tuple[np.nda
     return np.asarray(ys.columns, dtype=float), xs.to_numpy(dtype=float), ys.to_numpy(dtype=float)
 
 
+def run_seeds(evals: pd.DataFrame, method: str) -> list | None:
+    """The run seed of each row of run_matrix(evals, method, ...) (runs in the pivot's order); None without seeds."""
+    ev = evals[evals.method == method]
+    if "seed" not in ev or ev.empty:
+        return None
+    return list(ev.drop_duplicates("run").set_index("run").sort_index().seed)
+
+
 def first_reach(x: np.ndarray, y: np.ndarray, target: float) -> float:
     """The first x at which the piecewise-linear curve (x, y) reaches `target` (inf if it never does)."""
     for i in range(len(y)):
@@ -115,6 +123,7 @@ class ReachCost:
     ci95: tuple[float, float]  # percentile bootstrap over runs of both methods (inf: not reached in > 2.5%)
     reached_share: float  # share of bootstrap resamples in which the method reached the target
     n: tuple[int, int]  # runs of (method, reference)
+    paired: bool = False  # resampled by run seed (both methods ran the same seeds), else each method on its own
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -130,14 +139,22 @@ def reach_cost(
     seed: int = 0,
 ) -> ReachCost | None:
     """The cost fraction of `method` to reach `reference`'s final score on one x axis (COST_AXES), with a
-    bootstrap interval: runs of each method are resampled, the two mean curves rebuilt, the target re-read.
-    None when either method has no evaluated run."""
+    bootstrap interval: the two mean curves rebuilt from resampled runs, the target re-read. Paired when both
+    methods ran the same run seeds (one draw of seeds for both: each seed shares a held-out set and warm start),
+    else runs of each method resampled on their own. None when either method has no evaluated run."""
     _, xm, ym = run_matrix(evals, method, y, axis)
     _, xr, yr = run_matrix(evals, reference, y, axis)
     if not ym.size or not yr.size:
         return None
     rng = np.random.default_rng(seed)
-    im, ir = _resample(len(ym), boots, rng), _resample(len(yr), boots, rng)
+    sm, sr = run_seeds(evals, method), run_seeds(evals, reference)
+    paired = sm is not None and sr is not None and len(set(sr)) == len(sr) and sorted(sm) == sorted(sr)
+    if paired:
+        order = [sm.index(s) for s in sr]  # the method's rows in the reference's seed order
+        xm, ym = xm[order], ym[order]
+        im = ir = _resample(len(yr), boots, rng)
+    else:
+        im, ir = _resample(len(ym), boots, rng), _resample(len(yr), boots, rng)
     fractions, reached = [], []
     for a, b in zip(im, ir, strict=True):
         target = yr[b, -1].mean()
@@ -159,6 +176,7 @@ def reach_cost(
         ci95=(float(lo), float(hi)),
         reached_share=float(np.mean(reached[1:])),
         n=(len(ym), len(yr)),
+        paired=paired,
     )
 
 
@@ -190,9 +208,10 @@ def describe_reach(r: ReachCost, goal: float = 0.2) -> str:
             f"K = {r.n[0]} / {r.n[1]}; {unit}): the runs say nothing about sample efficiency"
         )
     verdict = "under" if hi <= goal else ("not under" if lo > goal else "not decided against")
+    how = "paired bootstrap over run seeds" if r.paired else "bootstrap over each method's runs"
     return (
         f"{r.method} reached {r.reference}'s final held-out {r.target:.3f} at {r.fraction:.2f} of its {unit} "
-        f"(95% CI {_fmt(lo)} .. {_fmt(hi)}, K = {r.n[0]} / {r.n[1]}): {verdict} the goal of {goal:.2f}"
+        f"(95% CI {_fmt(lo)} .. {_fmt(hi)}, {how}, K = {r.n[0]} / {r.n[1]}): {verdict} the goal of {goal:.2f}"
     )
 
 

@@ -23,9 +23,14 @@ from bench.efficiency import COST_AXES, at_equal_cost, attach_costs, curve_band,
 from bench.experiments import fmt_ci, run_table, t_interval
 from bench.experiments_binding import binding_checks
 from bench.experiments_offline import OFFLINE_ARMS
+from bench.paper_criteria import criteria
+from bench.paper_criteria import markdown as criteria_markdown
 from bench.paper_frames import PaperFrames, evals_with_times, load_paper
 from bench.paper_heldout import bindings_data, synthesized, transfer
 from bench.paper_heldout import markdown as heldout_markdown
+from bench.paper_paired import distinct_tasks, paired_curves
+from bench.paper_sizes import loads, sizes
+from bench.paper_sizes import markdown as sizes_markdown
 
 
 def machine_note(settings: dict, runs_meta: list[dict]) -> str:
@@ -94,6 +99,36 @@ def table_figure(shown: pd.DataFrame, comps: list[dict], title: str) -> go.Figur
     return fig
 
 
+def paired_figures(ev: pd.DataFrame, note: str) -> tuple[dict[str, go.Figure], dict[str, list]]:
+    """Per reference arm (static, each offline arm): every other arm's per-seed difference in held-out progress
+    at each evaluation step, with the paired t 95% band (bench.paper_paired)."""
+    figs, data = {}, {}
+    for ref, curve in paired_curves(ev).items():
+        name = f"paired_progress_vs_{ref}"
+        ks = "/".join(map(str, sorted({int(n) for n in curve.n})))
+        title = (
+            f"held-out progress minus {ref}'s, paired by run seed<br><sup>seeds paired: {ks}; mean per-seed "
+            f"difference, paired t 95% band; machine {note}</sup>"
+        )
+        figs[name] = band_plot(curve, "trajectories", "diff", title, f"held-out progress - {ref}")
+        figs[name].add_hline(y=0, line={"color": "#888888", "dash": "dot"})
+        data[name] = curve.to_dict("records")
+    return figs, data
+
+
+def distinct_figure(dt: pd.DataFrame, note: str) -> tuple[go.Figure, pd.DataFrame]:
+    """Held-out progress against the distinct synthesized tasks trained on by each evaluation: mean over runs per
+    arm and step, with a bootstrap band over runs (the x differs between arms, so nothing to pair)."""
+    curve = curve_band(dt, "progress", "distinct_synthesized")
+    title = (
+        f"held-out progress vs distinct synthesized tasks trained on<br><sup>{_k(curve)}; static 0, offline arms "
+        f"their M from step 0; 95% bootstrap band over runs; machine {note}</sup>"
+    )
+    fig = band_plot(curve, "distinct_synthesized", "progress", title, "held-out progress")
+    fig.update_layout(xaxis_title="distinct synthesized tasks trained on (cumulative)")
+    return fig, curve
+
+
 def _k(curve: pd.DataFrame) -> str:
     ks = sorted({int(n) for n in curve.n}) if not curve.empty else []
     return "K = " + "/".join(map(str, ks)) if ks else "no runs"
@@ -119,6 +154,15 @@ def build(p: PaperFrames, settings: dict, runs_meta: list[dict]) -> tuple[dict[s
         title = f"{y_title} vs {COST_AXES.get(x, 'trajectories consumed')}<br><sup>{_k(curve)}, 95% bootstrap band over runs; machine {note}</sup>"
         figs[name] = band_plot(curve, x, y, title, y_title)
         data["curves"][name] = curve.to_dict("records")
+    paired_figs, paired_data = paired_figures(ev, note)
+    figs.update(paired_figs)
+    data["curves"].update(paired_data)
+    made = {m["run"]: int(m["offline"]["made"]) for m in runs_meta if m.get("offline")}
+    dt = distinct_tasks(ev, p.groups, set(settings.get("pool") or []), made)
+    if not dt.empty:
+        figs["progress_vs_distinct_tasks"], dcurve = distinct_figure(dt, note)
+        data["curves"]["progress_vs_distinct_tasks"] = dcurve.to_dict("records")
+    data["distinct_tasks_runs"] = dt.to_dict("records")
     runs, equal = run_table(p.frames), {}
     for axis in ("tokens", "train_s"):
         values, equal[axis] = at_equal_cost(ev, "progress", axis)
@@ -154,9 +198,27 @@ def build(p: PaperFrames, settings: dict, runs_meta: list[dict]) -> tuple[dict[s
             "synthesized": synthesized(p.groups, p.frames.steps, set(settings.get("pool") or [])),
             "bindings": bindings_data(bindings),
             "offline": {m["run"]: m["offline"] for m in runs_meta if m.get("offline")},
+            "criteria": [c.as_dict() for c in criteria(runs, ev, comps)],
+            "sizes": sizes(settings, runs),
+            "loads": loads(runs_meta),
         }
     )
     return figs, data
+
+
+def distinct_markdown(data: dict) -> list[str]:
+    """Held-out progress and distinct synthesized tasks per arm at the last evaluation (the figure's end points)."""
+    curve = pd.DataFrame(data["curves"].get("progress_vs_distinct_tasks") or [])
+    if curve.empty:
+        return []
+    last = curve[curve.step == curve.groupby("method").step.transform("max")]
+    lines = ["## Held-out progress vs distinct synthesized tasks (last evaluation, mean over runs)", ""]
+    lines += [
+        f"- {r.method}: {r.distinct_synthesized:.0f} distinct synthesized tasks, progress {r.progress:.3f} "
+        f"(95% band {r.lo:.3f} .. {r.hi:.3f}, K = {r.n})"
+        for r in last.itertuples()
+    ]
+    return [*lines, ""]
 
 
 def eval_summary(costs: pd.DataFrame) -> dict:
@@ -176,6 +238,9 @@ def markdown(data: dict, figures: list[str]) -> str:
         f"{s.get('max_steps')} steps x {s.get('trajectories_per_step')} trajectories per run; "
         f"held-out evaluation every {s.get('eval_every')} steps; machine {data['machine']}.",
         "",
+        *criteria_markdown(data["criteria"]),
+        *distinct_markdown(data),
+        *sizes_markdown(data["sizes"], data["loads"], (s.get("machine") or {}).get("cores")),
         "## Sample efficiency (rods against static's and the offline arms' final held-out progress)",
         "",
         *[f"- {t}" for t in data["reach_sentences"]],

@@ -19,9 +19,9 @@ from rods_lab.cli import app
 from storage.events import EventLog
 
 
-def write_run(root, run, name, method, progress, shares, retire_at=None, seed=0):
+def write_run(root, run, name, method, progress, shares, retire_at=None, seed=0, played=("v1",) * 4):
     """4 steps of 10 trajectories (100 tokens, 2 s each), evals at steps 0, 2, 4, one variant retired at
-    `retire_at` after being played in every step up to it."""
+    `retire_at` after being played in every step up to it; `played`: the task trained on at each step."""
     run_dir = root / "runs" / run
     run_dir.mkdir(parents=True)
     (run_dir / "config.yaml").write_text(yaml.safe_dump({"name": name, "method": method, "seed": seed}))
@@ -33,7 +33,8 @@ def write_run(root, run, name, method, progress, shares, retire_at=None, seed=0)
                  "time/step_s": 2.0, "boundary/informative_share": shares[step - 1], "buffer/active": 4.0},
             )  # fmt: skip
             log.append(
-                "task_stats", {"step": step, "task_id": "v1", "n": 6, "mean": 0.5, "var": 0.1, "region": "boundary"}
+                "task_stats",
+                {"step": step, "task_id": played[step - 1], "n": 6, "mean": 0.5, "var": 0.1, "region": "boundary"},
             )
         for step, p in zip((0, 2, 4), progress, strict=True):
             log.append(
@@ -61,9 +62,9 @@ def write_run(root, run, name, method, progress, shares, retire_at=None, seed=0)
 def experiment(tmp_path):
     folder = tmp_path / "exp"
     for k in range(2):
-        write_run(folder, f"rods_r{k}", "rods", "rods", [0.1, 0.5, 0.5], [0.6, 0.6, 0.5, 0.5], retire_at=2)
-        write_run(folder, f"static_r{k}", "static", "static", [0.1, 0.2, 0.3], [0.6, 0.6, 0.3, 0.3])
-        write_run(folder, f"single_layer_r{k}", "single_layer", "rods", [0.1, 0.2, 0.25], [0.5, 0.5, 0.5, 0.5], 1)
+        write_run(folder, f"rods_r{k}", "rods", "rods", [0.1, 0.5, 0.5], [0.6, 0.6, 0.5, 0.5], retire_at=2, seed=k)
+        write_run(folder, f"static_r{k}", "static", "static", [0.1, 0.2, 0.3], [0.6, 0.6, 0.3, 0.3], seed=k)
+        write_run(folder, f"single_layer_r{k}", "single_layer", "rods", [0.1, 0.2, 0.25], [0.5] * 4, 1, seed=k)
     return folder
 
 
@@ -127,3 +128,73 @@ def test_every_arm_of_one_figure_has_its_own_line_colour():
     colours = {t.name: t.line.color for t in fig.data if t.mode == "lines+markers"}
     assert set(colours) == set(arms)
     assert len(set(colours.values())) == len(arms), colours
+
+
+def designed_experiment(tmp_path):
+    """rods, static and offline_small over run seeds 0-2 with the manifest `rods bench paper` writes: the pool,
+    the held-out sets, each run's load at its start and the offline arm's M. rods trains on a new variant each
+    step and ends 0.2 + 0.01 x seed above static; offline_small ends 0.1 above static."""
+    folder, runs = tmp_path / "exp", []
+    for k in range(3):
+        for arm, final, played in (
+            ("rods", 0.5 + 0.01 * k, ("v1", "v2", "v3", "v4")),
+            ("static", 0.3, ("s1",) * 4),
+            ("offline_small", 0.4, ("s1", "o1", "o2", "s1")),
+        ):
+            method = "rods" if arm == "rods" else "static"
+            write_run(folder, f"{arm}_r{k}", arm, method, [0.1, 0.2, final], [0.5] * 4, seed=k, played=played)
+            meta = {"run": f"{arm}_r{k}", "arm": arm, "method": arm, "status": "finished", "wall_s": 1.0,
+                    "load_1min_at_start": 0.25 + k}  # fmt: skip
+            if arm == "offline_small":
+                meta["offline"] = {"asked": 7, "made": 7, "per_seed_asked": 7, "heldout_collisions_excluded": 0}
+            runs.append(meta)
+    settings = {"arms": ["rods", "static", "offline_small"], "repeats": 3, "max_steps": 4, "trajectories_per_step": 10,
+                "eval_every": 2, "pool": ["s1", "s2"], "machine": {"cores": 2, "load_1min": 0.1},
+                "heldout_sets": {"H1": {"n": 16, "sha256": "ab" * 32}, "H2": {"n": 8, "sha256": "cd" * 32}}}  # fmt: skip
+    (folder / "manifest.json").write_text(json.dumps({"settings": settings, "runs": runs}))
+    return folder
+
+
+def test_paper_report_pairs_every_arm_with_static_and_the_offline_arm_by_run_seed(tmp_path):
+    out = write(designed_experiment(tmp_path), tmp_path / "docs", png=False, log=lambda *_: None)
+    data = json.loads((out / "summary.json").read_text())
+    vs_static = pd.DataFrame(data["curves"]["paired_progress_vs_static"])
+    last = vs_static[(vs_static.method == "rods") & (vs_static.step == 4)].iloc[0]
+    # per-seed differences 0.20, 0.21, 0.22: mean 0.21, paired t 95% half-width 4.303 x 0.01 / sqrt(3)
+    assert last["diff"] == pytest.approx(0.21) and last.n == 3 and last.above == 3
+    assert (last.lo, last.hi) == (pytest.approx(0.21 - 0.024843, abs=1e-5), pytest.approx(0.21 + 0.024843, abs=1e-5))
+    assert set(vs_static.method) == {"rods", "offline_small"}
+    vs_offline = pd.DataFrame(data["curves"]["paired_progress_vs_offline_small"])
+    assert set(vs_offline.method) == {"rods"} and vs_offline[vs_offline.step == 4]["diff"].iat[0] == pytest.approx(0.11)
+    for name in ("paired_progress_vs_static", "paired_progress_vs_offline_small", "progress_vs_distinct_tasks"):
+        assert (out / f"{name}.json").exists(), name
+    assert "progress_vs_trajectories" in data["curves"]  # the per-arm curves stay
+
+
+def test_progress_against_distinct_synthesized_tasks_counts_what_entered_training_by_each_evaluation(tmp_path):
+    out = write(designed_experiment(tmp_path), tmp_path / "docs", png=False, log=lambda *_: None)
+    data = json.loads((out / "summary.json").read_text())
+    per_run = {(r["run"], r["step"]): r["distinct_synthesized"] for r in data["distinct_tasks_runs"]}
+    assert [per_run[("rods_r0", s)] for s in (0, 2, 4)] == [0, 2, 4]  # a new variant each step
+    assert [per_run[("static_r1", s)] for s in (0, 2, 4)] == [0, 0, 0]
+    assert [per_run[("offline_small_r2", s)] for s in (0, 2, 4)] == [7, 7, 7]  # its M, in training from the start
+    curve = pd.DataFrame(data["curves"]["progress_vs_distinct_tasks"])
+    assert curve[(curve.method == "rods") & (curve.step == 4)].distinct_synthesized.iat[0] == 4
+
+
+def test_paper_report_states_the_sizes_the_load_per_run_and_the_pre_registered_criteria(tmp_path):
+    out = write(designed_experiment(tmp_path), tmp_path / "docs", png=False, log=lambda *_: None)
+    data = json.loads((out / "summary.json").read_text())
+    size = data["sizes"]
+    assert size["pool"] == 2 and size["repeats"] == 3 and size["trajectories_per_run"] == 40
+    assert size["heldout_sets"]["H1"]["n"] == 16 and size["arms"]["rods"] == {
+        "runs": 3, "seeds": [0, 1, 2], "trajectories_min": 40.0, "trajectories_max": 40.0}  # fmt: skip
+    assert [r["load_1min_at_start"] for r in data["loads"] if r["arm"] == "rods"] == [0.25, 1.25, 2.25]
+    v = {c["name"]: c["verdict"] for c in data["criteria"]}
+    # static rises +0.2 in every seed; rods beats it on all 3 seeds with a tiny spread (Holm over the whole table)
+    assert v["gate"] == "holds" and v["S1"] == "supported" and v["S3"] == "supported" and v["R3"] == "inconclusive"
+    assert v["S2"] == v["R2"] == "not evaluable" and v["S4"] == "not evaluable"
+    md = (out / "summary.md").read_text()
+    assert "## Pre-registered criteria (design.md)" in md and "| S1 | rods beats static on final H1 progress |" in md
+    assert "- H1: 16 tasks, sha256 `" + "ab" * 32 + "`" in md and "| rods_r2 | rods | finished | 1.0 | 2.25 |" in md
+    assert "- offline_small: 7 distinct synthesized tasks" in md
