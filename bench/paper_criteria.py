@@ -97,6 +97,17 @@ def _span(c: dict, other: str) -> str:
     )
 
 
+def _equal_budget(synthesized: dict[str, dict]) -> str:
+    """'; distinct synthesized tasks rods 41, offline_small 41; trajectories 4800 / 4800' where both are known."""
+    r, o = synthesized.get("rods"), synthesized.get("offline_small")
+    if not r or not o:
+        return ""
+    return (
+        f"; distinct synthesized tasks rods {r['distinct_synthesized']:.1f}, offline_small "
+        f"{o['distinct_synthesized']:.1f}; trajectories {r['trajectories']:.0f} / {o['trajectories']:.0f}"
+    )
+
+
 def _claimed(c: dict, side: int) -> bool:
     """A difference is claimed when the Holm-adjusted p < ALPHA and the interval excludes 0 on `side`."""
     p = c.get("p_holm")
@@ -121,12 +132,14 @@ def criteria(
     runs: pd.DataFrame,
     evals: pd.DataFrame,
     comps: list[dict] | None = None,
+    synthesized: dict[str, dict] | None = None,
     min_n: int = MIN_RUNS,
     boots: int = 2000,
 ) -> list[Criterion]:
     """The gate, S1-S4 and R1-R3 over the run table (bench.experiments.run_table: method, seed, final_progress,
     initial_progress) and the H1 eval frame (for S4's reach). `comps` is the report's table of comparisons
-    (its Holm family); computed from `runs` alone when not given."""
+    (its Holm family); computed from `runs` alone when not given. `synthesized` (arm -> bench.paper_heldout's
+    row: distinct_synthesized, trajectories) adds to S3 what its "equal trajectories and tasks" rests on."""
     comps = comparisons(runs, pd.DataFrame()) if comps is None else comps
     arms = set(runs.method) if not runs.empty else set()
     g = gate(runs)
@@ -138,7 +151,8 @@ def criteria(
             out.append(_not_evaluable(name, why))
             continue
         holds = _claimed(c, +1) if name != "S3" else bool(c["lo"] > -MARGIN)
-        out.append(_judge(name, holds, g, _span(c, other), c, {"comparison": c}))
+        figures = _span(c, other) + (_equal_budget(synthesized or {}) if name == "S3" else "")
+        out.append(_judge(name, holds, g, figures, c, {"comparison": c}))
     out.append(_reach(evals, arms, g, min_n, boots))
     c = _row(comps, "static")
     why = _missing(c, "static", arms, min_n)

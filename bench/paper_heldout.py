@@ -40,18 +40,26 @@ def transfer(scores: pd.DataFrame) -> list[dict]:
     return out
 
 
-def synthesized(groups: pd.DataFrame, steps: pd.DataFrame, pool: set[str]) -> list[dict]:
-    """Per arm: distinct tasks outside the pool's seeds that its runs trained on (mean over runs) and trajectories."""
+def synthesized(
+    groups: pd.DataFrame, steps: pd.DataFrame, pool: set[str], offline_made: dict[str, int] | None = None
+) -> list[dict]:
+    """Per arm: distinct tasks outside the pool's seeds that its runs trained on (mean over runs) and trajectories.
+    An offline run's count is its M (`offline_made`: run -> variants in its training set, all there from step 0),
+    beside the distinct ones it happened to play (`played`)."""
     if groups.empty or not pool:
         return []
+    offline_made = offline_made or {}
     per_run = groups[~groups.task_id.isin(pool)].groupby(["method", "run"]).task_id.nunique()
     traj = steps.groupby("run").trajectories_total.max() if "trajectories_total" in steps else pd.Series(dtype=float)
     out = []
     for arm, runs in groups.groupby("method").run.unique().items():
-        counts = [int(per_run.get((arm, r), 0)) for r in runs]
-        mean, half, n = t_interval(counts)
+        played = [int(per_run.get((arm, r), 0)) for r in runs]
+        mean, half, n = t_interval([offline_made.get(r, p) for r, p in zip(runs, played, strict=True)])
         t_mean, _, _ = t_interval([traj.get(r, math.nan) for r in runs])
-        out.append({"arm": arm, "distinct_synthesized": mean, "ci95": half, "runs": n, "trajectories": t_mean})
+        out.append(
+            {"arm": arm, "distinct_synthesized": mean, "ci95": half, "runs": n, "trajectories": t_mean,
+             "played": t_interval(played)[0]}
+        )  # fmt: skip
     return out
 
 
@@ -86,8 +94,9 @@ def markdown(data: dict) -> list[str]:
     if data.get("synthesized"):
         lines += ["## Synthesized tasks trained on", ""]
         lines += [
-            f"- {r['arm']}: {fmt_ci(r['distinct_synthesized'], r['ci95'], 1)} distinct tasks outside the seeds, "
-            f"{r['trajectories']:.0f} trajectories (K = {r['runs']})"
+            f"- {r['arm']}: {fmt_ci(r['distinct_synthesized'], r['ci95'], 1)} distinct tasks outside the seeds"
+            + (f" in its training set ({r['played']:.1f} played)" if r.get("played") != r["distinct_synthesized"] else "")
+            + f", {r['trajectories']:.0f} trajectories (K = {r['runs']})"
             for r in data["synthesized"]
         ]
         by = {r["arm"]: r for r in data["synthesized"]}

@@ -180,6 +180,7 @@ def build(p: PaperFrames, settings: dict, runs_meta: list[dict]) -> tuple[dict[s
     reach = [r.as_dict() for r in reaches]
     churn = churn_runs(p.buffer, p.groups, p.frames.steps) if not p.frames.steps.empty else pd.DataFrame()
     costs = eval_cost(evals_with_times(p), p.step_times)
+    synth = synthesized(p.groups, p.frames.steps, set(settings.get("pool") or []), made)
     data.update(
         {
             "reach": reach,
@@ -195,10 +196,10 @@ def build(p: PaperFrames, settings: dict, runs_meta: list[dict]) -> tuple[dict[s
             "heldout_sets": settings.get("heldout_sets"),
             "collisions": p.collisions.groupby("method").n.sum().to_dict() if not p.collisions.empty else {},
             "transfer": transfer(p.heldout),
-            "synthesized": synthesized(p.groups, p.frames.steps, set(settings.get("pool") or [])),
+            "synthesized": synth,
             "bindings": bindings_data(bindings),
             "offline": {m["run"]: m["offline"] for m in runs_meta if m.get("offline")},
-            "criteria": [c.as_dict() for c in criteria(runs, ev, comps)],
+            "criteria": [c.as_dict() for c in criteria(runs, ev, comps, {r["arm"]: r for r in synth})],
             "sizes": sizes(settings, runs),
             "loads": loads(runs_meta),
         }

@@ -144,3 +144,20 @@ def test_at_equal_cost_reads_every_run_at_the_least_any_run_spent():
     values, common = at_equal_cost(ev, "progress", "tokens")
     assert common == 200.0
     assert dict(zip(values.run, values.value, strict=True)) == pytest.approx({"a": 0.4, "b": 0.2})
+
+
+def test_the_reach_interval_is_paired_by_run_seed_when_both_methods_ran_the_same_seeds():
+    # seed levels differ widely; rods reaches static's final at half its trajectories in every seed
+    levels = [0.1, 0.4, 0.2, 0.5]
+    ev = _evals(
+        {
+            "rods": [[v, v + 0.2, v + 0.2] for v in levels],
+            "static": [[v, v + 0.1, v + 0.2] for v in levels],
+        }
+    )
+    paired = reach_cost(ev, "rods", "static", boots=400)
+    unpaired = reach_cost(ev.assign(seed=ev.seed + 10 * (ev.method == "rods")), "rods", "static", boots=400)
+    assert paired.paired and not unpaired.paired and paired.fraction == unpaired.fraction == pytest.approx(0.5)
+    assert paired.ci95 == pytest.approx((0.5, 0.5))  # one shift per seed: no spread left once paired
+    assert unpaired.ci95[1] - unpaired.ci95[0] > 0.1
+    assert "paired bootstrap over run seeds" in describe_reach(paired)

@@ -198,3 +198,7 @@ def test_paper_report_states_the_sizes_the_load_per_run_and_the_pre_registered_c
     assert "## Pre-registered criteria (design.md)" in md and "| S1 | rods beats static on final H1 progress |" in md
     assert "- H1: 16 tasks, sha256 `" + "ab" * 32 + "`" in md and "| rods_r2 | rods | finished | 1.0 | 2.25 |" in md
     assert "- offline_small: 7 distinct synthesized tasks" in md
+    # S3 says what "equal trajectories and distinct synthesized tasks" rests on; an offline arm counts its M
+    s3 = next(c for c in data["criteria"] if c["name"] == "S3")
+    assert "distinct synthesized tasks rods 4.0, offline_small 7.0; trajectories 40 / 40" in s3["figures"]
+    assert "- offline_small: 7.0 ± 0.0 distinct tasks outside the seeds in its training set (2.0 played)" in md
