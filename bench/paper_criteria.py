@@ -206,12 +206,36 @@ def _x(v: float) -> str:
     return f"{v:.2f}" if math.isfinite(v) else "not reached"
 
 
+def side_checks(runs: pd.DataFrame, buffer: pd.DataFrame, collisions: pd.DataFrame) -> list[dict]:
+    """The design's checks that do not gate: P_max binds (`offer/budget` refusals in rods' runs; none: it did
+    not bind), and the synthesized variants rejected for equalling a held-out task (never trained on)."""
+    rods = sorted(runs[runs.method == "rods"].run) if not runs.empty else []
+    out = []
+    if rods:
+        hits = buffer[(buffer.reason == "offer/budget") & buffer.run.isin(rods)] if not buffer.empty else buffer
+        per = hits.groupby("run").size().to_dict() if not hits.empty else {}
+        each = ", ".join(f"{r} {per.get(r, 0)}" for r in rods)
+        out.append(
+            {"check": "P_max binds in rods' runs", "holds": bool(per),
+             "figures": f"{sum(per.values())} offer/budget refusals ({each})"
+             + ("" if per else ": P_max did not bind")}
+        )  # fmt: skip
+    n = {} if collisions.empty else collisions.groupby(["method", "set"]).n.sum().to_dict()
+    said = ", ".join(f"{arm} {name} {k}" for (arm, name), k in sorted(n.items())) or "none found"
+    out.append(
+        {"check": "held-out collisions left out of training", "holds": None,
+         "figures": f"variants equal to a held-out task, rejected before training: {said}"}
+    )  # fmt: skip
+    return out
+
+
 def _p_or_1(p: float | None) -> float:
     return 1.0 if p is None or math.isnan(p) else p
 
 
-def markdown(found: list[dict]) -> list[str]:
-    """The criteria (Criterion.as_dict rows) as a Markdown table, then the overall outcome in one line."""
+def markdown(found: list[dict], checks: list[dict] = ()) -> list[str]:
+    """The criteria (Criterion.as_dict rows) as a Markdown table, the overall outcome in one line, then the
+    checks that do not gate (side_checks)."""
     lines = ["## Pre-registered criteria (design.md)", ""]
     lines += ["| criterion | claim | figures | Holm p | verdict |", "|---|---|---|---|---|"]
     for c in found:
@@ -219,6 +243,8 @@ def markdown(found: list[dict]) -> list[str]:
         lines.append(f"| {c['name']} | {c['claim']} | {c['figures']} | {p} | **{c['verdict']}** |")
     said = {v: [c["name"] for c in found if c["verdict"] == v] for v in (*VERDICTS, "holds", "fails")}
     lines += ["", "Outcome: " + "; ".join(f"{v}: {', '.join(n)}" for v, n in said.items() if n) + ".", ""]
+    lines += [f"- Checked, not gating: {c['check']}: {c['figures']}." for c in checks]
+    lines += [""] if checks else []
     lines += [
         "A difference is claimed only when its Holm-adjusted p (over the report's whole comparison table) is below "
         f"{ALPHA} and its paired interval excludes 0; fewer than {MIN_RUNS} paired run seeds: not evaluable.",

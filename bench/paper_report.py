@@ -1,9 +1,12 @@
 """The figures a paper would print, from one experiment folder into a docs folder: held-out curves with bootstrap
-bands against trajectories, tokens and wall time, static's depletion curve, the active pool, the ablation table;
-each as PNG plus the JSON of the numbers behind it, and summary.md / summary.json with every interval.
+bands against trajectories, tokens and wall time, each arm's per-seed difference from static and from each offline
+arm with a paired band, progress against distinct synthesized tasks, static's depletion curve, the active pool, the
+ablation table; each as PNG plus the JSON of the numbers behind it, and summary.md / summary.json with every
+interval, the pre-registered criteria's verdicts, the sizes of every set and the machine's load as each run started.
 
-Composition only: the numbers come from bench.efficiency, bench.churn and bench.ablation; plotting and PNG export
-reuse bench.curriculum_report (band_figure, export_pngs).
+Composition only: the numbers come from bench.efficiency, bench.churn, bench.ablation, bench.paper_paired,
+bench.paper_criteria and bench.paper_sizes; plotting and PNG export reuse bench.curriculum_report (band_figure,
+export_pngs).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from bench.efficiency import COST_AXES, at_equal_cost, attach_costs, curve_band,
 from bench.experiments import fmt_ci, run_table, t_interval
 from bench.experiments_binding import binding_checks
 from bench.experiments_offline import OFFLINE_ARMS
-from bench.paper_criteria import criteria
+from bench.paper_criteria import criteria, side_checks
 from bench.paper_criteria import markdown as criteria_markdown
 from bench.paper_frames import PaperFrames, evals_with_times, load_paper
 from bench.paper_heldout import bindings_data, synthesized, transfer
@@ -200,6 +203,7 @@ def build(p: PaperFrames, settings: dict, runs_meta: list[dict]) -> tuple[dict[s
             "bindings": bindings_data(bindings),
             "offline": {m["run"]: m["offline"] for m in runs_meta if m.get("offline")},
             "criteria": [c.as_dict() for c in criteria(runs, ev, comps, {r["arm"]: r for r in synth})],
+            "side_checks": side_checks(runs, p.buffer, p.collisions),
             "sizes": sizes(settings, runs),
             "loads": loads(runs_meta),
         }
@@ -239,7 +243,7 @@ def markdown(data: dict, figures: list[str]) -> str:
         f"{s.get('max_steps')} steps x {s.get('trajectories_per_step')} trajectories per run; "
         f"held-out evaluation every {s.get('eval_every')} steps; machine {data['machine']}.",
         "",
-        *criteria_markdown(data["criteria"]),
+        *criteria_markdown(data["criteria"], data["side_checks"]),
         *distinct_markdown(data),
         *sizes_markdown(data["sizes"], data["loads"], (s.get("machine") or {}).get("cores")),
         "## Sample efficiency (rods against static's and the offline arms' final held-out progress)",

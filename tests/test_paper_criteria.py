@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.paper_criteria import GATE_RISE, criteria, gate, markdown
+from bench.paper_criteria import GATE_RISE, criteria, gate, markdown, side_checks
 
 STEPS = 11  # evaluations at steps 0, 10, ..., 100 of 48 trajectories a step
 
@@ -104,3 +104,14 @@ def test_a_pilot_of_rods_and_static_at_k_2_decides_only_the_gate():
 def test_without_static_the_gate_is_not_evaluable():
     runs, ev = experiment({"rods": 0.0})
     assert gate(runs).verdict == "not evaluable" and verdicts(runs, ev)["S1"] == "not evaluable"
+
+
+def test_the_checks_that_do_not_gate_say_whether_p_max_bound_and_count_held_out_collisions():
+    runs, _ = experiment({"rods": 0.0, "static": 0.0}, k=2)
+    none = pd.DataFrame(columns=["run", "method", "step", "task_id", "reason"])
+    hits = pd.DataFrame([{"run": "rods_r0", "method": "rods", "set": "H1", "n": 3}])
+    p_max, held = side_checks(runs, none, hits)
+    assert p_max["holds"] is False and p_max["figures"].endswith("(rods_r0 0, rods_r1 0): P_max did not bind")
+    assert held["figures"].endswith("rejected before training: rods H1 3")
+    refused = pd.DataFrame([{"run": "rods_r1", "method": "rods", "step": 3, "task_id": "v", "reason": "offer/budget"}])
+    assert side_checks(runs, refused, hits.iloc[0:0])[0]["holds"] is True

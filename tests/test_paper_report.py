@@ -19,9 +19,10 @@ from rods_lab.cli import app
 from storage.events import EventLog
 
 
-def write_run(root, run, name, method, progress, shares, retire_at=None, seed=0, played=("v1",) * 4):
+def write_run(root, run, name, method, progress, shares, retire_at=None, seed=0, played=("v1",) * 4, refused=0):
     """4 steps of 10 trajectories (100 tokens, 2 s each), evals at steps 0, 2, 4, one variant retired at
-    `retire_at` after being played in every step up to it; `played`: the task trained on at each step."""
+    `retire_at` after being played in every step up to it; `played`: the task trained on at each step;
+    `refused`: variants refused at step 1 by P_max (offer/budget)."""
     run_dir = root / "runs" / run
     run_dir.mkdir(parents=True)
     (run_dir / "config.yaml").write_text(yaml.safe_dump({"name": name, "method": method, "seed": seed}))
@@ -42,6 +43,9 @@ def write_run(root, run, name, method, progress, shares, retire_at=None, seed=0,
                 {"step": step, "split": "variants", "accuracy": p / 2, "progress": p, "per_category": {},
                  "trajectories": step * 10},
             )  # fmt: skip
+        for i in range(refused):
+            log.append("buffer", {"step": 1, "task_id": f"x{i}", "from_pool": None, "to_pool": None,
+                                  "reason": "offer/budget"})  # fmt: skip
         if retire_at:
             log.append(
                 "buffer", {"step": 1, "task_id": "v1", "from_pool": None, "to_pool": "staged", "reason": "offer/staged"}
@@ -142,7 +146,9 @@ def designed_experiment(tmp_path):
             ("offline_small", 0.4, ("s1", "o1", "o2", "s1")),
         ):
             method = "rods" if arm == "rods" else "static"
-            write_run(folder, f"{arm}_r{k}", arm, method, [0.1, 0.2, final], [0.5] * 4, seed=k, played=played)
+            refused = 2 if arm == "rods" and k == 1 else 0
+            write_run(folder, f"{arm}_r{k}", arm, method, [0.1, 0.2, final], [0.5] * 4, seed=k, played=played,
+                      refused=refused)  # fmt: skip
             meta = {"run": f"{arm}_r{k}", "arm": arm, "method": arm, "status": "finished", "wall_s": 1.0,
                     "load_1min_at_start": 0.25 + k}  # fmt: skip
             if arm == "offline_small":
@@ -202,3 +208,7 @@ def test_paper_report_states_the_sizes_the_load_per_run_and_the_pre_registered_c
     s3 = next(c for c in data["criteria"] if c["name"] == "S3")
     assert "distinct synthesized tasks rods 4.0, offline_small 7.0; trajectories 40 / 40" in s3["figures"]
     assert "- offline_small: 7.0 ± 0.0 distinct tasks outside the seeds in its training set (2.0 played)" in md
+    assert (
+        "- Checked, not gating: P_max binds in rods' runs: 2 offer/budget refusals (rods_r0 0, rods_r1 2, rods_r2 0)."
+        in md
+    )
