@@ -211,6 +211,23 @@ def build(p: PaperFrames, settings: dict, runs_meta: list[dict]) -> tuple[dict[s
     return figs, data
 
 
+def paired_markdown(data: dict) -> list[str]:
+    """Each paired difference curve's last point: arm - reference, its paired t interval and the seeds above."""
+    lines = []
+    for name, rows in data["curves"].items():
+        if not name.startswith("paired_progress_vs_") or not rows:
+            continue
+        c = pd.DataFrame(rows)
+        for r in c[c.step == c.groupby("method").step.transform("max")].itertuples():
+            span = f"{r.lo:+.3f} .. {r.hi:+.3f}" if pd.notna(r.lo) else "interval n/a with one seed"
+            lines.append(
+                f"- {r.method} - {r.reference}: {r.diff:+.3f} (paired t 95% CI {span}; {r.above}/{r.n} seeds above; "
+                f"step {r.step}, {r.trajectories:.0f} trajectories)"
+            )
+    head = ["## Held-out progress paired by run seed (last evaluation; curves in paired_progress_vs_*)", ""]
+    return [*head, *lines, ""] if lines else []
+
+
 def distinct_markdown(data: dict) -> list[str]:
     """Held-out progress and distinct synthesized tasks per arm at the last evaluation (the figure's end points)."""
     curve = pd.DataFrame(data["curves"].get("progress_vs_distinct_tasks") or [])
@@ -244,6 +261,7 @@ def markdown(data: dict, figures: list[str]) -> str:
         f"held-out evaluation every {s.get('eval_every')} steps; machine {data['machine']}.",
         "",
         *criteria_markdown(data["criteria"], data["side_checks"]),
+        *paired_markdown(data),
         *distinct_markdown(data),
         *sizes_markdown(data["sizes"], data["loads"], (s.get("machine") or {}).get("cores")),
         "## Sample efficiency (rods against static's and the offline arms' final held-out progress)",

@@ -175,6 +175,8 @@ def test_paper_report_pairs_every_arm_with_static_and_the_offline_arm_by_run_see
     for name in ("paired_progress_vs_static", "paired_progress_vs_offline_small", "progress_vs_distinct_tasks"):
         assert (out / f"{name}.json").exists(), name
     assert "progress_vs_trajectories" in data["curves"]  # the per-arm curves stay
+    md = (out / "summary.md").read_text()
+    assert "- rods - static: +0.210 (paired t 95% CI +0.185 .. +0.235; 3/3 seeds above; step 4, 40 trajectories)" in md
 
 
 def test_progress_against_distinct_synthesized_tasks_counts_what_entered_training_by_each_evaluation(tmp_path):
