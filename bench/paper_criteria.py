@@ -183,9 +183,10 @@ def _reach(evals: pd.DataFrame, arms: set[str], g: Criterion, min_n: int, boots:
         return _not_evaluable("S4", f"{min(r.n) if r else 0} runs; at least {min_n} needed")
     lo, hi = r.ci95
     at = f"at {r.fraction:.2f} of" if math.isfinite(r.fraction) else "never within"
+    how = "paired bootstrap over run seeds" if r.paired else "bootstrap over each arm's runs"
     figures = (
         f"rods reaches offline_large's final H1 {r.target:.3f} {at} its trajectories (95% CI {_x(lo)} .. "
-        f"{_x(hi)}, {'paired' if r.paired else 'unpaired'} bootstrap over runs; goal <= {REACH_GOAL})"
+        f"{_x(hi)}, {how}; goal <= {REACH_GOAL})"
     )
     return _judge("S4", bool(hi <= REACH_GOAL), g, figures, None, {"reach": r.as_dict()})
 
@@ -198,7 +199,7 @@ def _offline_beats(comps: list[dict], arms: set[str], g: Criterion, min_n: int) 
         return _not_evaluable("R3", "; ".join(f"{o}: {_missing(c, o, arms, min_n)}" for o, c in present))
     holds = any(_claimed(c, -1) for _, c in usable)
     figures = "; ".join(_span(c, o) for o, c in usable)
-    best = min((c for _, c in usable), key=lambda c: _p_or_1(c.get("p_holm")))
+    best = min((c for _, c in usable), key=lambda c: c["diff"])  # the offline arm closest to beating rods: its p
     return _judge("R3", holds, g, figures, best, {o: c for o, c in usable})
 
 
@@ -227,10 +228,6 @@ def side_checks(runs: pd.DataFrame, buffer: pd.DataFrame, collisions: pd.DataFra
          "figures": f"variants equal to a held-out task, rejected before training: {said}"}
     )  # fmt: skip
     return out
-
-
-def _p_or_1(p: float | None) -> float:
-    return 1.0 if p is None or math.isnan(p) else p
 
 
 def markdown(found: list[dict], checks: list[dict] = ()) -> list[str]:

@@ -64,6 +64,7 @@ def test_a_rods_no_better_than_static_uniform_parents_or_offline_is_refuted_on_e
     found = {c.name: c for c in criteria(runs, ev, boots=300)}
     r1 = found["R1"].numbers["comparison"]
     assert r1["paired"] and r1["n"] == 6 and r1["hi"] < 0.02 and found["R1"].p_holm >= r1["p"]
+    assert found["R3"].p_holm == found["R3"].numbers["offline_large"]["p_holm"]  # the arm furthest above rods
 
 
 def test_a_noisy_small_difference_is_inconclusive_both_ways():
