@@ -1,9 +1,9 @@
 """No benchmark-name or task-type branch outside rods_core/benchmarks/: the library and the app go through the
 Benchmark protocol (seeds, leak guard, synthesizer, verify, group, edits, declared options).
 
-The pattern is the before-stop hook's plus `kind is Task` and a `benchmark is None` default. The few branches
-left on BFCL multi-turn's task shape are listed by file and line text: a new branch anywhere fails, and one
-removed must leave the list, so the list only shrinks."""
+The pattern is the before-stop hook's plus `kind is Task` and a `benchmark is None` default. No branch is left:
+a new one anywhere fails (REMAINING stays empty; what differs between benchmarks goes behind the protocol:
+`import_problem`, `facts`, `structure`, `distance`)."""
 
 from __future__ import annotations
 
@@ -16,22 +16,7 @@ BRANCH = re.compile(
     r'[!=]= "bfcl_multi_turn"|isinstance\([a-z_]+, Task\)|kind is (not )?Task|task_type is (not )?Task'
     r"|benchmark is (not )?None"
 )
-# The task-file door's replay check (task_files.replay_problem) and the app's views of a BFCL task's turns,
-# calls and class combinations (curation.distance, catalog.seed_frame, views.is_bfcl) still read BFCL's Task.
-REMAINING = {
-    (
-        "rods_core/task_files.py",
-        'other = benchmark if benchmark is not None and benchmark.name != "bfcl_multi_turn" else None',
-    ),
-    ("rods_lab/views.py", "return bench.task_type is Task"),
-    ("storage/catalog.py", "other = task is not None and not isinstance(task, Task)"),
-    ("storage/curation.py", "if not isinstance(task, Task):"),
-    (
-        "storage/curation.py",
-        '"category": t.category if isinstance(t, Task) else (group_of(t) if group_of else ""),',
-    ),
-    ("storage/curation.py", '"class_combo": " + ".join(sorted(t.involved_classes)) if isinstance(t, Task) else "",'),
-}
+REMAINING: set[tuple[str, str]] = set()  # every branch moved behind the Benchmark protocol; keep it empty
 
 
 def branches() -> set[tuple[str, str]]:
