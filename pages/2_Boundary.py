@@ -50,7 +50,7 @@ def live(run_dir: str) -> None:
     ratio = var.ratio.dropna()
     right.metric("Boundary / other variance (latest)", f"{ratio.iloc[-1]:.2f}×" if len(ratio) else "—")
     cx = complexity(run_dir)
-    if not views.is_bfcl(ui.benchmark(run_dir)):  # no class combinations, depth or turns: success by group
+    if not views.has_structure(ui.benchmark(run_dir)):  # no class combinations, depth or turns: success by group
         st.plotly_chart(charts.group_lines(cx), key="boundary_groups")
         return
     combos = ["all", *sorted(cx.class_combo.unique())] if not cx.empty else ["all"]

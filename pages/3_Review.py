@@ -29,7 +29,7 @@ st.caption(
     + ("its variants wait here for approval." if mode == "gated" else "its variants are probed at once.")
 )
 reviewer = review.reviewer_field()
-bfcl = views.is_bfcl(ui.benchmark(run.out_dir))  # a config.yaml naming no benchmark stops the page here
+structured = views.has_structure(ui.benchmark(run.out_dir))  # a config.yaml naming no benchmark stops the page here
 
 
 @st.cache_data(max_entries=4, show_spinner=False)
@@ -62,8 +62,10 @@ if "review_view" not in st.session_state or st.session_state.get("review_view_ru
 f = st.columns([2, 2, 2, 2, 2])
 view = f[0].radio("Show", curation.VIEWS, key="review_view", horizontal=True)
 text = f[1].text_input("Task or parent id contains", key="review_text")
-cats = f[2].multiselect("Category" if bfcl else "Group", sorted(rows.category.unique()), key="review_cats")
-combos = f[3].multiselect("Class combination", sorted(rows.class_combo.unique()), key="review_combos") if bfcl else []
+cats = f[2].multiselect("Category" if structured else "Group", sorted(rows.category.unique()), key="review_cats")
+combos = (
+    f[3].multiselect("Class combination", sorted(rows.class_combo.unique()), key="review_combos") if structured else []
+)
 regions = f[4].multiselect("Parent's region", sorted(rows.parent_region.unique()), key="review_regions")
 matching = curation.filter_rows(rows, view, text, cats, combos, regions)
 s = st.columns([2, 1, 1, 1, 3])
@@ -86,7 +88,7 @@ picked = st.dataframe(
     selection_mode="multi-row",
     key=f"review_table_{view_key.hexdigest()[:12]}",
     column_config={"parent_mean": st.column_config.NumberColumn(format="%.2f")},
-    column_order=None if bfcl else curation.GROUP_REVIEW_COLUMNS,
+    column_order=None if structured else curation.GROUP_REVIEW_COLUMNS,
 )
 everything = st.checkbox(f"Act on all {len(matching)} matching the filter", key="review_all")
 target = matching if everything else shown.iloc[picked.selection.rows]

@@ -43,7 +43,7 @@ def export_bytes(run_dir: str, pool: str, run_id: str) -> tuple[bytes, int, str]
 run = ui.pick_run("buffer", synthesizing=True)
 if run is None:
     st.stop()
-bfcl = views.is_bfcl(ui.benchmark(run.out_dir))
+structured = views.has_structure(ui.benchmark(run.out_dir))
 df = table(run.out_dir)
 a, b, c = st.columns([2, 2, 3])
 pools = a.multiselect("Pools", POOLS, key="buffer_pools")
@@ -55,14 +55,14 @@ keep &= df.region.isin(regions) if regions else True
 view = df[keep]
 st.write(f"{len(view)} of {len(df)} tasks")
 # another benchmark's tasks have no class combination, depth, turns or calls: those columns are left out
-st.dataframe(view, hide_index=True, height=280, column_order=None if bfcl else views.GROUP_COLUMNS)
+st.dataframe(view, hide_index=True, height=280, column_order=None if structured else views.GROUP_COLUMNS)
 st.plotly_chart(charts.lineage_tree(views.lineage(df)), key="buffer_lineage")
 
 left, right = st.columns([3, 2])
 with left:
     st.subheader("Task history")
     tid = st.selectbox("Task", view.task_id.tolist(), key="buffer_task")
-    if tid and not bfcl:
+    if tid and not structured:
         st.markdown(rendered(run.out_dir, tid))
     if tid:
         stats, moves = history(run.out_dir, tid)

@@ -92,7 +92,7 @@ def fresh_variants(
         return []
     seed, keys, variants = derive_seed(cfg.seed, purpose), {p.content_key() for p in parents}, []
     for parent in parents:
-        for v in synth.variants(parent, per_parent, seed):
+        for v in synth.variants(parent, per_parent, seed).accepted:
             if v.content_key() not in keys:
                 keys.add(v.content_key())
                 variants.append(v)

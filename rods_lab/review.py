@@ -59,7 +59,7 @@ def table(run_dir: str, run_id: str, read: str) -> pd.DataFrame:
         reader.latest_task_stats(),
         db.decisions(run_id),
         Counter(c.task_id for c in db.comments(run_id)),
-        ui.benchmark(run_dir).group_of,
+        ui.benchmark(run_dir),
     )
 
 
@@ -245,19 +245,19 @@ def focus(run: SimpleNamespace, rows: pd.DataFrame, reviewer: Actor) -> None:
     st.caption(
         f"{ids.index(tid) + 1} of {len(ids)} · {row.state} · {row.decision or 'no decision'} · "
         f"changed: {row.values_changed} value(s)"
-        + (f", {row.calls_changed} call(s), {row.turns_changed} turn(s)" if views.is_bfcl(bench) else "")
+        + (f", {row.calls_changed} call(s), {row.turns_changed} turn(s)" if views.has_structure(bench) else "")
         + " · "
         f"stages {row.stages or '(none recorded)'} · keys: " + ", ".join(f"{k} {v}" for k, v in SHORTCUTS.items())
     )
     tasks = {t.id: t for t in snapshot(run.out_dir, token()).tasks("all")}
     task = tasks[tid]
     parent = tasks.get(task.provenance.parent_id or "")
-    if views.is_bfcl(bench):
+    if views.has_structure(bench):
         st.html(diff_html(parent, task))
     else:
         render_diff(bench, parent, task)
     if deciding and st.session_state.get("review_editing"):
-        (fix_and_accept if views.is_bfcl(bench) else fix_and_accept_record)(run, task, reviewer)
+        (fix_and_accept if views.has_structure(bench) else fix_and_accept_record)(run, task, reviewer)
     comments(run, tid, reviewer)
 
 

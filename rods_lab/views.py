@@ -24,7 +24,6 @@ from rods_core.benchmarks.protocols import Benchmark
 from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, make_benchmark
 from rods_core.config import SYNTH_METHODS, ConfigError, read_config_data
 from rods_core.inputs import json_value
-from rods_core.signature import signature
 from rods_core.tasks import Task
 from rods_lab.status import RunState, dead_run_message, format_eta, run_state, run_status
 from storage.build_progress import BuildProgress, BuildProgressError, read_build_progress
@@ -138,15 +137,18 @@ def run_benchmark(run_dir: str | Path) -> Benchmark:
         raise RunBenchmarkError(f"{cfg}: cannot tell the run's benchmark: {e}") from e
 
 
-def is_bfcl(bench: Benchmark) -> bool:
-    """Whether the benchmark's tasks are BFCL multi-turn `Task`s (signatures, class combinations, calls)."""
-    return bench.task_type is Task
+def has_structure(bench: Benchmark) -> bool:
+    """Whether the benchmark's tasks have a structure the app charts (`Benchmark.structure`): class
+    combinations, depth, user turns and ground-truth calls, shown turn by turn. Without one the pages show
+    success and pools by group, and a task as the benchmark renders it."""
+    return bench.structure is not None
 
 
-def snapshot(run_dir: str | Path) -> PoolsSnapshot:
-    """The pools snapshot, or an empty one before the trainer wrote the first."""
+def snapshot(run_dir: str | Path, bench: Benchmark | None = None) -> PoolsSnapshot:
+    """The pools snapshot, its tasks read as `bench`'s (the benchmark its config.yaml names when not given),
+    or an empty one before the trainer wrote the first."""
     try:
-        return read_pools_snapshot(run_dir)
+        return read_pools_snapshot(run_dir, bench.task_type if bench else None)
     except PoolsFileError:
         return PoolsSnapshot(step=None, written_at=None, pools={})
 
@@ -166,11 +168,6 @@ STRUCTURE_COLUMNS = [
 ]
 
 
-def _structure(task: Task) -> list:
-    s = signature(task).summary()
-    return [s["class_combo"], int(s["depth"]), task.n_turns, task.n_calls]
-
-
 def _structure_key(task: Task) -> str:
     """What a signature depends on: the task without its id and provenance (variants of seeds share seeds')."""
     blob = task.model_dump_json(exclude={"id", "provenance"})
@@ -180,12 +177,14 @@ def _structure_key(task: Task) -> str:
 def structure_table(
     snap: PoolsSnapshot, cache_file: str | Path | None = None, bench: Benchmark | None = None
 ) -> pd.DataFrame:
-    """task_id, pool, class_combo, depth, turns, calls, complexity ("depth d × turns t") per pool task.
+    """task_id, pool, class_combo, depth, turns, calls, complexity ("depth d × turns t") per pool task, by
+    `Benchmark.structure` (`bench`: the run's; BFCL multi-turn when not given).
 
-    Signatures replay each task (~1 ms each); `cache_file` (JSON, e.g. in the workspace) keeps them across
-    pages, runs that share seeds, and app restarts. Another benchmark's tasks (`bench` not BFCL multi-turn)
-    have no signature: their category, class_combo and complexity are the benchmark's group, the rest 0."""
-    if bench is not None and not is_bfcl(bench):
+    BFCL's structure replays each task (~1 ms each); `cache_file` (JSON, e.g. in the workspace) keeps it across
+    pages, runs that share seeds, and app restarts. A benchmark whose tasks have no structure: their category,
+    class_combo and complexity are the benchmark's group, the rest 0."""
+    bench = bench or make_benchmark()
+    if not has_structure(bench):
         return _group_table(snap, bench)
     cache: dict[str, list] = {}
     if cache_file and Path(cache_file).exists():
@@ -198,13 +197,14 @@ def structure_table(
     for t in snap.tasks("all"):
         key = _structure_key(t)
         if key not in cache:
-            cache[key], new = _structure(t), new + 1
+            s = bench.structure(t)
+            cache[key], new = [s.class_combo, s.depth, s.turns, s.calls], new + 1
         combo, depth, turns, calls = cache[key]
         rows.append(
             {
                 "task_id": t.id,
                 "pool": pool_of.get(t.id),
-                "category": t.category,
+                "category": bench.group_of(t),
                 "class_combo": combo,
                 "depth": depth,
                 "turns": turns,
@@ -223,7 +223,8 @@ def structure_table(
     return pd.DataFrame(rows, columns=STRUCTURE_COLUMNS)
 
 
-# what a pool table of another benchmark's tasks shows (`pool_table` columns without BFCL's structure)
+# what a pool table of tasks without structure shows (`pool_table` columns without class combination, depth,
+# turns or calls)
 GROUP_COLUMNS = ["task_id", "pool", "category", "source", "parent_id", "mean", "var", "region", "last_step"]
 
 
@@ -368,7 +369,7 @@ def pool_table(
 ) -> pd.DataFrame:
     """Every pool task with its structure (`structure_table`) and latest statistics."""
     reader = reader or RunReader(run_dir)
-    table = structure_table(snapshot(run_dir), cache_file, bench)
+    table = structure_table(snapshot(run_dir, bench), cache_file, bench)
     stats = reader.latest_task_stats()
     if stats.empty:
         return table.assign(mean=float("nan"), var=float("nan"), region=None, last_step=pd.NA)

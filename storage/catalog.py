@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from rods_core.benchmarks.protocols import Benchmark
+from rods_core.benchmarks.protocols import Benchmark, TaskFacts
 from rods_core.benchmarks.registry import BENCHMARK_NAMES, make_benchmark, task_type_of
 from rods_core.tasks import Task
 from storage.control import ControlDB, Seed
@@ -52,28 +52,28 @@ def import_seeds(
 
 
 @functools.cache
-def _group_of(kind: type) -> Callable[[Any], str]:
-    """`group_of` of the first benchmark whose tasks are of this model (memory's scenario for every backend)."""
-    return make_benchmark(next(n for n in BENCHMARK_NAMES if task_type_of(n) is kind)).group_of
+def _facts_of(kind: type) -> Callable[[Any], TaskFacts]:
+    """`facts` of the first benchmark whose tasks are of this model (memory's for every backend)."""
+    return make_benchmark(next(n for n in BENCHMARK_NAMES if task_type_of(n) is kind)).facts
 
 
 def seed_frame(db: ControlDB) -> pd.DataFrame:
-    """task_id, enabled, tags (comma separated), source, category, turns, calls, added_at. Another
-    benchmark's task has its group (memory's scenario) as category, and no turns or calls (0)."""
+    """task_id, enabled, tags (comma separated), source, category, turns, calls, added_at: the task's
+    `Benchmark.facts` (memory's: its scenario, no turns or calls); empty and 0 for an entry without a
+    readable record (a built-in BFCL seed)."""
     rows = []
     for s in db.list_seeds():
-        rec = json.loads(s.record) if s.record else {}
         task = _catalog_task(s)
-        other = task is not None and not isinstance(task, Task)
+        facts = _facts_of(type(task))(task) if task is not None else TaskFacts("")
         rows.append(
             {
                 "task_id": s.task_id,
                 "enabled": bool(s.enabled),
                 "tags": ", ".join(json.loads(s.tags or "[]")),
                 "source": s.source,
-                "category": _group_of(type(task))(task) if other else rec.get("category", ""),
-                "turns": 0 if other else len(rec.get("question", [])),
-                "calls": 0 if other else sum(len(c) for c in rec.get("ground_truth", [])),
+                "category": facts.group,
+                "turns": facts.turns,
+                "calls": facts.calls,
                 "added_at": s.added_at,
             }
         )

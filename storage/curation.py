@@ -7,17 +7,14 @@ control database's decisions, so the same rules serve the Review page, `rods run
 
 from __future__ import annotations
 
-import ast
 import difflib
-import functools
 import json
-from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from rods_core.benchmarks.protocols import Benchmark
+from rods_core.benchmarks.registry import make_benchmark
 from rods_core.spreadsheet import csv_text
 from rods_core.tasks import Task
 from storage.control import ControlDB, DecisionRecord
@@ -41,7 +38,8 @@ REVIEW_COLUMNS = [
     "age_steps",
     "comments",
 ]
-# the review table of another benchmark's tasks: no class combination, calls or turns (`record_distance`)
+# the review table of a benchmark whose tasks have no structure (`Benchmark.structure` None): no class
+# combination, calls or turns (`protocols.record_distance`)
 GROUP_REVIEW_COLUMNS = [c for c in REVIEW_COLUMNS if c not in ("class_combo", "calls_changed", "turns_changed")]
 AUDIT_COLUMNS = [
     "id",
@@ -63,80 +61,6 @@ BULK_ACTIONS = {  # what a reviewer's action sends -> (the decision's action, it
     "reseed_promote": ("reseed", {"mode": "promote"}),
     "reseed_synthesize": ("reseed", {"mode": "synthesize"}),
 }
-
-
-# ----- distance from the parent ------------------------------------------------------------------------
-@functools.lru_cache(maxsize=65_536)  # variants repeat their parents' calls: parse each string once
-def _call_parts(call: str) -> tuple[str, tuple[str, ...]]:
-    """(function name, argument values as source text); an unparsable call is its own name, no values."""
-    try:
-        node = ast.parse(call.strip(), mode="eval").body
-    except SyntaxError:
-        return call, ()
-    if not isinstance(node, ast.Call):
-        return call, ()
-    values = (*(ast.dump(a) for a in node.args), *(f"{k.arg}={ast.dump(k.value)}" for k in node.keywords))
-    return ast.dump(node.func), values
-
-
-@dataclass(frozen=True)
-class Distance:
-    """How far a variant is from its parent: argument values, calls and turns that differ."""
-
-    values: int
-    calls: int
-    turns: int
-
-
-def _leaves(value: Any, path: str = "") -> dict[str, Any]:
-    """A JSON value's scalars by their path ("sessions.0.2")."""
-    if isinstance(value, dict):
-        return {k: v for key, item in value.items() for k, v in _leaves(item, f"{path}.{key}").items()}
-    if isinstance(value, list):
-        return {k: v for i, item in enumerate(value) for k, v in _leaves(item, f"{path}.{i}").items()}
-    return {path: value}
-
-
-def record_distance(parent: Any | None, task: Any) -> Distance:
-    """Another benchmark's task (no calls, no turns): the values of its record (id and provenance aside)
-    that differ from the parent's, path by path; every value without a parent."""
-    new = _leaves(task.model_dump(mode="json", exclude={"id", "provenance"}))
-    if parent is None:
-        return Distance(len(new), 0, 0)
-    old = _leaves(parent.model_dump(mode="json", exclude={"id", "provenance"}))
-    return Distance(sum(new.get(k) != old.get(k) for k in new.keys() | old.keys()), 0, 0)
-
-
-def distance(parent: Task | None, task: Task) -> Distance:
-    """Calls are aligned by turn and position: a call whose function differs (or that one side lacks) is a
-    changed call; a call to the same function counts each differing argument value. A turn changed when its
-    user words or calls differ. Without a parent, everything counts as changed. A task of another benchmark
-    is measured by `record_distance`."""
-    if not isinstance(task, Task):
-        return record_distance(parent, task)
-    if parent is None:
-        return Distance(sum(len(_call_parts(c)[1]) for t in task.ground_truth for c in t), task.n_calls, task.n_turns)
-    if parent.ground_truth == task.ground_truth and parent.user_texts == task.user_texts:
-        return Distance(0, 0, 0)
-    values = calls = turns = 0
-    for i in range(max(task.n_turns, parent.n_turns)):
-        new = task.ground_truth[i] if i < task.n_turns else []
-        old = parent.ground_truth[i] if i < parent.n_turns else []
-        said = task.user_texts[i] if i < task.n_turns else None
-        was = parent.user_texts[i] if i < parent.n_turns else None
-        turns += new != old or said != was
-        for j in range(max(len(new), len(old))):
-            if j >= len(new) or j >= len(old):
-                calls += 1
-                continue
-            if new[j] == old[j]:
-                continue
-            (fn_new, args_new), (fn_old, args_old) = _call_parts(new[j]), _call_parts(old[j])
-            if fn_new != fn_old:
-                calls += 1
-            else:
-                values += max(1, sum((Counter(args_new) - Counter(args_old)).values()))
-    return Distance(values, calls, turns)
 
 
 Line = tuple[str, bool]  # (text, changed)
@@ -181,14 +105,15 @@ def review_rows(
     stats: pd.DataFrame,
     decisions: Iterable[DecisionRecord],
     comments: Mapping[str, int] | None = None,
-    group_of: Callable[[Any], str] | None = None,
+    bench: Benchmark | None = None,
 ) -> pd.DataFrame:
     """One row per staged task and per variant with a decision (wherever it is now), oldest first.
 
     `reasons` maps a task to its latest buffer (reason, step); `outcomes` a variant to its (stages, reason);
     `stats` holds each task's latest task_stats row (task_id, mean, region, step); `comments` counts notes.
-    `group_of` (the run's `Benchmark.group_of`) fills the category column of another benchmark's tasks,
-    which have no category and no class combination (its column stays empty)."""
+    `bench` (the run's benchmark; BFCL multi-turn when not given) gives each task's category and class
+    combination (`Benchmark.facts`) and its distance from its parent (`Benchmark.distance`)."""
+    bench = bench or make_benchmark()
     last = {d.task_id: d for d in decisions}  # decisions come oldest first: the latest per task wins
     pool_of = snap.pool_of()
     by_id = {t.id: t for t in snap.tasks("all")}
@@ -201,7 +126,7 @@ def review_rows(
         reason, since = reasons.get(t.id, ("", None))
         pool = pool_of[t.id]
         state = ("awaiting_review" if reason == "offer/awaiting_review" else "probing") if pool == "staged" else pool
-        d = distance(by_id.get(parent_id), t)
+        d, facts = bench.distance(by_id.get(parent_id), t), bench.facts(t)
         ps = stat.get(parent_id, {})
         rows.append(
             {
@@ -209,8 +134,8 @@ def review_rows(
                 "state": state,
                 "decision": _decision_text(last[t.id]) if t.id in last else "",
                 "parent_id": parent_id,
-                "category": t.category if isinstance(t, Task) else (group_of(t) if group_of else ""),
-                "class_combo": " + ".join(sorted(t.involved_classes)) if isinstance(t, Task) else "",
+                "category": facts.group,
+                "class_combo": facts.class_combo,
                 "parent_region": ps.get("region") or "",
                 "parent_mean": ps.get("mean"),
                 "values_changed": d.values,

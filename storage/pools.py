@@ -87,7 +87,9 @@ def write_pools_snapshot(
     return path
 
 
-def read_pools_snapshot(run_dir: str | Path) -> PoolsSnapshot:
+def read_pools_snapshot(run_dir: str | Path, task_type: type | None = None) -> PoolsSnapshot:
+    """The run's pools, each task read by `task_type` (the run's benchmark's model: any Benchmark's); by the
+    model of the benchmark its config.yaml names when not given (`run_task_type`)."""
     path = Path(run_dir) / POOLS_FILE
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
@@ -97,8 +99,7 @@ def read_pools_snapshot(run_dir: str | Path) -> PoolsSnapshot:
         raise PoolsFileError(f"{path}: not valid JSON: {e}") from e
     if doc.get("format") != FORMAT:
         raise PoolsFileError(f"{path}: format {doc.get('format')!r}, expected {FORMAT!r}")
-    kind = run_task_type(Path(run_dir))
-    parse = record_parser(kind)
+    parse = record_parser(task_type or run_task_type(Path(run_dir)))
     pools: dict[str, list[Task]] = {}
     for p, recs in doc.get("pools", {}).items():
         if p not in POOLS:

@@ -6,7 +6,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rods_core.benchmarks.protocols import Benchmark, Environment, EpisodeScore, Message, Step, play
+from rods_core.benchmarks.protocols import (
+    Benchmark,
+    Distance,
+    Environment,
+    EpisodeScore,
+    Message,
+    Step,
+    TaskFacts,
+    TaskStructure,
+    play,
+)
 
 DO_NOTHING = {"role": "assistant", "content": "I do not know."}
 SENTINEL = "rods_conformance_sentinel"
@@ -158,10 +168,26 @@ def check_synthesizer(bench: Benchmark, workdir: Path, parents: int = 12) -> int
         return 0
     checked = 0
     for task in bench.seeds("train")[:parents]:
-        for v in bench.synthesizer.variants(task, 2, seed=1):
+        for v in bench.synthesizer.variants(task, 2, seed=1).accepted:
             assert v.id != task.id and v.provenance.source == "synth" and v.provenance.parent_id == task.id
             assert bench.leak_reason(v) is None, f"{bench.name}: variant {v.id} trips the leak guard"
             verdict = bench.verify(v, workdir)
             assert verdict.ok, f"{bench.name}: variant {v.id} does not replay: {verdict.reason}"
             checked += 1
     return checked
+
+
+def check_app_facts(bench: Benchmark, workdir: Path) -> None:
+    """What the app shows of a task comes from the benchmark: its facts name its group, its structure is
+    charted for every task or none, a task is at distance 0 from itself and changed from no parent, and a
+    train seed passes the task-file door's check."""
+    tasks = bench.seeds("train")[:6]
+    for t in tasks:
+        facts = bench.facts(t)
+        assert isinstance(facts, TaskFacts) and facts.group == bench.group_of(t)
+        if bench.structure is not None:
+            s = bench.structure(t)
+            assert isinstance(s, TaskStructure) and (s.turns, s.calls) == (facts.turns, facts.calls)
+        assert bench.distance(t, t) == Distance(0, 0, 0)
+        assert bench.distance(None, t) != Distance(0, 0, 0)
+    assert bench.import_problem(tasks[0], workdir) is None

@@ -1,9 +1,11 @@
-"""No benchmark-name or task-type branch outside rods_core/benchmarks/: the library and the app go through the
-Benchmark protocol (seeds, leak guard, synthesizer, verify, group, edits, declared options).
+"""No benchmark-name or task-type branch anywhere but the registry (rods_core/benchmarks/registry.py, where a
+name becomes a benchmark): the library, the app and the benchmarks' shared modules (synthesis worker, edits)
+go through the Benchmark protocol (seeds, leak guard, synthesizer, verify, import and edit checks, group,
+facts, structure, distance, declared options).
 
-The pattern is the before-stop hook's plus `kind is Task` and a `benchmark is None` default. The few branches
-left on BFCL multi-turn's task shape are listed by file and line text: a new branch anywhere fails, and one
-removed must leave the list, so the list only shrinks."""
+The pattern is the before-stop hook's plus `kind is Task`, a `benchmark is None` default and an isinstance on
+a benchmark's own classes. No branch is left: a new one anywhere fails (REMAINING stays empty; what differs
+between benchmarks goes behind the protocol)."""
 
 from __future__ import annotations
 
@@ -14,24 +16,9 @@ ROOT = Path(__file__).resolve().parent.parent
 SCOPE = ("rods_core", "storage", "rods_lab", "bench", "pages", "app.py")
 BRANCH = re.compile(
     r'[!=]= "bfcl_multi_turn"|isinstance\([a-z_]+, Task\)|kind is (not )?Task|task_type is (not )?Task'
-    r"|benchmark is (not )?None"
+    r"|benchmark is (not )?None|isinstance\([a-z_.]+, (Bfcl|Memory)\w*\)"
 )
-# The task-file door's replay check (task_files.replay_problem) and the app's views of a BFCL task's turns,
-# calls and class combinations (curation.distance, catalog.seed_frame, views.is_bfcl) still read BFCL's Task.
-REMAINING = {
-    (
-        "rods_core/task_files.py",
-        'other = benchmark if benchmark is not None and benchmark.name != "bfcl_multi_turn" else None',
-    ),
-    ("rods_lab/views.py", "return bench.task_type is Task"),
-    ("storage/catalog.py", "other = task is not None and not isinstance(task, Task)"),
-    ("storage/curation.py", "if not isinstance(task, Task):"),
-    (
-        "storage/curation.py",
-        '"category": t.category if isinstance(t, Task) else (group_of(t) if group_of else ""),',
-    ),
-    ("storage/curation.py", '"class_combo": " + ".join(sorted(t.involved_classes)) if isinstance(t, Task) else "",'),
-}
+REMAINING: set[tuple[str, str]] = set()  # every branch moved behind the Benchmark protocol; keep it empty
 
 
 def branches() -> set[tuple[str, str]]:
@@ -40,7 +27,7 @@ def branches() -> set[tuple[str, str]]:
         root = ROOT / top
         for path in [root] if root.is_file() else sorted(root.rglob("*.py")):
             rel = path.relative_to(ROOT).as_posix()
-            if rel.startswith("rods_core/benchmarks/"):
+            if rel == "rods_core/benchmarks/registry.py":
                 continue
             for line in path.read_text(encoding="utf-8").splitlines():
                 if BRANCH.search(line):
@@ -64,5 +51,7 @@ def test_the_pattern_catches_each_form_it_names():
         "parse = parse_record if kind is Task else x",
         "if self.task_type is not Task:",
         "x = a if benchmark is None else b",
+        "if isinstance(synthesizer, BfclPipelineSynthesizer):",
+        "if isinstance(bench.synthesizer, MemoryTemplateSynthesizer):",
     ):
         assert BRANCH.search(line), line

@@ -8,7 +8,16 @@ import json
 import torch
 from pydantic import BaseModel
 
-from rods_core.benchmarks.protocols import EpisodeScore, Step, scripted_policy, verify_with
+from rods_core.benchmarks.protocols import (
+    EpisodeScore,
+    Step,
+    TaskFacts,
+    record_distance,
+    scripted_policy,
+    verify_edit_problem,
+    verify_problem,
+    verify_with,
+)
 from rods_core.config import EpisodeConfig, RunConfig
 from rods_core.policy.tiny import load_policy
 from rods_core.tasks import Provenance
@@ -52,8 +61,27 @@ class WordEnv:
         return EpisodeScore(min(1.0, len(self.reply) / 400), self.task.word in self.reply)
 
 
+class WordVariants:
+    """Variants of a word task: the word with one to n letters "s" added (never a held-out word)."""
+
+    def variants(self, task, n, seed, pool_keys=()):
+        from rods_core.benchmarks.synthesis import listed_result
+
+        made = [
+            task.model_copy(
+                update={
+                    "id": f"{task.id}_s{k + 1}",
+                    "word": task.word + "s" * (k + 1),
+                    "provenance": Provenance(source="synth", parent_id=task.id),
+                }
+            )
+            for k in range(n)
+        ]
+        return listed_result(task.id, made, n, pool_keys)
+
+
 class Words:
-    name, task_type, synthesizer = "words", WordTask, None
+    name, task_type, synthesizer, structure = "words", WordTask, WordVariants(), None
     WORDS = ("apple", "river", "stone", "cloud", "ember", "maple")
 
     def seeds(self, split):
@@ -66,8 +94,8 @@ class Words:
     def environment(self, task, workdir):
         return WordEnv(task)
 
-    def reference_policy(self, task):
-        return scripted_policy([{"role": "assistant", "content": task.word}])
+    def reference_policy(self, task):  # the word, at the length of full marks
+        return scripted_policy([{"role": "assistant", "content": f"{task.word} " * (400 // len(task.word))}])
 
     def verify(self, task, workdir):
         return verify_with(self, task, workdir)
@@ -77,6 +105,18 @@ class Words:
 
     def group_of(self, task):
         return "all"
+
+    def import_problem(self, task, workdir):
+        return verify_problem(self, task, workdir)
+
+    def edit_problem(self, task, parent, workdir):
+        return verify_edit_problem(self, task, workdir)
+
+    def facts(self, task):
+        return TaskFacts(self.group_of(task))
+
+    def distance(self, parent, task):
+        return record_distance(parent, task)
 
 
 def test_grpo_trains_two_steps_on_a_benchmark_defined_in_a_test(tmp_path, tiny_model_dir):
@@ -111,8 +151,9 @@ def test_grpo_trains_two_steps_on_a_benchmark_defined_in_a_test(tmp_path, tiny_m
 
 
 def test_rods_train_runs_two_steps_on_a_benchmark_given_to_the_run(tmp_path, tiny_model_dir):
-    """The whole run path (seeds, RODS step, buffer, episodes, held-out evaluation, the record) with the
-    benchmark above: nothing outside this file knows it."""
+    """The whole run path (seeds, RODS step, synthesis worker, buffer, episodes, held-out evaluation, the
+    record) with the benchmark above, then the app's Boundary, Buffer and Review data of the run: nothing
+    outside this file knows it."""
     from rods_core.loop import StepWatcher
     from rods_lab.run import train
     from tests.conftest import smoke_config
@@ -123,7 +164,14 @@ def test_rods_train_runs_two_steps_on_a_benchmark_given_to_the_run(tmp_path, tin
         def after_step(self, row: dict, drawn: list) -> None:
             rows.append((row, drawn))
 
-    overrides = {"grpo.max_steps": 2, "seeds.subset": "all", "eval.split": "test"}
+    overrides = {
+        "grpo.max_steps": 2,
+        "seeds.subset": "all",
+        "eval.split": "test",
+        "method": "uniform_synth",  # parents drawn whatever their region: variants at once
+        "synthesis.deterministic": True,  # step 1's variants are applied at step 2, whatever the load
+        "buffer.review": "gated",  # they wait in the review queue
+    }
     cfg = RunConfig.model_validate(smoke_config(tmp_path, tiny_model_dir, **overrides))
     run_dir = train(cfg, run_id="words", log=lambda *_: None, watcher=Keep(), benchmark=Words())
     assert len(rows) == 2
@@ -131,6 +179,39 @@ def test_rods_train_runs_two_steps_on_a_benchmark_given_to_the_run(tmp_path, tin
     assert drawn and drawn <= {t.id for t in Words().seeds("train")}
     assert all(0.0 <= row["reward/mean"] < 1.0 for row, _ in rows)
     assert (run_dir / "final" / "config.json").exists()
+    check_the_apps_views(run_dir, Words())
+
+
+def check_the_apps_views(run_dir, bench: Words) -> None:
+    """The data the Boundary, Buffer and Review pages lay out, given the run's benchmark."""
+    from rods_lab import views
+    from storage import curation
+    from storage.reader import RunReader
+
+    snap, reader = views.snapshot(run_dir, bench), RunReader(run_dir)
+    staged = snap.tasks("staged")
+    assert staged and all(isinstance(t, WordTask) for t in snap.tasks("all"))
+    assert not views.has_structure(bench)  # success and pools by group, tasks as rendered
+    structure = views.structure_table(snap, None, bench)
+    assert set(structure.task_id) == {t.id for t in snap.tasks("all")} and set(structure.category) == {"all"}
+    assert set(views.success_by_complexity(reader, structure).class_combo) == {"all"}  # Boundary
+    table = views.pool_table(run_dir, reader, None, bench)  # Buffer
+    assert set(table.task_id) == set(structure.task_id) and table["mean"].notna().any()
+    review = curation.review_rows(  # Review
+        snap,
+        views.latest_buffer_reasons(reader),
+        views.variant_outcomes(reader, [t.id for t in staged]),
+        reader.latest_task_stats(),
+        [],
+        None,
+        bench,
+    )
+    assert set(review.task_id) == {t.id for t in staged} and set(review.state) == {"awaiting_review"}
+    assert set(review.category) == {"all"} and (review.values_changed == 1).all()
+    variant = staged[0]
+    assert views.verify_edit(bench, variant, variant.model_copy(update={"word": "birch"}), snap) == (True, "verified")
+    refused = views.verify_edit(bench, variant, variant.model_copy(update={"word": "maple"}), snap)
+    assert refused[0] is False and "held-out word" in refused[1]
 
 
 def test_the_rods_step_synthesizes_memory_variants_through_the_benchmark(tmp_path):
@@ -144,7 +225,7 @@ def test_the_rods_step_synthesizes_memory_variants_through_the_benchmark(tmp_pat
     from tests.polling import wait_until
 
     bench = BfclMemory("kv", prereq="fact")
-    seeds = [t for t in bench.seeds("train") if bench.synthesizer.variants(t, 1, 0)][:4]
+    seeds = [t for t in bench.seeds("train") if bench.synthesizer.variants(t, 1, 0).accepted][:4]
     cfg = RunConfig.model_validate(
         {
             "method": "rods",
@@ -213,8 +294,8 @@ def test_a_memory_buffer_resumes_with_its_variants_as_memory_tasks():
     from rods_core.config import BufferConfig
 
     bench = BfclMemory("kv")
-    seeds = [t for t in bench.seeds("train") if bench.synthesizer.variants(t, 1, 0)][:3]
-    variant = bench.synthesizer.variants(seeds[0], 1, 0)[0]
+    seeds = [t for t in bench.seeds("train") if bench.synthesizer.variants(t, 1, 0).accepted][:3]
+    variant = bench.synthesizer.variants(seeds[0], 1, 0).accepted[0]
     buffer = ReplayBuffer(seeds, BoundaryDetector(), BufferConfig())
     buffer.offer([variant], step=1)
     again = ReplayBuffer(seeds, BoundaryDetector(), BufferConfig())

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from benchmark_conformance import (
+    check_app_facts,
     check_do_nothing,
     check_ground_truth,
     check_hostile_calls,
@@ -29,8 +30,12 @@ from rods_core.benchmarks.protocols import (
     Environment,
     EpisodeScore,
     Step,
+    TaskFacts,
     evaluate,
+    record_distance,
     scripted_policy,
+    verify_edit_problem,
+    verify_problem,
     verify_with,
 )
 from rods_core.envs.checker import score_calls
@@ -43,6 +48,9 @@ class CounterTask(BaseModel):
     id: str
     target: int
     provenance: Provenance = Provenance()
+
+    def content_key(self) -> str:
+        return str(self.target)
 
 
 class CounterEnv:
@@ -76,7 +84,7 @@ class CounterEnv:
 
 
 class Counter:
-    name, task_type, synthesizer = "counter", CounterTask, None
+    name, task_type, synthesizer, structure = "counter", CounterTask, None, None
 
     def seeds(self, split):
         every = [CounterTask(id=f"count_{i}", target=i) for i in range(1, 9)]
@@ -105,6 +113,18 @@ class Counter:
     def group_of(self, task):
         return "even" if task.target % 2 == 0 else "odd"
 
+    def import_problem(self, task, workdir):
+        return verify_problem(self, task, workdir)
+
+    def edit_problem(self, task, parent, workdir):
+        return verify_edit_problem(self, task, workdir)
+
+    def facts(self, task):
+        return TaskFacts(self.group_of(task))
+
+    def distance(self, parent, task):
+        return record_distance(parent, task)
+
 
 BENCHMARKS = {
     "counter": Counter,
@@ -128,6 +148,10 @@ def _sample(tasks: list, n: int) -> list:
 def test_implements_the_protocols(bench, tmp_path):
     assert isinstance(bench, Benchmark)
     assert isinstance(bench.environment(bench.seeds("train")[0], tmp_path), Environment)
+
+
+def test_the_apps_facts_structure_and_distance_come_from_the_benchmark(bench, tmp_path):
+    check_app_facts(bench, tmp_path)
 
 
 def test_splits_are_disjoint_and_guarded(bench):
@@ -269,3 +293,38 @@ def test_every_benchmarks_executor_applies_the_same_bounds_as_bfcls():
     assert not ok and "too large" in text
     text, ok = execute(Calc(), docs, Call("power", (), {"base": 2.0, "exponent": 1.0, "precision": MAX_PRECISION + 1}))
     assert not ok and f"at most {MAX_PRECISION} digits" in text
+
+
+def test_the_worker_synthesizes_bfcl_through_the_protocol_as_the_pipeline_does():
+    """Synthesis beside training calls `Synthesizer.variants` for every benchmark: BFCL multi-turn's, built with
+    a run's `synth:` settings, given the worker's seed and pool keys, makes the very attempts (each stage's
+    verdict, each variant) of the pipeline's own `synthesize`, so the run logs the same per-stage counts."""
+    from rods_core.benchmarks.synthesis import worker_job
+    from rods_core.config import SynthConfig
+    from rods_core.synth.pipeline import synthesize
+
+    cfg = SynthConfig(n_per_parent=2, max_attempts=8, seed=5)
+    seeds = BfclMultiTurn().seeds("train")
+    parent, keys = seeds[0], {t.content_key() for t in seeds[:10]}
+    job = worker_job(BfclMultiTurn(synth=cfg.model_copy(update={"seed": 0})).synthesizer)
+    got, want = job(parent, 2, keys, cfg), synthesize(parent, 2, keys, cfg)
+    assert [(a.outcomes, a.variant) for a in got.attempts] == [(a.outcomes, a.variant) for a in want.attempts]
+    assert got.counts() == want.counts() and got.accepted
+
+
+def test_a_list_synthesizers_duplicates_and_shortfall_are_rejected_attempts():
+    """A synthesizer that makes a plain list (memory's, a test's) reports it as attempts: a variant already in
+    the pool and each one short of n are rejected at augment, so its per-stage counts add up to n."""
+    from rods_core.benchmarks.synthesis import listed_result
+
+    parent = CounterTask(id="count_1", target=1)
+    variants = [CounterTask(id=f"v{i}", target=t, provenance=Provenance(source="synth")) for i, t in enumerate((2, 3))]
+    res = listed_result(parent.id, variants, 4, {variants[0].content_key()})
+    assert res.accepted == [variants[1]]
+    assert [a.reason for a in res.attempts] == [
+        "duplicates a task in the pool",
+        "accepted",
+        "the synthesizer found no further verified variant",
+        "the synthesizer found no further verified variant",
+    ]
+    assert res.counts()["augment"]["accepted"] == 1 and res.counts()["augment"]["rejected"] == 3

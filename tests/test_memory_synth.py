@@ -38,8 +38,8 @@ def test_variants_change_the_fact_consistently_and_replay(backend, tmp_path):
     bench = BfclMemory(backend, synth_workdir=tmp_path)
     made = 0
     for parent in bench.seeds("train")[:8]:
-        variants = bench.synthesizer.variants(parent, 2, seed=3)
-        assert [v.id for v in variants] == [v.id for v in bench.synthesizer.variants(parent, 2, seed=3)]
+        variants = bench.synthesizer.variants(parent, 2, seed=3).accepted
+        assert [v.id for v in variants] == [v.id for v in bench.synthesizer.variants(parent, 2, seed=3).accepted]
         for v in variants:
             made += 1
             assert is_valid_id(v.id) and v.provenance.parent_id == parent.id
@@ -77,4 +77,4 @@ def test_a_number_the_template_cannot_hold_is_no_plan_and_no_exception(answer, t
     task = seed.model_copy(update={"answers": [answer], "sessions": [[f"My number is {answer}. Noted?"]]})
     assert number_plan(task, random.Random(0)) is None
     synth = BfclMemory("kv", prereq="fact", synth_workdir=tmp_path).synthesizer
-    assert synth.variants(task, 2, seed=0) == []
+    assert synth.variants(task, 2, seed=0).accepted == []

@@ -15,6 +15,7 @@ from app_helpers import ROOT
 from typer.testing import CliRunner
 
 from bench.review_bench import build_review_run
+from rods_core.benchmarks.registry import make_benchmark
 from rods_core.seeds import load_seeds
 from rods_lab.cli import app as cli
 from storage import curation
@@ -200,10 +201,10 @@ def test_distance_counts_values_calls_and_turns():
     first = calls[0][0]
     name, args = first.split("(", 1)
     edited = {**rec, "id": parent.id + "_vx", "ground_truth": [[f"other_fn({args}", *calls[0][1:]], *calls[1:]]}
-    d = curation.distance(parent, type(parent).model_validate(edited))
+    d = make_benchmark().distance(parent, type(parent).model_validate(edited))
     assert (d.calls, d.turns) == (1, 1) and d.values == 0
     said = {**rec, "question": [[{"role": "user", "content": "reworded"}], *rec["question"][1:]]}
-    d = curation.distance(parent, type(parent).model_validate(said))
+    d = make_benchmark().distance(parent, type(parent).model_validate(said))
     assert (d.values, d.calls, d.turns) == (0, 0, 1)
 
 

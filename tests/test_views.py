@@ -7,6 +7,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from rods_core.benchmarks.protocols import Distance
+from rods_core.benchmarks.registry import make_benchmark
 from rods_core.seeds import load_seeds
 from rods_lab import views
 from storage.events import EventLog, PartFile, events_dir
@@ -23,14 +25,14 @@ def test_structure_table_caches_signatures(tmp_path, monkeypatch):
         }
     )
     snap = PoolsSnapshot(step=1, written_at=None, pools={"seeds": seeds, "staged": [variant]})
-    cache = tmp_path / "cache" / "structure.json"
-    first = views.structure_table(snap, cache)
+    cache, bench = tmp_path / "cache" / "structure.json", make_benchmark()
+    first = views.structure_table(snap, cache, bench)
     assert cache.exists() and len(first) == 6
     assert (
         first.set_index("task_id").loc["v1", "complexity"] == first.set_index("task_id").loc[seeds[0].id, "complexity"]
     )
-    monkeypatch.setattr(views, "_structure", lambda t: pytest.fail("signature recomputed despite the cache"))
-    pd.testing.assert_frame_equal(views.structure_table(snap, cache), first)
+    monkeypatch.setattr(bench, "structure", lambda t: pytest.fail("signature recomputed despite the cache"))
+    pd.testing.assert_frame_equal(views.structure_table(snap, cache, bench), first)
 
 
 def test_edited_task_and_diff():
@@ -77,7 +79,7 @@ def test_a_runs_benchmark_comes_from_its_config_and_another_benchmarks_tasks_are
     assert views.run_benchmark(run).name == "bfcl_multi_turn"  # no config.yaml: a run from before the field
     (run / "config.yaml").write_text("benchmark: bfcl_memory_rec_sum\nprereq: fact\n")
     bench = views.run_benchmark(run)
-    assert (bench.name, bench.prereq, views.is_bfcl(bench)) == ("bfcl_memory_rec_sum", "fact", False)
+    assert (bench.name, bench.prereq, views.has_structure(bench)) == ("bfcl_memory_rec_sum", "fact", False)
     (run / "config.yaml").write_text("benchmark: memory\n")
     with pytest.raises(views.RunBenchmarkError, match="config.yaml: cannot tell the run's benchmark: unknown"):
         views.run_benchmark(run)
@@ -87,8 +89,8 @@ def test_a_runs_benchmark_comes_from_its_config_and_another_benchmarks_tasks_are
     snap = PoolsSnapshot(step=1, written_at=None, pools={"seeds": [seed], "staged": [variant]})
     table = views.structure_table(snap, tmp_path / "cache.json", bench)
     assert set(table.class_combo) == set(table.category) == {seed.scenario} and not (tmp_path / "cache.json").exists()
-    assert curation.distance(seed, variant) == curation.Distance(2, 0, 0)  # the answer and the source
-    rows = curation.review_rows(snap, {}, {}, pd.DataFrame(), [], group_of=bench.group_of)
+    assert bench.distance(seed, variant) == Distance(2, 0, 0)  # the answer and the source
+    rows = curation.review_rows(snap, {}, {}, pd.DataFrame(), [], bench=bench)
     assert rows[["task_id", "category", "class_combo", "values_changed"]].values.tolist() == [
         ["v1", seed.scenario, "", 2]
     ]

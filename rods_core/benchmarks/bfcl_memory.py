@@ -17,7 +17,17 @@ from rods_core.benchmarks.memory_env import (
 )
 from rods_core.benchmarks.memory_synth import MemoryTemplateSynthesizer
 from rods_core.benchmarks.memory_tasks import MemoryTask, load_memory_seeds, memory_leak_guard
-from rods_core.benchmarks.protocols import Policy, Split, Verdict, verify_with
+from rods_core.benchmarks.protocols import (
+    Distance,
+    Policy,
+    Split,
+    TaskFacts,
+    Verdict,
+    record_distance,
+    verify_edit_problem,
+    verify_problem,
+    verify_with,
+)
 from rods_core.config import BENCHMARK_OPTIONS
 
 
@@ -25,6 +35,7 @@ class BfclMemory:
     """BFCL v4 memory with the kv or rec_sum backend: 155 questions, split by scenario (80 train / 75 test)."""
 
     task_type = MemoryTask
+    structure = None  # no API classes or calls to chart: the app shows memory tasks by scenario, as rendered
 
     def __init__(
         self,
@@ -79,3 +90,15 @@ class BfclMemory:
 
     def group_of(self, task: MemoryTask) -> str:
         return task.scenario
+
+    def import_problem(self, task: MemoryTask, workdir: Path) -> tuple[str, str] | None:
+        return verify_problem(self, task, workdir)
+
+    def edit_problem(self, task: MemoryTask, parent: MemoryTask | None, workdir: Path) -> str | None:
+        return verify_edit_problem(self, task, workdir)
+
+    def facts(self, task: MemoryTask) -> TaskFacts:
+        return TaskFacts(task.scenario)  # no API classes; its sessions are shown as rendered
+
+    def distance(self, parent: MemoryTask | None, task: MemoryTask) -> Distance:
+        return record_distance(parent, task)

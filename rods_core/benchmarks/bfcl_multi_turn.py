@@ -7,15 +7,21 @@ five-stage synthesis pipeline as its Synthesizer. Progress = share of checked tu
 from __future__ import annotations
 
 import copy
+from collections.abc import Collection
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from rods_core.benchmarks.bfcl_facts import call_distance, replay_problem, task_facts, task_structure
 from rods_core.benchmarks.messages import read_message
 from rods_core.benchmarks.protocols import (
+    Distance,
     EpisodeScore,
     Message,
     Policy,
     Split,
     Step,
+    TaskFacts,
+    TaskStructure,
     Verdict,
     scripted_policy,
     verify_with,
@@ -35,6 +41,9 @@ from rods_core.policy.prompting import (
 )
 from rods_core.seeds import leak_guard, load_seeds
 from rods_core.tasks import Task
+
+if TYPE_CHECKING:  # the annotation only: see BfclPipelineSynthesizer.variants
+    from rods_core.synth.pipeline import SynthResult
 
 
 def call_to_tool_call(call: Call) -> dict:
@@ -120,19 +129,20 @@ class BfclMultiTurnEnvironment:
 
 class BfclPipelineSynthesizer:
     """BFCL's five-stage synthesis (rods_core.synth.pipeline: Plan -> Execute -> Rewrite -> Critique -> Augment)
-    as a Synthesizer: up to n variants of a train task, each verified by execution inside the pipeline."""
+    as a Synthesizer: up to n variants of a train task, each verified by execution inside the pipeline, and
+    every attempt with the stage that accepted or rejected it."""
 
     def __init__(self, cfg=None):
         """`cfg`: the pipeline's SynthConfig (its defaults when None); `variants` overrides its seed."""
         self.cfg = cfg
 
-    def variants(self, task: Task, n: int, seed: int) -> list[Task]:
+    def variants(self, task: Task, n: int, seed: int, pool_keys: Collection[str] = ()) -> SynthResult:
         # Imported here, not at the top: the pipeline's stages cost ~0.4 s to import, which episodes,
         # evaluation and the commands that only play or list tasks never need.
         from rods_core.synth.pipeline import SynthConfig, synthesize
 
         cfg = (self.cfg or SynthConfig()).model_copy(update={"seed": seed})
-        return synthesize(task, n, {task.content_key()}, cfg).accepted
+        return synthesize(task, n, {task.content_key(), *pool_keys}, cfg)
 
 
 class BfclMultiTurn:
@@ -179,3 +189,22 @@ class BfclMultiTurn:
 
     def group_of(self, task: Task) -> str:
         return task.category
+
+    def import_problem(self, task: Task, workdir: Path) -> tuple[str, str] | None:
+        return replay_problem(task)  # lighter than `verify`: BFCL's own tasks pass as they are
+
+    def edit_problem(self, task: Task, parent: Task | None, workdir: Path) -> str | None:
+        # not at the top: the synthesis pipeline's stages cost ~0.4 s to import (see BfclPipelineSynthesizer)
+        from rods_core.synth.verify import verify_task
+
+        ok, reason = verify_task(task, parent)  # as synthesis's Execute and Critique verify a variant
+        return None if ok else reason
+
+    def facts(self, task: Task) -> TaskFacts:
+        return task_facts(task)
+
+    def structure(self, task: Task) -> TaskStructure:
+        return task_structure(task)
+
+    def distance(self, parent: Task | None, task: Task) -> Distance:
+        return call_distance(parent, task)

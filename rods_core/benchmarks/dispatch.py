@@ -1,7 +1,7 @@
 """Executing parsed calls on an environment's own instances: only documented methods, bound to their
 signature, arguments type-checked against the doc, results formatted as BFCL formats them. Never evals.
 
-The same rules and bounds as envs.bfcl's executor (its argument_type_error and bounded_args: MAX_INT_ARG,
+The one executor is envs.bfcl's `run_call` (its argument_type_error and bounded_args: MAX_INT_ARG,
 MAX_PRECISION, a documented float given as an int passed as a float): a call is a name looked up in a fixed
 table, never an attribute path.
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from rods_core.envs.bfcl import ERROR_PREFIX, argument_type_error, bounded_args, format_result, json_schema
+from rods_core.envs.bfcl import ERROR_PREFIX, json_schema, run_call
 from rods_core.envs.parsing import Call
 
 
@@ -57,14 +57,4 @@ def execute(instance: Any, docs: dict[str, ToolDoc], call: Call) -> tuple[str, b
     if doc is None:
         return f"{ERROR_PREFIX}function {call.name!r} is not available.", False
     method: Callable = getattr(instance, doc.name)
-    try:
-        bound = inspect.signature(method).bind(*call.args, **call.kwargs)
-    except TypeError as e:
-        return f"{ERROR_PREFIX}{call.name}(): {e}.", False
-    problem = argument_type_error(doc.params, bound) or bounded_args(doc.params, bound)
-    if problem:
-        return f"{ERROR_PREFIX}{call.name}(): {problem}", False
-    try:
-        return format_result(method(*bound.args, **bound.kwargs)), True
-    except Exception as e:  # noqa: BLE001 - the API classes raise freely; BFCL reports it as text
-        return ERROR_PREFIX + str(e), False
+    return run_call(method, inspect.signature(method), doc.params, call)

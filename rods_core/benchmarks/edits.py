@@ -11,7 +11,6 @@ from typing import Any
 from pydantic import ValidationError
 
 from rods_core.benchmarks.protocols import Benchmark
-from rods_core.tasks import Task
 
 
 def parse_edit(bench: Benchmark, record: Any) -> Any:
@@ -27,10 +26,9 @@ def verify_edit(
     bench: Benchmark, task: Any, pool_keys: set[str] | frozenset[str] = frozenset(), parent: Any = None
 ) -> tuple[bool, str]:
     """The one check of an edited task, the trainer's and the app's: (True, "verified") or (False, the first
-    reason it fails): test-split leak, a duplicate of a pool task (`pool_keys`: their content keys), or a
-    ground-truth path that fails. A BFCL multi-turn edit is replayed as synthesis verifies a variant
-    (synth.verify.verify_task: clean replay, and the structure of `parent`, the edited task's parent or
-    itself); any other benchmark's plays its reference policy to full marks (`Benchmark.verify`)."""
+    reason it fails): test-split leak, a duplicate of a pool task (`pool_keys`: their content keys), or the
+    benchmark's `edit_problem` (BFCL multi-turn: a clean replay keeping the structure of `parent`, the edited
+    task's parent or itself; the others: the reference policy to full marks)."""
     leak = bench.leak_reason(task)
     if leak:
         return False, f"test-split leak: {leak}"
@@ -38,11 +36,7 @@ def verify_edit(
         return False, "duplicate: the pool already holds a task with the same content"
     with tempfile.TemporaryDirectory(prefix="rods_edit_verify_") as tmp:
         try:  # hostile content may break the environment itself, not only fail its checks
-            if isinstance(task, Task):
-                from rods_core.synth.verify import verify_task  # not at the top: the pipeline's stages (~0.4 s)
-
-                return verify_task(task, parent, set(pool_keys))
-            verdict = bench.verify(task, Path(tmp))
+            problem = bench.edit_problem(task, parent, Path(tmp))
         except Exception as e:  # noqa: BLE001 - a task that breaks its verifier is refused with the reason
             return False, f"verification raised {type(e).__name__}: {e}"
-    return (True, "verified") if verdict.ok else (False, f"verification: {verdict.reason}")
+    return (False, problem) if problem else (True, "verified")

@@ -14,14 +14,18 @@ from __future__ import annotations
 import random
 import re
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rods_core.benchmarks.memory_env import Backend, MemoryEnvironment, reference_policy
 from rods_core.benchmarks.memory_tasks import MemoryTask, grounded_fact
 from rods_core.benchmarks.protocols import Verdict, play
 from rods_core.tasks import Provenance
+
+if TYPE_CHECKING:  # the annotation only: see MemoryTemplateSynthesizer.variants
+    from rods_core.synth.pipeline import SynthResult
 
 _ONES = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
 _ONES += "seventeen eighteen nineteen"
@@ -163,7 +167,15 @@ class MemoryTemplateSynthesizer:
     def __init__(self, backend: Backend, leak_reason: Callable[[MemoryTask], str | None], workdir: Path | None = None):
         self.backend, self.leak_reason, self.workdir = backend, leak_reason, workdir
 
-    def variants(self, task: MemoryTask, n: int, seed: int) -> list[MemoryTask]:
+    def variants(self, task: MemoryTask, n: int, seed: int, pool_keys: Collection[str] = ()) -> SynthResult:
+        # Imported here, not at the top: the attempts' types load the BFCL pipeline's stages (~0.4 s), which
+        # memory episodes and evaluation never need.
+        from rods_core.benchmarks.synthesis import listed_result
+
+        return listed_result(task.id, self.verified(task, n, seed), n, pool_keys)
+
+    def verified(self, task: MemoryTask, n: int, seed: int) -> list[MemoryTask]:
+        """Up to n template variants of the task that pass `check_variant` and the leak guard."""
         why = self.leak_reason(task)
         if why:
             raise ValueError(f"{task.id}: not a synthesis parent: {why}")

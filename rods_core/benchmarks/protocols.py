@@ -1,5 +1,6 @@
 """The two small interfaces every benchmark implements: an `Environment` (one episode) and a `Benchmark`
-(its tasks, split, leak guard, verifier, synthesizer and app view), plus the plain episode loop over them.
+(its tasks, split, leak guard, verifier, synthesizer and app view: rendering, facts, structure, distance),
+plus the plain episode loop over them.
 
 Messages are chat dicts (`{"role": ..., "content": ...}`); an assistant message may also carry `tool_calls`
 (OpenAI-style dicts or BFCL call strings). Environments parse calls themselves (rods_core.envs.parsing) and
@@ -10,10 +11,13 @@ the conversation, as BFCL's memory category starts each prerequisite conversatio
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+if TYPE_CHECKING:  # the annotation only: the pipeline's stages cost ~0.4 s to import
+    from rods_core.synth.pipeline import SynthResult
 
 Split = Literal["train", "test", "all"]
 Message = dict[str, Any]
@@ -48,6 +52,37 @@ class Verdict:
     reason: str = ""
 
 
+@dataclass(frozen=True)
+class TaskFacts:
+    """What the app's tables show of one task beside its rendering (Review's table, the seed catalog): its
+    group, and for tasks of API calls the classes it uses, its user turns and ground-truth calls."""
+
+    group: str  # `Benchmark.group_of`: BFCL's category, memory's scenario
+    class_combo: str = ""  # the API classes the task involves, "A + B"; "" for tasks without classes
+    turns: int = 0  # user turns (0: the benchmark's tasks have none to count)
+    calls: int = 0  # ground-truth calls (0: none to count)
+
+
+@dataclass(frozen=True)
+class TaskStructure:
+    """What the Boundary and Buffer pages chart of one task: the classes its ground truth uses, the depth of
+    its calls' data dependencies (rods_core.signature), its turns and calls."""
+
+    class_combo: str
+    depth: int
+    turns: int
+    calls: int
+
+
+@dataclass(frozen=True)
+class Distance:
+    """How far a task is from its parent (Review): argument values, calls and turns that differ."""
+
+    values: int
+    calls: int
+    turns: int
+
+
 @runtime_checkable
 class Environment(Protocol):
     """One episode of one task, with state of its own (no two environments share anything mutable)."""
@@ -77,8 +112,10 @@ class Environment(Protocol):
 class Synthesizer(Protocol):
     """Makes structure-matched variants of a task; each variant must pass the benchmark's verifier."""
 
-    def variants(self, task: Any, n: int, seed: int) -> list[Any]:
-        """Up to n new tasks with the parent's structure and changed content (ids unique, provenance set)."""
+    def variants(self, task: Any, n: int, seed: int, pool_keys: Collection[str] = ()) -> SynthResult:
+        """Up to n new tasks with the parent's structure and changed content (ids unique, provenance set),
+        none whose content key is in `pool_keys`: `.accepted`, and every attempt with the verdict of each
+        stage it reached (`.attempts`), whose per-stage counts the run logs (`synth/*`, `variant` rows)."""
         ...
 
 
@@ -89,6 +126,10 @@ class Benchmark(Protocol):
     name: str  # the config's `benchmark:` value, e.g. "bfcl_multi_turn"
     task_type: type  # the pydantic model of one task (has `id`, `model_validate`, `model_dump`)
     synthesizer: Synthesizer | None  # None: the benchmark trains on its seeds only
+    # What the app charts of a task (class combination, depth, turns, calls: Boundary, Buffer) and shows turn
+    # by turn (Review); None for a benchmark whose tasks have none: its pages show success and pools by
+    # group, and a task as `render` shows it.
+    structure: Callable[[Any], TaskStructure] | None
 
     def seeds(self, split: Split) -> list[Any]:
         """The benchmark's seed tasks of a split (fresh copies; train and test never overlap)."""
@@ -116,6 +157,24 @@ class Benchmark(Protocol):
 
     def group_of(self, task: Any) -> str:
         """The group evaluation reports by (BFCL's category, memory's scenario)."""
+        ...
+
+    def import_problem(self, task: Any, workdir: Path) -> tuple[str, str] | None:
+        """(field, reason) when a task read from a file (seed file, catalog import, `--tasks`) fails
+        verification by execution, else None: the task-file door's check (`verify_problem` for most)."""
+        ...
+
+    def edit_problem(self, task: Any, parent: Any, workdir: Path) -> str | None:
+        """Why a hand-edited task (its leak and duplicates already checked) fails verification, or None: BFCL
+        multi-turn replays its calls clean and keeps `parent`'s structure; the others run `verify`."""
+        ...
+
+    def facts(self, task: Any) -> TaskFacts:
+        """The task's group, class combination, turns and calls, as the app's tables list them (cheap)."""
+        ...
+
+    def distance(self, parent: Any | None, task: Any) -> Distance:
+        """How far `task` is from `parent` (everything counts as changed without one): Review's columns."""
         ...
 
 
@@ -159,6 +218,37 @@ def verify_with(bench: Benchmark, task: Any, workdir: Path) -> Verdict:
         failed = [d for d in score.detail if not d.get("passed", True)]
         return Verdict(False, score, f"ground-truth path scored {score.progress:.2f}: {failed[:2]}")
     return Verdict(True, score)
+
+
+def verify_problem(bench: Benchmark, task: Any, workdir: Path) -> tuple[str, str] | None:
+    """`Benchmark.import_problem` by the benchmark's verifier: ("(task)", the reason) when it fails."""
+    verdict = bench.verify(task, workdir)
+    return None if verdict.ok else ("(task)", verdict.reason)
+
+
+def verify_edit_problem(bench: Benchmark, task: Any, workdir: Path) -> str | None:
+    """`Benchmark.edit_problem` by the benchmark's verifier: "verification: <its reason>" when it fails."""
+    verdict = bench.verify(task, workdir)
+    return None if verdict.ok else f"verification: {verdict.reason}"
+
+
+def _leaves(value: Any, path: str = "") -> dict[str, Any]:
+    """A JSON value's scalars by their path ("sessions.0.2")."""
+    if isinstance(value, dict):
+        return {k: v for key, item in value.items() for k, v in _leaves(item, f"{path}.{key}").items()}
+    if isinstance(value, list):
+        return {k: v for i, item in enumerate(value) for k, v in _leaves(item, f"{path}.{i}").items()}
+    return {path: value}
+
+
+def record_distance(parent: Any | None, task: Any) -> Distance:
+    """`Benchmark.distance` of tasks without calls or turns: the values of the task's record (id and provenance
+    aside) that differ from the parent's, path by path; every value without a parent."""
+    new = _leaves(task.model_dump(mode="json", exclude={"id", "provenance"}))
+    if parent is None:
+        return Distance(len(new), 0, 0)
+    old = _leaves(parent.model_dump(mode="json", exclude={"id", "provenance"}))
+    return Distance(sum(new.get(k) != old.get(k) for k in new.keys() | old.keys()), 0, 0)
 
 
 def evaluate(

@@ -10,11 +10,13 @@ so the checker's execution-result comparison means what it means in BFCL.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib
 import inspect
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -177,6 +179,27 @@ def bounded_args(params: dict[str, dict], bound: inspect.BoundArguments) -> str 
     return None
 
 
+def run_call(
+    method: Callable, sig: inspect.Signature, params: dict[str, dict], call: Call, *, hint: str = "", lock=None
+) -> tuple[str, bool]:
+    """The one executor of a documented call, every benchmark's: bound to `sig`, its arguments checked against
+    the doc's `params` (argument_type_error, then bounded_args), run (under `lock` when given), its result
+    formatted as BFCL formats it; (result text, ok), every failure as error text. `hint` follows a binding error
+    (the env_augment baseline's)."""
+    try:
+        bound = sig.bind(*call.args, **call.kwargs)
+    except TypeError as e:
+        return f"{ERROR_PREFIX}{call.name}(): {e}.{hint}", False
+    problem = argument_type_error(params, bound) or bounded_args(params, bound)
+    if problem:
+        return f"{ERROR_PREFIX}{call.name}(): {problem}", False
+    try:
+        with lock or contextlib.nullcontext():
+            return format_result(method(*bound.args, **bound.kwargs)), True
+    except Exception as e:  # noqa: BLE001 - the API classes raise freely; BFCL reports it as text
+        return ERROR_PREFIX + str(e), False
+
+
 class BfclEnvironment:
     """Fresh, isolated instances of one task's API classes; executes parsed calls, never code.
 
@@ -236,22 +259,11 @@ class BfclEnvironment:
         if doc is None or call.name not in self.available_functions():
             hint = f" Available: {', '.join(self.available_functions())}." if self.hints else ""
             return Observation(call, self._err(f"function {call.name!r} is not available.{hint}"), False)
-        try:
-            bound = _signature(doc.cls, call.name).bind(*call.args, **call.kwargs)
-        except TypeError as e:
-            hint = f" Parameters: {', '.join(doc.params)}; required: {', '.join(doc.required)}." if self.hints else ""
-            return Observation(call, self._err(f"{call.name}(): {e}.{hint}"), False)
-        problem = argument_type_error(doc.params, bound) or bounded_args(doc.params, bound)
-        if problem:
-            return Observation(call, self._err(f"{call.name}(): {problem}"), False)
+        hint = f" Parameters: {', '.join(doc.params)}; required: {', '.join(doc.required)}." if self.hints else ""
         method = getattr(self.instances[doc.cls], call.name)
-        try:
-            if doc.cls in _SHARED_MODULE_STATE:
-                with _module_state_lock:
-                    return Observation(call, format_result(method(*bound.args, **bound.kwargs)), True)
-            return Observation(call, format_result(method(*bound.args, **bound.kwargs)), True)
-        except Exception as e:  # noqa: BLE001 - the API classes raise freely; BFCL reports it as text
-            return Observation(call, ERROR_PREFIX + str(e), False)
+        lock = _module_state_lock if doc.cls in _SHARED_MODULE_STATE else None
+        text, ok = run_call(method, _signature(doc.cls, call.name), doc.params, call, hint=hint, lock=lock)
+        return Observation(call, text, ok)
 
     def _err(self, msg: str) -> str:
         return ERROR_PREFIX + msg
