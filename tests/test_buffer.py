@@ -10,8 +10,9 @@ import pytest
 from pydantic import ValidationError
 
 from rods_core.boundary import BoundaryDetector
-from rods_core.buffer import REASONS, BufferDecision, ReplayBuffer, TaskSource
+from rods_core.buffer import BufferDecision, ReplayBuffer, TaskSource
 from rods_core.config import METHODS, BoundaryConfig, BufferConfig
+from rods_core.reasons import REASONS
 from rods_core.sources import StaticSource, build_source
 from rods_core.tasks import Message, Provenance, Task
 
