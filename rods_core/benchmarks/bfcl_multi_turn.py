@@ -13,7 +13,7 @@ from rods_core.benchmarks.messages import read_message
 from rods_core.benchmarks.protocols import (
     EpisodeScore,
     Message,
-    Policy,
+    Player,
     Split,
     Step,
     Verdict,
@@ -161,7 +161,7 @@ class BfclMultiTurn:
             task, prompt=self.prompt, max_steps_per_turn=self.max_steps_per_turn, hints=self.hints
         )
 
-    def reference_policy(self, task: Task) -> Policy:
+    def reference_policy(self, task: Task) -> Player:
         return scripted_policy(reference_messages(task))
 
     def verify(self, task: Task, workdir: Path) -> Verdict:
