@@ -24,7 +24,7 @@ def run_benchmark(cfg: RunConfig, benchmark: Benchmark | None = None) -> Benchma
     synthesizer with the run's `synth:` settings)."""
     from rods_core.benchmarks.registry import make_benchmark  # not at the top: the benchmarks' modules
 
-    return benchmark or make_benchmark(cfg.benchmark, prereq=cfg.prereq, synth=cfg.synth)
+    return benchmark or make_benchmark(cfg.benchmark, prereq=cfg.prereq, synth=cfg.synthesis)
 
 
 def in_groups(bench: Benchmark, tasks: list, groups: list[str]) -> list:

@@ -46,8 +46,7 @@ def smoke_config(tmp_path, model_dir, **overrides) -> dict:
         },
         "grpo": {"num_generations": 2, "tasks_per_step": 2, "max_steps": 3, "save_steps": 2, "learning_rate": 1e-3},
         "eval": {"every": 0, "split": "train", "limit": 2},
-        "synthesis": {"parents_per_step": 1},
-        "synth": {"n_per_parent": 1},
+        "synthesis": {"parents_per_step": 1, "n_per_parent": 1},
     }
     for key, value in overrides.items():
         node = cfg
@@ -71,7 +70,7 @@ def small_run_config(base: Path, model: Path, steps: int = 3) -> dict:
             "buffer.review": "gated",
             "buffer.probe_slots": 1,
             "synthesis.parents_per_step": 2,
-            "synth.n_per_parent": 2,
+            "synthesis.n_per_parent": 2,
         },
     )
 

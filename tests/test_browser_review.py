@@ -67,7 +67,7 @@ def live(tmp_path_factory, tiny_model_dir):
             "buffer.p_max": 240,
             "buffer.max_probe_wait": 1000,
             "synthesis.parents_per_step": 8,
-            "synth.n_per_parent": 8,
+            "synthesis.n_per_parent": 8,
         },
     )
     (base / "live.yaml").write_text(yaml.safe_dump(cfg))

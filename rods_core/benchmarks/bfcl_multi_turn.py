@@ -123,15 +123,15 @@ class BfclPipelineSynthesizer:
     as a Synthesizer: up to n variants of a train task, each verified by execution inside the pipeline."""
 
     def __init__(self, cfg=None):
-        """`cfg`: the pipeline's SynthConfig (its defaults when None); `variants` overrides its seed."""
+        """`cfg`: the pipeline's SynthesisConfig (its defaults when None); `variants` overrides its seed."""
         self.cfg = cfg
 
     def variants(self, task: Task, n: int, seed: int) -> list[Task]:
         # Imported here, not at the top: the pipeline's stages cost ~0.4 s to import, which episodes,
         # evaluation and the commands that only play or list tasks never need.
-        from rods_core.synth.pipeline import SynthConfig, synthesize
+        from rods_core.synth.pipeline import SynthesisConfig, synthesize
 
-        cfg = (self.cfg or SynthConfig()).model_copy(update={"seed": seed})
+        cfg = (self.cfg or SynthesisConfig()).model_copy(update={"seed": seed})
         return synthesize(task, n, {task.content_key()}, cfg).accepted
 
 
@@ -145,7 +145,7 @@ class BfclMultiTurn:
     def __init__(
         self, prompt: PromptConfig | None = None, *, max_steps_per_turn: int = 4, hints: bool = False, synth=None
     ):
-        """`synth`: the SynthConfig of the five-stage synthesizer (its defaults when None)."""
+        """`synth`: the SynthesisConfig of the five-stage synthesizer (its defaults when None)."""
         self.prompt = prompt or PromptConfig()
         self.max_steps_per_turn, self.hints = max_steps_per_turn, hints
         self.synthesizer = BfclPipelineSynthesizer(synth)
