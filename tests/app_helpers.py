@@ -132,3 +132,14 @@ def kill_group(pid: int) -> None:
         if not Path(f"/proc/{pid}").exists():
             return
         time.sleep(0.05)
+
+
+def awaiting_review(run_dir: str | Path) -> list[str]:
+    """The staged tasks whose latest buffer event left them awaiting review (the Review page's queue)."""
+    from rods_core.reasons import OfferReason
+    from rods_lab.views import latest_buffer_reasons, snapshot
+    from storage.reader import RunReader
+
+    reasons = latest_buffer_reasons(RunReader(run_dir))
+    staged = snapshot(run_dir).tasks("staged")
+    return [t.id for t in staged if reasons.get(t.id, ("", None))[0] == OfferReason.AWAITING_REVIEW]
