@@ -1,6 +1,6 @@
 """Synthesis's section of the run config (`synthesis:`): how the loop feeds the worker, and the pipeline's
-backend, endpoint and distance. The section was once split in two (`synth:` for the pipeline); a `synth:`
-section or `--set synth.x` still loads, read as `synthesis:`, with a note that names the new key."""
+backend, endpoint and distance, in one section. A config with the pipeline's former section name (`synth:`,
+`--set synth.x`) still loads, read as `synthesis:`, with a note that names the file and the new key."""
 
 from __future__ import annotations
 
