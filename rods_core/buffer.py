@@ -11,8 +11,8 @@ Sampling: staged probes (<= probe_slots) and due dormant re-probes (<= reprobe_s
 tasks without replacement, weighted by region (boundary 4 > unseen 2 > hard 1 > mastered 0.5 by default),
 then resting seeds re-probed early when the active pool is smaller than a batch. Admission control:
 room() counts both P_max and the staged backlog the probe slots can serve within max_probe_wait steps.
-Every pool change is a BufferEvent with a reason code from rods_core.reasons; events from decisions are queued and
-returned by the next `observe()`. The RNG is `random.Random(config.seed)`, saved in state_dict, and every
+Every pool change is a BufferEvent with a reason code from rods_core.reasons; a decision's events come out
+of `decision_moves()` at the step it is applied. The RNG is `random.Random(config.seed)`, saved in state_dict, and every
 iteration that feeds it runs over insertion-ordered dicts, so a restored buffer samples the same future."""
 
 from __future__ import annotations

@@ -396,6 +396,7 @@ def test_every_reason_emitted_is_registered():
     emitted = {r[-1] for entry in log for r in (entry[1] if isinstance(entry, tuple) else entry)}
     assert emitted <= set(REASONS)
     assert {"promote/boundary", "offer/staged"} <= emitted
+    assert all(type(r) is str for r in emitted)  # the plain code, never the enum: the log stores it byte for byte
 
 
 # ----- the baselines -----------------------------------------------------------------------------------
