@@ -253,7 +253,7 @@ def test_rods_synth_llm_backend_reports_counts_and_refuses_bad_configs(tmp_path,
     parent, out = demo_seeds()[0], tmp_path / "v.jsonl"
     cfg = tmp_path / "synthesis.yaml"
     cfg.write_text(
-        f"synth:\n  endpoint_url: {server((200, _completion('garbage')))}\n  endpoint_model: m\n  max_attempts: 3\n"
+        f"synthesis:\n  endpoint_url: {server((200, _completion('garbage')))}\n  endpoint_model: m\n  max_attempts: 3\n"
     )
     args = ["--from", parent.id, "--n", "1", "--out", str(out), "--backend", "llm", "--config", str(cfg), "--json"]
     r = CliRunner().invoke(_cli(), args)
@@ -262,8 +262,9 @@ def test_rods_synth_llm_backend_reports_counts_and_refuses_bad_configs(tmp_path,
     assert report["accepted"] == 0 and report["stages"]["rewrite"]["rejected"] >= 1
     assert "llm: the model's answer holds no" in report["stages"]["rewrite"]["reasons"]
     for text, why in (
-        ("synth: [unclosed", "not valid YAML"),
+        ("synthesis: [unclosed", "not valid YAML"),
         ("- a list", "expected a mapping"),
+        ("synthesis: 3", "expected a mapping"),
         (f"prompts_dir: {tmp_path / 'nope'}", "not a folder"),
         ("distance: 2", "distance"),
     ):
