@@ -401,7 +401,9 @@ def test_long_context_variants_can_carry_distractor_files():
     parent = parent or next(
         t for t in SEEDS.values() if t.category == "long_context" and "GorillaFileSystem" in t.involved_classes
     )
-    res = synthesize(parent, 2, set(), SynthesisConfig(long_context_distractors=8, perturb_config=False, max_attempts=16))
+    res = synthesize(
+        parent, 2, set(), SynthesisConfig(long_context_distractors=8, perturb_config=False, max_attempts=16)
+    )
     assert res.accepted
     for v in res.accepted:
         assert v.category == "long_context" and files(v) >= files(parent) + 8

@@ -100,7 +100,9 @@ def _rng(seed: int, parent_id: str, attempt: int) -> random.Random:
     return random.Random(int(h[:16], 16))
 
 
-def make_rewriter(cfg: SynthesisConfig, endpoint: ChatEndpoint | None = None, prompts: Prompts | None = None) -> Rewriter:
+def make_rewriter(
+    cfg: SynthesisConfig, endpoint: ChatEndpoint | None = None, prompts: Prompts | None = None
+) -> Rewriter:
     return LlmRewriter(endpoint or endpoint_of(cfg), prompts) if cfg.backend == "llm" else TemplateRewriter()
 
 
