@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from rods_core.reasons import OfferReason, PromoteReason, RetireReason
+
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [
     "app.py",
@@ -161,15 +163,33 @@ def build_store(run_dir: Path, rng: np.random.Generator) -> dict[str, int]:
     log.append(
         "buffer",
         [
-            {"step": 1, "task_id": v.id, "from_pool": None, "to_pool": "staged", "reason": "offer/awaiting_review"}
+            {
+                "step": 1,
+                "task_id": v.id,
+                "from_pool": None,
+                "to_pool": "staged",
+                "reason": str(OfferReason.AWAITING_REVIEW),
+            }
             for v in variants
         ]
         + [
-            {"step": 2, "task_id": v.id, "from_pool": "staged", "to_pool": "active", "reason": "promote/boundary"}
+            {
+                "step": 2,
+                "task_id": v.id,
+                "from_pool": "staged",
+                "to_pool": "active",
+                "reason": str(PromoteReason.BOUNDARY),
+            }
             for v in active + retired
         ]
         + [
-            {"step": 3, "task_id": v.id, "from_pool": "active", "to_pool": "retired", "reason": "retire/mastered"}
+            {
+                "step": 3,
+                "task_id": v.id,
+                "from_pool": "active",
+                "to_pool": "retired",
+                "reason": str(RetireReason.RETIRE_MASTERED),
+            }
             for v in retired
         ],
     )

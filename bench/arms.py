@@ -192,7 +192,7 @@ def prepare_heldout(cfg: RunConfig, pool: list, spec: HeldOutSpec, folder: Path,
         if manifest["spec"] != asdict(spec):
             raise ValueError(f"{folder}: held-out sets of another spec ({manifest['spec']}); give a new --out")
     else:
-        manifest = build_heldout(pool, spec, cfg.synth, folder, trained=warm_start_tasks(cfg))
+        manifest = build_heldout(pool, spec, cfg.synthesis, folder, trained=warm_start_tasks(cfg))
         _, sets = load_heldout(folder)
         log("held-out sets: " + ", ".join(f"{k} {v['n']} tasks" for k, v in manifest["sets"].items()))
     base = folder / "base_model"
@@ -209,7 +209,7 @@ def prepare_offline(out: Path, arm: str, k: int, cfg: RunConfig, pool: list, set
     rods_dir = out / "runs" / f"rods_r{k}"
     m = offline_m(arm, rods_dir, pool)
     keys = {t.content_key(): name for name, tasks in sets.items() for t in tasks}
-    variants, stats = offline_variants(pool, m, cfg.synth, cfg.seed, keys)
+    variants, stats = offline_variants(pool, m, cfg.synthesis, cfg.seed, keys)
     write_offline_seeds(offline_file(out, arm, k), pool, variants, stats)
     log(
         f"  {arm}_r{k}: {stats['made']} of M = {m} variants synthesized up front ({stats['heldout_collisions_excluded']} held-out collisions left out)"

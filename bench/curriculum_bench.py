@@ -18,12 +18,14 @@ import math
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import yaml
 
 from bench.experiments import EXPERIMENTS as RESULTS
-from rods_core.config import METHODS, RunConfig, dump_config, load_config
+from rods_core.config import METHODS, ConfigRenamedWarning, RunConfig, dump_config, load_config
+from rods_core.config.synth import renamed_sections
 
 
 def parse_methods(text: str) -> list[str]:
@@ -64,7 +66,7 @@ def run_configs(
                 "method": method,
                 "seed": seed,
                 "buffer.seed": seed,
-                "synth.seed": seed,
+                "synthesis.seed": seed,
                 "output_dir": str(out / "runs"),
                 "workspace": str(out / "workspace"),
                 "grpo.max_steps": steps,
@@ -187,7 +189,7 @@ def report_again(out: Path, log=print) -> Path:
 # The settings that make two experiments one design (seeds aside): their runs may be pooled as repeats.
 _DESIGN = ("config", "budget", "max_steps", "eval_every", "trajectories_per_step")
 # Run-config fields that differ between the runs of one design by construction (those run_configs sets per run).
-_PER_RUN = ("name", "method", "seed", "buffer.seed", "synth.seed", "output_dir", "workspace")
+_PER_RUN = ("name", "method", "seed", "buffer.seed", "synthesis.seed", "output_dir", "workspace")
 
 
 def parse_source(text: str | Path) -> tuple[Path, list[str] | None]:
@@ -210,7 +212,11 @@ def _flat(d: dict, prefix: str = "") -> dict:
 
 
 def _run_settings(cfg: dict) -> dict:
-    """A run's resolved config, flattened, without the fields that differ between runs by construction."""
+    """A run's resolved config, flattened, without the fields that differ between runs by construction; a run
+    written before `synth:` was renamed `synthesis:` reads as one written after, so the two may pool."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConfigRenamedWarning)  # a run's own record, not a file to fix
+        cfg = renamed_sections(cfg)
     return {k: v for k, v in _flat(cfg).items() if k not in _PER_RUN}
 
 

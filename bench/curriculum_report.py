@@ -24,6 +24,7 @@ from bench.experiments import (
     mean_curve,
     share_ratio,
 )
+from storage.export import json_safe
 
 _COLORS = {
     "rods": "#d62728",
@@ -397,19 +398,6 @@ def write_report(out: Path, settings: dict, runs_meta: list[dict], log=print) ->
             "accuracy": mean_curve(frames.evals, "accuracy").to_dict("records"),
         },
     }
-    (out / "summary.json").write_text(json.dumps(_clean(summary), indent=2, default=str))
+    (out / "summary.json").write_text(json.dumps(json_safe(summary), indent=2, default=str))
     log(f"report: {out / 'summary.md'}")
     return summary
-
-
-def _clean(v):
-    """JSON-safe: numpy scalars as Python numbers, NaN and infinities as null."""
-    if isinstance(v, dict):
-        return {str(k): _clean(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_clean(x) for x in v]
-    if hasattr(v, "item") and not isinstance(v, (str, bytes)):
-        v = v.item()
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    return v

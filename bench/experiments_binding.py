@@ -14,9 +14,19 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from rods_core.reasons import OfferReason, RetireReason
+
 # the per-step figures compared between an arm's run and rods' run of the same seed
 SAME_COLUMNS = ("reward", "informative_share", "pool_active", "pool_staged", "pool_retired", "trajectories")
-RETIRE_BY_STREAK = ("retire/mastered", "retire/hard", "probe/mastered", "probe/hard")
+RETIRE_BY_STREAK = tuple(
+    str(r)
+    for r in (
+        RetireReason.RETIRE_MASTERED,
+        RetireReason.RETIRE_HARD,
+        RetireReason.PROBE_MASTERED,
+        RetireReason.PROBE_HARD,
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -60,7 +70,7 @@ def _rule(arm: str, rods: dict, buffer: pd.DataFrame, steps: pd.DataFrame, max_s
             return Binding(arm, False, f"streaks of 1 and stale_steps {b.get('stale_steps', 100)} >= {max_steps} steps: "
                            "rods' layered retirement is the single rule")  # fmt: skip
     if arm == "no_budget":
-        p_max, hits = b.get("p_max", 50), _count(buffer, "rods", ("offer/budget",))
+        p_max, hits = b.get("p_max", 50), _count(buffer, "rods", (str(OfferReason.BUDGET),))
         mine = steps[steps.method == arm]
         alive = int((mine.pool_active + mine.pool_staged).max()) if not mine.empty else None
         if hits == 0 and alive is not None and alive <= p_max:
@@ -68,7 +78,7 @@ def _rule(arm: str, rods: dict, buffer: pd.DataFrame, steps: pd.DataFrame, max_s
                            f"{alive} tasks alive in active + staged in no_budget's")  # fmt: skip
         return Binding(arm, True, f"{hits} offer/budget refusals in rods' runs; up to {alive} alive without P_max")
     if arm == "direct_injection":
-        n = _count(buffer, arm, ("offer/direct",))
+        n = _count(buffer, arm, (str(OfferReason.DIRECT),))
         return Binding(arm, n > 0, f"{n} variants injected directly")
     if arm == "paper_streaks":
         n = _count(buffer, "rods", RETIRE_BY_STREAK)

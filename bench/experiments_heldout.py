@@ -19,7 +19,7 @@ import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from rods_core.config import BENCHMARK_OPTIONS, RunConfig, SynthConfig
+from rods_core.config import BENCHMARK_OPTIONS, RunConfig, SynthesisConfig
 from rods_core.seeds import load_seeds
 from rods_core.tasks import Task, read_tasks, write_tasks
 
@@ -43,7 +43,7 @@ class HeldOutSpec:
     max_attempts: int = 400  # candidates per parent at most, raised step by step from the synth config's
 
 
-def _variants(parent: Task, k: int, keys: set[str], cfg: SynthConfig, cap: int) -> list[Task]:
+def _variants(parent: Task, k: int, keys: set[str], cfg: SynthesisConfig, cap: int) -> list[Task]:
     """Up to k verified variants of `parent`, none in `keys`; attempts raised x4 from the config's until k or `cap`."""
     from rods_core.synth.pipeline import synthesize
 
@@ -55,7 +55,7 @@ def _variants(parent: Task, k: int, keys: set[str], cfg: SynthConfig, cap: int) 
         attempts = min(cap, attempts * 4)
 
 
-def build(pool: list[Task], spec: HeldOutSpec, synth: SynthConfig, out: Path, trained: list[Task] = ()) -> dict:
+def build(pool: list[Task], spec: HeldOutSpec, synth: SynthesisConfig, out: Path, trained: list[Task] = ()) -> dict:
     """Make H1, H2, H3 for a pool of seeds into `out` (JSONL per set + manifest.json with sizes, yields and
     sha256); returns the manifest. `trained`: tasks the policy saw before the runs (its warm start): no held-out
     task equals one, and no H2 parent is one. Raises HeldOutShort, writing nothing, when a set cannot be made."""

@@ -12,7 +12,7 @@ import json
 import math
 from pathlib import Path
 
-from rods_core.config import SynthConfig
+from rods_core.config import SynthesisConfig
 from rods_core.tasks import Task, write_tasks
 
 # arm -> how its M is chosen: "rods" = the distinct variants rods' run of the same repeat trained on; "large" =
@@ -22,7 +22,7 @@ OFFLINE_LARGE_PER_SEED = 50
 
 
 def offline_variants(
-    pool: list[Task], m: int, synth: SynthConfig, seed: int, heldout: dict[str, str] | None = None
+    pool: list[Task], m: int, synth: SynthesisConfig, seed: int, heldout: dict[str, str] | None = None
 ) -> tuple[list[Task], dict]:
     """(up to m variants, stats): ceil(m / seeds) asked of each seed, then taken round-robin over the seeds so
     every seed contributes alike; held-out collisions left out and counted."""

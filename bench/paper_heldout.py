@@ -95,7 +95,11 @@ def markdown(data: dict) -> list[str]:
         lines += ["## Synthesized tasks trained on", ""]
         lines += [
             f"- {r['arm']}: {fmt_ci(r['distinct_synthesized'], r['ci95'], 1)} distinct tasks outside the seeds"
-            + (f" in its training set ({r['played']:.1f} played)" if r.get("played") != r["distinct_synthesized"] else "")
+            + (
+                f" in its training set ({r['played']:.1f} played)"
+                if r.get("played") != r["distinct_synthesized"]
+                else ""
+            )
             + f", {r['trajectories']:.0f} trajectories (K = {r['runs']})"
             for r in data["synthesized"]
         ]

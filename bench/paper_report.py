@@ -21,7 +21,7 @@ import plotly.graph_objects as go
 
 from bench.ablation import ablation_table, comparisons, display_table, markdown_table
 from bench.churn import CHURN_METRICS, churn_methods, churn_runs, depletion
-from bench.curriculum_report import _clean, band_figure, export_pngs
+from bench.curriculum_report import band_figure, export_pngs
 from bench.efficiency import COST_AXES, at_equal_cost, attach_costs, curve_band, describe_reach, eval_cost, reach_table
 from bench.experiments import fmt_ci, run_table, t_interval
 from bench.experiments_binding import binding_checks
@@ -34,6 +34,7 @@ from bench.paper_heldout import markdown as heldout_markdown
 from bench.paper_paired import distinct_tasks, paired_curves
 from bench.paper_sizes import loads, sizes
 from bench.paper_sizes import markdown as sizes_markdown
+from storage.export import json_safe
 
 
 def machine_note(settings: dict, runs_meta: list[dict]) -> str:
@@ -329,11 +330,11 @@ def write(folder: Path, out: Path, png: bool = True, log=print) -> Path:
                 files.append(png.name)
     behind = {**data["curves"], "ablation_table": {"table": data["ablation_table"], "comparisons": data["comparisons"]}}
     for name, numbers in behind.items():
-        (out / f"{name}.json").write_text(json.dumps(_clean(numbers), indent=1))
+        (out / f"{name}.json").write_text(json.dumps(json_safe(numbers), indent=1))
         files.append(f"{name}.json")
     if problem:
         log(f"PNG export failed ({problem}); the JSON is written")
-    (out / "summary.json").write_text(json.dumps(_clean(data), indent=1, default=str))
+    (out / "summary.json").write_text(json.dumps(json_safe(data), indent=1, default=str))
     (out / "summary.md").write_text(markdown(data, files))
     log(f"paper report: {out / 'summary.md'}")
     return out

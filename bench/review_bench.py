@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from bench.app_bench import accepted_variant_rows, timed_runs
+from rods_core.reasons import OfferReason
 
 ROOT = Path(__file__).resolve().parent.parent
 PER_STEP = 16  # the paper: 8 parents x 2 variants a step
@@ -62,7 +63,7 @@ def build_review_run(ws: Path, runs: Path, run_id: str, variants: int, review: s
         "step", [{"step": s, "wall_s": 30.0 * s, "buffer/staged": float(PER_STEP * s)} for s in range(1, steps + 1)]
     )
     log.append("variant", accepted_variant_rows(staged))
-    reason = "offer/awaiting_review" if review == "gated" else "offer/probing"
+    reason = str(OfferReason.AWAITING_REVIEW if review == "gated" else OfferReason.STAGED)
     log.append(
         "buffer",
         [

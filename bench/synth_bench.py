@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rods_core.config import SynthConfig
+from rods_core.config import SynthesisConfig
 from rods_core.seeds import load_seeds  # noqa: E402
 from rods_core.synth import merge_counts, synthesize  # noqa: E402
 
@@ -27,7 +27,7 @@ def measure(limit: int = 400, n: int = 4, attempts: int = 24, seed: int = 0) -> 
     seeds = load_seeds("train")
     step = max(1, len(seeds) // limit)
     parents = seeds[::step][:limit]
-    cfg = SynthConfig(n_per_parent=n, max_attempts=attempts, seed=seed)
+    cfg = SynthesisConfig(n_per_parent=n, max_attempts=attempts, seed=seed)
     synthesize(parents[0], 1, set(), cfg)  # warm caches (docs, class imports, leak guard)
     wall0, cpu0 = time.perf_counter(), time.process_time()
     results = [synthesize(p, n, set(), cfg) for p in parents]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import warnings
+
 import streamlit as st
 from pydantic import ValidationError
 
-from rods_core.config import METHODS, ConfigError, load_config, parse_overrides
+from rods_core.config import METHODS, ConfigError, ConfigRenamedWarning, load_config, parse_overrides
 from rods_core.inputs import DoorError
 from rods_lab import identity, ui
 from rods_lab.configs import build_config, default_processes, field_errors, list_configs
@@ -85,7 +87,9 @@ if submitted:
         "compute.processes": int(procs),
     }
     try:
-        cfg = build_config(configs[name], {**overrides, **parse_overrides(more, "more fields")}, paths)
+        with warnings.catch_warnings(record=True) as notes:  # a renamed key (synth.x) still works, with a note
+            warnings.simplefilter("always", ConfigRenamedWarning)
+            cfg = build_config(configs[name], {**overrides, **parse_overrides(more, "more fields")}, paths)
         me = identity.current()
         launched_all = launch_pair(cfg, paths, actor=me) if pair else [launch_run(cfg, paths, actor=me)]
         launched = launched_all[0]
@@ -100,6 +104,9 @@ if submitted:
         st.session_state["lab_run"] = launched.run_id
         st.session_state["compare_runs"] = [r.run_id for r in launched_all]  # Compare opens on them
         ui.refresh()
+        for note in notes:
+            if issubclass(note.category, ConfigRenamedWarning):
+                st.info(str(note.message))
         ids = ", ".join(f"`{r.run_id}`" for r in launched_all)
         st.success(
             f"Launched {ids}; runs keep going if you close the app."

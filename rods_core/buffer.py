@@ -11,8 +11,8 @@ Sampling: staged probes (<= probe_slots) and due dormant re-probes (<= reprobe_s
 tasks without replacement, weighted by region (boundary 4 > unseen 2 > hard 1 > mastered 0.5 by default),
 then resting seeds re-probed early when the active pool is smaller than a batch. Admission control:
 room() counts both P_max and the staged backlog the probe slots can serve within max_probe_wait steps.
-Every pool change is a BufferEvent with a reason code from REASONS; events from decisions are queued and
-returned by the next `observe()`. The RNG is `random.Random(config.seed)`, saved in state_dict, and every
+Every pool change is a BufferEvent with a reason code from rods_core.reasons; a decision's events come out
+of `decision_moves()` at the step it is applied. The RNG is `random.Random(config.seed)`, saved in state_dict, and every
 iteration that feeds it runs over insertion-ordered dicts, so a restored buffer samples the same future."""
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from rods_core.boundary import BoundaryDetector, TaskStats
 from rods_core.config import BoundaryConfig, BufferConfig
 from rods_core.ids import next_edit_id
+from rods_core.reasons import DecisionReason, OfferReason, ReprobeReason
 from rods_core.retirement import (
-    Verdict,
+    PoolMove,
     active_retirement,
     capacity_evictions,
     probe_verdict,
@@ -40,13 +41,6 @@ from rods_core.tasks import Task
 
 Pool = Literal["active", "staged", "dormant", "retired"]
 POOLS: tuple[Pool, ...] = ("active", "staged", "dormant", "retired")
-REASONS: tuple[str, ...] = (
-    "offer/staged", "offer/awaiting_review", "offer/duplicate", "offer/budget", "offer/direct",
-    "promote/boundary", "probe/mastered", "probe/hard", "probe/stale",
-    "retire/mastered", "retire/hard", "retire/stale", "retire/capacity",
-    "dormant/mastered", "reprobe/mastered", "wake/boundary", "wake/hard",
-    "decision/approve", "decision/reject", "decision/edit", "decision/reseed", "offer/static",
-)  # fmt: skip
 
 
 # ----- events, decisions, the interface --------------------------------------------------------------
@@ -58,8 +52,11 @@ class BufferEvent:
     task_id: str
     from_pool: Pool | None
     to_pool: Pool | None
-    reason: str
+    reason: str  # a code of rods_core.reasons
     detail: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "reason", str(self.reason))  # the plain code, as the log stores it
 
 
 class BufferDecision(BaseModel):
@@ -105,14 +102,14 @@ class TaskSource(Protocol):
     def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
 
 
-def admission(cfg: BufferConfig) -> tuple[Pool, str, str]:
+def admission(cfg: BufferConfig) -> tuple[Pool, str, OfferReason]:
     """(pool, staged status, reason) an admitted variant enters with: staged and probed, staged awaiting review
     (`review: gated`), or active at once (`injection: direct`, an ablation of staged injection)."""
     if cfg.injection == "direct":
-        return "active", "", "offer/direct"
+        return "active", "", OfferReason.DIRECT
     if cfg.review == "gated":
-        return "staged", "awaiting_review", "offer/awaiting_review"
-    return "staged", "probing", "offer/staged"
+        return "staged", "awaiting_review", OfferReason.AWAITING_REVIEW
+    return "staged", "probing", OfferReason.STAGED
 
 
 # ----- the replay buffer ------------------------------------------------------------------------------
@@ -248,8 +245,8 @@ class ReplayBuffer:
     def _judge_reprobe(self, tid: str, e: Entry, st: TaskStats) -> list[BufferEvent]:
         detail = f"re-probe mean {st.last_mean:.2f}, var share {st.last_var_share:.2f}"
         if st.region == "mastered":
-            return [self._move(tid, "dormant", "reprobe/mastered", detail)]  # rests another R steps
-        return [self._move(tid, "active", f"wake/{st.region}", "forgetting caught: " + detail)]
+            return [self._move(tid, "dormant", ReprobeReason.MASTERED, detail)]  # rests another R steps
+        return [self._move(tid, "active", ReprobeReason(f"wake/{st.region}"), "forgetting caught: " + detail)]
 
     def _retire_active(self) -> list[BufferEvent]:
         """Apply the retirement layers to every active task: seeds only ever go dormant (mastered)."""
@@ -295,15 +292,15 @@ class ReplayBuffer:
         for t in variants:
             dup = t.id if t.id in self._entries else self._content.get(t.content_key())
             if dup is not None:
-                events.append(BufferEvent(self.step, t.id, None, None, "offer/duplicate", f"same as {dup}"))
+                events.append(BufferEvent(self.step, t.id, None, None, OfferReason.DUPLICATE, f"same as {dup}"))
             elif room <= 0:
                 why = f"{cfg.probe_slots * cfg.max_probe_wait} variants await a probe"
                 why = f"p_max {cfg.p_max} reached or {why}" if cfg.expansion_budget else why
-                events.append(BufferEvent(self.step, t.id, None, None, "offer/budget", why))
+                events.append(BufferEvent(self.step, t.id, None, None, OfferReason.BUDGET, why))
             else:
                 room -= 1
                 pool, status, reason = admission(cfg)
-                self._add(t, Entry(pool, False, self.step, status=status, reason=reason))
+                self._add(t, Entry(pool, False, self.step, status=status, reason=str(reason)))
                 events.append(BufferEvent(self.step, t.id, None, pool, reason))
         return events
 
@@ -338,12 +335,12 @@ class ReplayBuffer:
             if e.pool != "staged" or e.status != "awaiting_review":
                 return False, f"{tid} is not awaiting review (pool {e.pool})"
             e.status = "probing"
-            self._outbox.append(BufferEvent(self.step, tid, "staged", "staged", "decision/approve", "now probed"))
+            self._outbox.append(BufferEvent(self.step, tid, "staged", "staged", DecisionReason.APPROVE, "now probed"))
             return True, "approved: it will be probed"
         if act == "reject":
             if e.seed or e.pool == "retired":
                 return False, f"{tid} is a seed or already retired; seeds are never deleted"
-            self._outbox.append(self._move(tid, "retired", "decision/reject"))
+            self._outbox.append(self._move(tid, "retired", DecisionReason.REJECT))
             return True, "rejected: retired"
         if act == "edit":
             return self._apply_edit(tid, e, decision.task)
@@ -354,7 +351,7 @@ class ReplayBuffer:
             return False, f"{tid} is already a seed"
         e.seed = True
         self._seed_ids.append(tid)
-        self._outbox.append(self._move(tid, "active", "decision/reseed", "promoted to seed"))
+        self._outbox.append(self._move(tid, "active", DecisionReason.RESEED, "promoted to seed"))
         return True, "promoted to seed: never retired from now on"
 
     def _apply_edit(self, tid: str, e: Entry, edited: Task) -> tuple[bool, str]:
@@ -366,9 +363,9 @@ class ReplayBuffer:
         if not replaces and self.room() <= 0:
             return False, f"p_max {self.config.p_max} reached; the edit of {tid} was not admitted"
         if replaces:
-            self._outbox.append(self._move(tid, "retired", "decision/edit", f"replaced by {edited.id}"))
-        self._add(edited, Entry("staged", False, self.step, status="probing", reason="decision/edit"))
-        self._outbox.append(BufferEvent(self.step, edited.id, None, "staged", "decision/edit", f"edit of {tid}"))
+            self._outbox.append(self._move(tid, "retired", DecisionReason.EDIT, f"replaced by {edited.id}"))
+        self._add(edited, Entry("staged", False, self.step, status="probing", reason=str(DecisionReason.EDIT)))
+        self._outbox.append(BufferEvent(self.step, edited.id, None, "staged", DecisionReason.EDIT, f"edit of {tid}"))
         return True, f"edited as {edited.id}: probed next"
 
     # ----- views ----------------------------------------------------------------------------------
@@ -391,16 +388,16 @@ class ReplayBuffer:
         if (parent := task.provenance.parent_id) is not None and not entry.seed:
             self._children[parent] = self._children.get(parent, 0) + 1
 
-    def _apply(self, tid: str, verdict: Verdict) -> BufferEvent:
-        """Move a task to the pool its verdict sends it to."""
-        return self._move(tid, verdict.reason.to_pool, str(verdict.reason), verdict.detail)
+    def _apply(self, tid: str, move: PoolMove) -> BufferEvent:
+        """Move a task to the pool a rule sends it to."""
+        return self._move(tid, move.to_pool, move.reason, move.detail)
 
     def _move(self, tid: str, to: Pool, reason: str, detail: str = "") -> BufferEvent:
         e = self._entries[tid]
         src = e.pool
         del self._pools[src][tid]
         self._pools[to][tid] = None
-        e.pool, e.since, e.probes, e.reason = to, self.step, 0, reason
+        e.pool, e.since, e.probes, e.reason = to, self.step, 0, str(reason)
         if to != "staged":
             e.status = ""
         return BufferEvent(self.step, tid, src, to, reason, detail)

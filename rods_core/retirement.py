@@ -1,5 +1,5 @@
 """The replay buffer's retirement rules as pure functions: each reads a task's detector statistics and
-returns a Verdict (a typed reason plus a detail) or None; the buffer applies verdicts to its pools.
+returns a PoolMove (a typed reason plus a detail) or None; the buffer applies the moves to its pools.
 
 Layers, in the order the buffer applies them after an observation: a staged variant is judged at each
 probe (promoted at its first boundary reading, retired after `probe_obs` that are not); a probing variant
@@ -12,37 +12,26 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Literal, Protocol
 
 from rods_core.boundary import TaskStats
-
-
-class RetireReason(StrEnum):
-    """Why a task leaves its pool; the value is the reason code the event log stores."""
-
-    PROMOTE_BOUNDARY = "promote/boundary"
-    PROBE_MASTERED = "probe/mastered"
-    PROBE_HARD = "probe/hard"
-    PROBE_STALE = "probe/stale"
-    RETIRE_MASTERED = "retire/mastered"
-    RETIRE_HARD = "retire/hard"
-    RETIRE_STALE = "retire/stale"
-    RETIRE_CAPACITY = "retire/capacity"
-    DORMANT_MASTERED = "dormant/mastered"
-
-    @property
-    def to_pool(self) -> Literal["active", "dormant", "retired"]:
-        """The pool a task moves to on this verdict."""
-        if self is RetireReason.PROMOTE_BOUNDARY:
-            return "active"
-        return "dormant" if self is RetireReason.DORMANT_MASTERED else "retired"
+from rods_core.reasons import PromoteReason, RetireReason
 
 
 @dataclass(frozen=True)
-class Verdict:
-    reason: RetireReason
+class PoolMove:
+    """A rule's verdict on one task: why it moves (the reason's value is the code the event log stores) and
+    the figures behind it."""
+
+    reason: RetireReason | PromoteReason
     detail: str
+
+    @property
+    def to_pool(self) -> Literal["active", "dormant", "retired"]:
+        """The pool the task moves to."""
+        if isinstance(self.reason, PromoteReason):
+            return "active"
+        return "dormant" if self.reason is RetireReason.DORMANT_MASTERED else "retired"
 
 
 class Thresholds(Protocol):
@@ -61,55 +50,55 @@ def last_useful(st: TaskStats | None, since: int) -> int:
     return since if informative is None else max(since, informative)
 
 
-def active_retirement(st: TaskStats | None, since: int, step: int, cfg: Thresholds) -> Verdict | None:
+def active_retirement(st: TaskStats | None, since: int, step: int, cfg: Thresholds) -> PoolMove | None:
     """An active variant's retirement layers in order: mastered for k, hard for n, stale for S steps; with
     `retirement: single`, one layer instead (single_layer)."""
     if cfg.retirement == "single":
         return single_layer(st)
     if st is not None and st.region == "mastered" and st.streak >= cfg.mastered_streak:
-        return Verdict(RetireReason.RETIRE_MASTERED, _streak_detail(st))
+        return PoolMove(RetireReason.RETIRE_MASTERED, _streak_detail(st))
     if st is not None and st.region == "hard" and st.streak >= cfg.hard_streak:
-        return Verdict(RetireReason.RETIRE_HARD, _streak_detail(st))
+        return PoolMove(RetireReason.RETIRE_HARD, _streak_detail(st))
     if step - last_useful(st, since) >= cfg.stale_steps:
-        return Verdict(RetireReason.RETIRE_STALE, f"no informative group for {cfg.stale_steps} steps")
+        return PoolMove(RetireReason.RETIRE_STALE, f"no informative group for {cfg.stale_steps} steps")
     return None
 
 
-def single_layer(st: TaskStats | None) -> Verdict | None:
+def single_layer(st: TaskStats | None) -> PoolMove | None:
     """The one-layer rule (an ablation of the layers above): retire at the first reading outside the boundary."""
     if st is None or st.region == "boundary":
         return None
     reason = RetireReason.RETIRE_MASTERED if st.region == "mastered" else RetireReason.RETIRE_HARD
-    return Verdict(reason, "single layer: " + _streak_detail(st))
+    return PoolMove(reason, "single layer: " + _streak_detail(st))
 
 
-def seed_exemption(verdict: Verdict | None) -> Verdict | None:
+def seed_exemption(move: PoolMove | None) -> PoolMove | None:
     """Seeds are never retired: a mastered seed rests (dormant), any other retirement is dropped."""
-    if verdict is None or verdict.reason is not RetireReason.RETIRE_MASTERED:
+    if move is None or move.reason is not RetireReason.RETIRE_MASTERED:
         return None
-    return Verdict(RetireReason.DORMANT_MASTERED, verdict.detail)
+    return PoolMove(RetireReason.DORMANT_MASTERED, move.detail)
 
 
-def probe_verdict(st: TaskStats, probes: int, cfg: Thresholds) -> Verdict | None:
+def probe_verdict(st: TaskStats, probes: int, cfg: Thresholds) -> PoolMove | None:
     """A probing variant is promoted at a boundary reading and retired after `probe_obs` probes that are not."""
     detail = f"mean {st.mean:.2f}, var share {st.var_share:.2f} after {probes} probe(s)"
     if st.region == "boundary":
-        return Verdict(RetireReason.PROMOTE_BOUNDARY, detail)
+        return PoolMove(PromoteReason.BOUNDARY, detail)
     if probes >= cfg.probe_obs:
-        return Verdict(RetireReason(f"probe/{st.region}"), detail)
+        return PoolMove(RetireReason(f"probe/{st.region}"), detail)
     return None
 
 
-def stale_probe(st: TaskStats | None, since: int, step: int, cfg: Thresholds) -> Verdict | None:
+def stale_probe(st: TaskStats | None, since: int, step: int, cfg: Thresholds) -> PoolMove | None:
     """A probing variant never drawn to a verdict (too few probe slots, lost draws) leaves after S steps."""
     if step - last_useful(st, since) >= cfg.stale_steps:
-        return Verdict(RetireReason.PROBE_STALE, f"not probed to a verdict in {cfg.stale_steps} steps")
+        return PoolMove(RetireReason.PROBE_STALE, f"not probed to a verdict in {cfg.stale_steps} steps")
     return None
 
 
 def capacity_evictions(
     variants: Sequence[tuple[str, TaskStats | None]], n_active: int, target: int
-) -> list[tuple[str, Verdict]]:
+) -> list[tuple[str, PoolMove]]:
     """While the active pool is over target, the variants with the lowest smoothed variance leave (never
     observed: infinite); `variants` in pool order, so ties evict the oldest first (stable sort)."""
     over = n_active - target
@@ -118,7 +107,7 @@ def capacity_evictions(
     info = [(tid, st.var if st is not None else math.inf) for tid, st in variants]
     lowest = sorted(info, key=lambda x: x[1])[:over]
     return [
-        (tid, Verdict(RetireReason.RETIRE_CAPACITY, f"smoothed var {var:.4f}; active over {target}"))
+        (tid, PoolMove(RetireReason.RETIRE_CAPACITY, f"smoothed var {var:.4f}; active over {target}"))
         for tid, var in lowest
     ]
 

@@ -17,6 +17,7 @@ from typing import Any
 from rods_core.boundary import BoundaryDetector, group_stats, is_informative
 from rods_core.buffer import BufferDecision, BufferEvent, ReplayBuffer, TaskSource
 from rods_core.config import METHODS, BoundaryConfig, BufferConfig
+from rods_core.reasons import OfferReason
 from rods_core.rng import rng_state, set_rng_state
 from rods_core.tasks import Task
 
@@ -87,7 +88,8 @@ class StaticSource:
 
     def offer(self, variants: list[Task], step: int) -> list[BufferEvent]:
         return [
-            BufferEvent(step, t.id, None, None, "offer/static", "a static source admits no variants") for t in variants
+            BufferEvent(step, t.id, None, None, OfferReason.STATIC, "a static source admits no variants")
+            for t in variants
         ]
 
     def apply_decision(self, decision: BufferDecision) -> tuple[bool, str]:

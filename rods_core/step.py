@@ -64,7 +64,7 @@ class RodsStep:
             from rods_core.synth.pipeline import SynthWorker
 
             job = worker_job(bench.synthesizer)
-            self.worker = SynthWorker(cfg.synth, pool_keys={t.content_key() for t in seeds}, job=job)
+            self.worker = SynthWorker(cfg.synthesis, pool_keys={t.content_key() for t in seeds}, job=job)
             # the leak guard's test keys (BFCL's: ~0.3 s) built here, not inside the first step that synthesizes
             self.leak_reason(seeds[0])
         self._asked: list[tuple[str, int]] = []  # (parent, variants) asked of the worker, not yet back
@@ -184,7 +184,7 @@ class RodsStep:
         """Hand boundary parents to the worker while the budget has room; take back what is ready."""
         if not self.cfg.synthesizes:
             return [], [], [], {}
-        n = self.cfg.synth.n_per_parent
+        n = self.cfg.synthesis.n_per_parent
         # admission control: ask only for what the buffer could still admit, counting what is in flight
         room = self.source.room() - sum(k for _, k in self._asked)
         k = min(self.cfg.synthesis.parents_per_step, max(0, math.ceil(room / n)))
@@ -193,7 +193,7 @@ class RodsStep:
         fixed = self.cfg.synthesis.deterministic
         if self.worker is not None:
             # a fresh seed per step: the same boundary parent asked again yields new variants
-            seed = derive_seed(self.cfg.synth.seed, "synth", step)
+            seed = derive_seed(self.cfg.synthesis.seed, "synth", step)
             for tid in parents:
                 try:  # the leak guard at the synthesis door: variants of a test task would leak it
                     refuse_test_tasks([self.source.task(tid)], "synthesis parent", self.leak_reason)
@@ -201,7 +201,7 @@ class RodsStep:
                     refused += 1
                     continue
                 # a repeatable run counts its own untaken jobs against the queue, never what happens to be done
-                full = fixed and len(self._asked) >= self.cfg.synth.queue_size
+                full = fixed and len(self._asked) >= self.cfg.synthesis.queue_size
                 if not full and self.worker.submit(self.source.task(tid), n, seed=seed):
                     self._asked.append((tid, n))
                     self._due.append(step + self.cfg.synthesis.apply_after)

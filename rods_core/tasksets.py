@@ -21,10 +21,10 @@ class TaskSetError(ValueError):
 
 def run_benchmark(cfg: RunConfig, benchmark: Benchmark | None = None) -> Benchmark:
     """`benchmark` when the caller gives one (any Benchmark), else the config's (`benchmark:`, `prereq:`, its
-    synthesizer with the run's `synth:` settings)."""
+    synthesizer with the run's `synthesis:` settings)."""
     from rods_core.benchmarks.registry import make_benchmark  # not at the top: the benchmarks' modules
 
-    return benchmark or make_benchmark(cfg.benchmark, prereq=cfg.prereq, synth=cfg.synth)
+    return benchmark or make_benchmark(cfg.benchmark, prereq=cfg.prereq, synth=cfg.synthesis)
 
 
 def in_groups(bench: Benchmark, tasks: list, groups: list[str]) -> list:

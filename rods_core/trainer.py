@@ -276,8 +276,7 @@ class RodsGRPOTrainer(GRPOTrainer):
                 model, self.processing_class, vllm_trainer=self if self.use_vllm else None
             )
         generator = self._generator
-        if hasattr(generator, "reset"):
-            generator.reset()  # the weights changed since the last step: no cache may outlive them
+        generator.reset()  # the weights changed since the last step: no cache may outlive them
         gen_s0 = generator.stats.seconds
         step = self.state.global_step + 1
         was_training = model.training
@@ -310,9 +309,7 @@ class RodsGRPOTrainer(GRPOTrainer):
         )
         timings["time/gather_s"] = time.perf_counter() - t_gather
         self._on_rollout(_report(rows, self.num_generations, timings))
-        out = rollout_output(episodes)
-        out["n_calls"] = [e.n_calls for e in episodes]
-        return out
+        return rollout_output(episodes)
 
 
 _PROMPT_KEYS = ("prompt_ids", "prompt_mask")  # left-padded

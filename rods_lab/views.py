@@ -9,11 +9,10 @@ it is being probed.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -278,16 +277,6 @@ def boundary_vs_others(variance_by_region: pd.DataFrame) -> pd.DataFrame:
 
 
 # ----- the review queue --------------------------------------------------------------------------------
-@dataclass
-class ReviewItem:
-    task: Task
-    parent: Task | None
-    status: str  # awaiting_review | probing
-    since_step: int | None
-    stages: list[dict] = field(default_factory=list)
-    reason: str = ""
-
-
 def latest_buffer_reasons(reader: RunReader) -> dict[str, tuple[str, int]]:
     df = reader.query(
         "SELECT task_id, arg_max(reason, seq) AS reason, arg_max(step, seq) AS step FROM buffer GROUP BY task_id"
@@ -302,23 +291,6 @@ def variant_outcomes(reader: RunReader, variant_ids: list[str]) -> dict[str, tup
         "SELECT variant_id, stages, reason FROM variant WHERE variant_id IN (SELECT unnest(?))", [variant_ids]
     )
     return {r.variant_id: (json.loads(r.stages) if r.stages else [], r.reason or "") for r in df.itertuples()}
-
-
-def review_queue(run_dir: str | Path, reader: RunReader | None = None) -> list[ReviewItem]:
-    """Staged tasks with their parent, review status and every synthesis stage's outcome."""
-    reader = reader or RunReader(run_dir)
-    snap = snapshot(run_dir)
-    staged = snap.tasks("staged")
-    by_id = {t.id: t for t in snap.tasks("all")}
-    reasons = latest_buffer_reasons(reader)
-    outcomes = variant_outcomes(reader, [t.id for t in staged])
-    items = []
-    for t in staged:
-        reason, since = reasons.get(t.id, ("", None))
-        stages, why = outcomes.get(t.id, ([], ""))
-        status = "awaiting_review" if reason == "offer/awaiting_review" else "probing"
-        items.append(ReviewItem(t, by_id.get(t.provenance.parent_id or ""), status, since, stages, why))
-    return items
 
 
 def edited_task(original: Task, user_texts: list[str], calls_texts: list[str]) -> Task:
@@ -344,20 +316,6 @@ def edited_record(bench: Benchmark, text: str) -> Any:
     """The editor's JSON text as a task of the benchmark; ValueError when it is not JSON (the project's JSON
     door: too deep, a number past Python's digit limit, a lone surrogate) or not the schema."""
     return edits.parse_edit(bench, json_value(text))
-
-
-def turn_diff(parent: Task | None, task: Task) -> list[str]:
-    """Per turn, a unified diff (parent → task) of the user's words and the ground-truth calls."""
-    out = []
-    for i in range(task.n_turns):
-        new = [f"user: {task.user_texts[i]}", *task.ground_truth[i]]
-        if parent is None or i >= parent.n_turns:
-            old = []
-        else:
-            old = [f"user: {parent.user_texts[i]}", *parent.ground_truth[i]]
-        diff = list(difflib.unified_diff(old, new, "parent", "variant", n=len(new) + len(old), lineterm=""))[2:]
-        out.append("\n".join(ln for ln in diff if not ln.startswith("@@")) or "\n".join(f" {ln}" for ln in new))
-    return out
 
 
 # ----- pools, lineage, history -------------------------------------------------------------------------

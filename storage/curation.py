@@ -15,6 +15,7 @@ import pandas as pd
 
 from rods_core.benchmarks.protocols import Benchmark
 from rods_core.benchmarks.registry import make_benchmark
+from rods_core.reasons import OfferReason
 from rods_core.spreadsheet import csv_text
 from rods_core.tasks import Task
 from storage.control import ControlDB, DecisionRecord
@@ -125,7 +126,9 @@ def review_rows(
         parent_id = t.provenance.parent_id or ""
         reason, since = reasons.get(t.id, ("", None))
         pool = pool_of[t.id]
-        state = ("awaiting_review" if reason == "offer/awaiting_review" else "probing") if pool == "staged" else pool
+        state = (
+            ("awaiting_review" if reason == OfferReason.AWAITING_REVIEW else "probing") if pool == "staged" else pool
+        )
         d, facts = bench.distance(by_id.get(parent_id), t), bench.facts(t)
         ps = stat.get(parent_id, {})
         rows.append(

@@ -23,13 +23,16 @@ from storage.schema import POOLS
 STATS_FIELDS = ("step", "n", "mean", "var", "smoothed_mean", "smoothed_var", "region")
 
 
-def _clean(v: Any) -> Any:
-    """JSON has no NaN: missing statistics become null; numpy scalars become Python numbers."""
-    if v is None:
-        return None
-    if hasattr(v, "item"):
+def json_safe(v: Any) -> Any:
+    """JSON has no NaN or infinity: they become null; numpy scalars become Python numbers; mappings and
+    sequences are cleaned through (keys as strings)."""
+    if isinstance(v, dict):
+        return {str(k): json_safe(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [json_safe(x) for x in v]
+    if hasattr(v, "item") and not isinstance(v, (str, bytes)):  # a numpy scalar
         v = v.item()
-    if isinstance(v, float) and math.isnan(v):
+    if isinstance(v, float) and not math.isfinite(v):
         return None
     return v
 
@@ -39,7 +42,7 @@ def task_stats_map(run_dir: str | Path) -> dict[str, dict]:
     from storage.reader import RunReader  # DuckDB only when statistics are read
 
     df = RunReader(run_dir).latest_task_stats()
-    return {r["task_id"]: {f: _clean(r.get(f)) for f in STATS_FIELDS} for r in df.to_dict("records")}
+    return {r["task_id"]: {f: json_safe(r.get(f)) for f in STATS_FIELDS} for r in df.to_dict("records")}
 
 
 def export_tasks(

@@ -122,7 +122,7 @@ _KINDS = [
     EventKind(
         "buffer",
         "a task moved between pools (from_pool null: entered the buffer); reason is the code "
-        "(rods_core.buffer.REASONS), detail the figures behind it",
+        "(rods_core.reasons.REASONS), detail the figures behind it",
         {"task_id": "str", "from_pool": "str", "to_pool": "str", "reason": "str", "detail": "str"},
     ),
     EventKind(

@@ -46,8 +46,7 @@ def smoke_config(tmp_path, model_dir, **overrides) -> dict:
         },
         "grpo": {"num_generations": 2, "tasks_per_step": 2, "max_steps": 3, "save_steps": 2, "learning_rate": 1e-3},
         "eval": {"every": 0, "split": "train", "limit": 2},
-        "synthesis": {"parents_per_step": 1},
-        "synth": {"n_per_parent": 1},
+        "synthesis": {"parents_per_step": 1, "n_per_parent": 1},
     }
     for key, value in overrides.items():
         node = cfg
@@ -71,7 +70,7 @@ def small_run_config(base: Path, model: Path, steps: int = 3) -> dict:
             "buffer.review": "gated",
             "buffer.probe_slots": 1,
             "synthesis.parents_per_step": 2,
-            "synth.n_per_parent": 2,
+            "synthesis.n_per_parent": 2,
         },
     )
 
@@ -133,3 +132,14 @@ def kill_group(pid: int) -> None:
         if not Path(f"/proc/{pid}").exists():
             return
         time.sleep(0.05)
+
+
+def awaiting_review(run_dir: str | Path) -> list[str]:
+    """The staged tasks whose latest buffer event left them awaiting review (the Review page's queue)."""
+    from rods_core.reasons import OfferReason
+    from rods_lab.views import latest_buffer_reasons, snapshot
+    from storage.reader import RunReader
+
+    reasons = latest_buffer_reasons(RunReader(run_dir))
+    staged = snapshot(run_dir).tasks("staged")
+    return [t.id for t in staged if reasons.get(t.id, ("", None))[0] == OfferReason.AWAITING_REVIEW]

@@ -1,5 +1,5 @@
 """The Launch page: field errors beside the fields, paths outside the workspace refused, a background run
-started and its log shown."""
+started (a renamed key noted) and its log shown."""
 
 from __future__ import annotations
 
@@ -43,8 +43,10 @@ def test_launch_starts_a_background_run(app_env):
     at.text_input(key="launch_name").input("launched")
     at.text_input(key="launch_model").input(str(model))
     at.number_input(key="launch_steps").set_value(1)
+    at.text_area(key="launch_more").input("synth.seed=5")  # the former section name still works, with a note
     at.button[0].click().run()
     assert not at.exception and not at.error
+    assert any("synth.seed was renamed synthesis.seed" in i.value for i in at.info)
     new = [r for r in db.list_runs() if r.id not in before]
     assert len(new) == 1 and new[0].status in ("queued", "running")
     run = new[0]
@@ -52,6 +54,7 @@ def test_launch_starts_a_background_run(app_env):
         assert process_alive(run.pid, run.proc_start)
         assert (runs / run.id / "launch.yaml").exists()
         assert run.config_dict()["grpo"]["max_steps"] == 1 and run.config_dict()["workspace"] == str(ws)
+        assert run.config_dict()["synthesis"]["seed"] == 5 and "synth" not in run.config_dict()
         log = runs / run.id / "train.log"
         wait_until(lambda: log.exists() and log.stat().st_size, "the new run's log to fill")
         at.run()  # the log panel now shows the new run and its log

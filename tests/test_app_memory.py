@@ -41,7 +41,7 @@ def memory_env(tmp_path_factory, tiny_model_dir):
         "buffer.review": "gated",
         "buffer.probe_slots": 1,
         "synthesis.parents_per_step": 2,
-        "synth.n_per_parent": 2,
+        "synthesis.n_per_parent": 2,
     }
     cfg = base / "memory.yaml"
     cfg.write_text(yaml.safe_dump(smoke_config(base, model, **overrides)))

@@ -3,9 +3,8 @@ the review-mode switch for new runs."""
 
 from __future__ import annotations
 
-from app_helpers import RUN_ID, page
+from app_helpers import RUN_ID, awaiting_review, page
 
-from rods_lab import views
 from rods_lab.paths import AppPaths
 from rods_lab.prefs import read_prefs
 
@@ -19,7 +18,7 @@ def review(reviewer: str = "ana"):
 def test_review_buttons_write_decisions(app_env):
     _, _, _, run_dir = app_env
     db = AppPaths.from_env().db()
-    queue = [i.task.id for i in views.review_queue(run_dir) if i.status == "awaiting_review"]
+    queue = awaiting_review(run_dir)
     assert len(queue) >= 4
     n = len(db.decisions(RUN_ID))
     at = review()

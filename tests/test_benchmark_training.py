@@ -232,8 +232,7 @@ def test_the_rods_step_synthesizes_memory_variants_through_the_benchmark(tmp_pat
             "benchmark": "bfcl_memory_kv",
             "prereq": "fact",
             "buffer": {"p_max": 4, "probe_slots": 1, "max_probe_wait": 2},
-            "synthesis": {"parents_per_step": 2},
-            "synth": {"n_per_parent": 1},
+            "synthesis": {"parents_per_step": 2, "n_per_parent": 1},
         }
     )
     groups = [(t.id, [1.0, 0.0, 1.0, 0.0]) for t in seeds]  # every seed at the boundary

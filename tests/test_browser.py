@@ -111,9 +111,9 @@ def phase_of(run_dir: Path) -> str | None:
 
 
 def journey(served, page) -> None:
+    from app_helpers import awaiting_review
     from playwright.sync_api import expect
 
-    from rods_lab.views import review_queue
     from storage.control import ControlDB
     from storage.reader import RunReader
 
@@ -176,7 +176,7 @@ def journey(served, page) -> None:
 
     # Approve every waiting variant in one batch, then Fix & Accept the variant in focus.
     wait(
-        lambda: sum(i.status == "awaiting_review" for i in review_queue(run_dir)) >= 2 or None,
+        lambda: len(awaiting_review(run_dir)) >= 2 or None,
         300,
         "two variants awaiting review",
         every=3,

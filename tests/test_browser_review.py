@@ -67,7 +67,7 @@ def live(tmp_path_factory, tiny_model_dir):
             "buffer.p_max": 240,
             "buffer.max_probe_wait": 1000,
             "synthesis.parents_per_step": 8,
-            "synth.n_per_parent": 8,
+            "synthesis.n_per_parent": 8,
         },
     )
     (base / "live.yaml").write_text(yaml.safe_dump(cfg))
@@ -89,10 +89,10 @@ def live(tmp_path_factory, tiny_model_dir):
 
 
 def awaiting(run_dir: Path) -> int:
-    from rods_lab.views import review_queue
+    from app_helpers import awaiting_review
 
     try:
-        return sum(i.status == "awaiting_review" for i in review_queue(run_dir))
+        return len(awaiting_review(run_dir))
     except Exception:  # noqa: BLE001 - the run folder is still being created
         return 0
 

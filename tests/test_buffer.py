@@ -10,8 +10,9 @@ import pytest
 from pydantic import ValidationError
 
 from rods_core.boundary import BoundaryDetector
-from rods_core.buffer import REASONS, BufferDecision, ReplayBuffer, TaskSource
+from rods_core.buffer import BufferDecision, ReplayBuffer, TaskSource
 from rods_core.config import METHODS, BoundaryConfig, BufferConfig
+from rods_core.reasons import REASONS
 from rods_core.sources import StaticSource, build_source
 from rods_core.tasks import Message, Provenance, Task
 
@@ -395,6 +396,7 @@ def test_every_reason_emitted_is_registered():
     emitted = {r[-1] for entry in log for r in (entry[1] if isinstance(entry, tuple) else entry)}
     assert emitted <= set(REASONS)
     assert {"promote/boundary", "offer/staged"} <= emitted
+    assert all(type(r) is str for r in emitted)  # the plain code, never the enum: the log stores it byte for byte
 
 
 # ----- the baselines -----------------------------------------------------------------------------------

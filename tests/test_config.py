@@ -9,6 +9,7 @@ import json
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -21,8 +22,10 @@ from rods_core.config import (
     BoundaryConfig,
     BufferConfig,
     ConfigError,
+    ConfigRenamedWarning,
     RunConfig,
-    SynthConfig,
+    SynthesisConfig,
+    dump_config,
     load_config,
     parse_overrides,
 )
@@ -54,8 +57,10 @@ def test_config_errors_name_the_field_and_the_fix(tmp_path):
 
 
 def test_shipped_configs_validate():
-    for path in sorted(Path(__file__).parent.parent.joinpath("configs").glob("*.yaml")):
-        load_config(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConfigRenamedWarning)  # shipped configs use today's section names
+        for path in sorted(Path(__file__).parent.parent.joinpath("configs").glob("*.yaml")):
+            load_config(path)
 
 
 def test_shared_prompt_refuses_gradient_checkpointing():
@@ -128,9 +133,40 @@ def test_checking_trainer_args_imports_neither_trl_nor_torch():
 
 def test_synth_config_needs_an_endpoint_for_the_llm_backend_and_refuses_typos():
     with pytest.raises(ValueError, match="endpoint_url"):
-        SynthConfig(backend="llm")
+        SynthesisConfig(backend="llm")
     with pytest.raises(ValueError, match="extra"):
-        SynthConfig(bakend="template")
+        SynthesisConfig(bakend="template")
+
+
+def test_the_old_synth_section_loads_as_synthesis_with_a_note_naming_the_file_and_the_key(tmp_path):
+    old = tmp_path / "old.yaml"
+    old.write_text(yaml.safe_dump({"synthesis": {"parents_per_step": 3}, "synth": {"n_per_parent": 5, "seed": 7}}))
+    with pytest.warns(
+        ConfigRenamedWarning, match=r"old\.yaml: section `synth:` was renamed `synthesis:`.*synthesis\.n_per_parent"
+    ):
+        cfg = load_config(old)
+    assert (cfg.synthesis.parents_per_step, cfg.synthesis.n_per_parent, cfg.synthesis.seed) == (3, 5, 7)
+    with pytest.warns(ConfigRenamedWarning) as notes:
+        assert load_config(old, parse_overrides(["synth.seed=9"])).synthesis.seed == 9  # the override still wins
+    assert any("--set: synth.seed was renamed synthesis.seed" in str(n.message) for n in notes)
+    with pytest.warns(ConfigRenamedWarning):  # a run folder's config.yaml written before the rename
+        assert RunConfig.model_validate({"synth": {"n_per_parent": 4}}).synthesis.n_per_parent == 4
+    base = tmp_path / "base.yaml"
+    base.write_text(yaml.safe_dump({"synth": {"n_per_parent": 2, "max_attempts": 5}}))
+    child = tmp_path / "child.yaml"
+    child.write_text(yaml.safe_dump({"extends": "base.yaml", "synthesis": {"n_per_parent": 6}}))
+    with pytest.warns(ConfigRenamedWarning, match="base.yaml"):
+        cfg = load_config(child)  # renamed in each file before the merge: the child's value wins
+    assert (cfg.synthesis.n_per_parent, cfg.synthesis.max_attempts) == (6, 5)
+    both = tmp_path / "both.yaml"
+    both.write_text(yaml.safe_dump({"synthesis": {"seed": 1}, "synth": {"seed": 2}}))
+    with pytest.raises(ConfigError, match=r"both.yaml: synth.seed and synthesis.seed are both set and differ.*keep"):
+        load_config(both)
+    assert "synth" not in yaml.safe_load(dump_config(cfg))  # a run records the one section
+    cli = subprocess.run(
+        [sys.executable, "-m", "rods_lab.cli", "config", "validate", str(old)], capture_output=True, text=True
+    )
+    assert cli.returncode == 0 and f"note: {old}: section `synth:` was renamed `synthesis:`" in cli.stderr, cli.stderr
 
 
 # ----- config files and overrides (--set, the app's "more fields") ---------------------------------------

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from bench.experiments_heldout import HeldOutShort, HeldOutSpec, build, collisions, exclude_files, load
-from rods_core.config import RunConfig, SynthConfig
+from rods_core.config import RunConfig, SynthesisConfig
 from rods_core.policy.demo import demo_seeds
 from rods_core.seeds import split_of
 from rods_core.tasksets import eval_tasks
@@ -20,7 +20,7 @@ SPEC = HeldOutSpec(h1_per_seed=5, h2_seeds=2, h2_per_seed=3, h3=6, seed=1)
 @pytest.fixture(scope="module")
 def heldout(tmp_path_factory):
     out = tmp_path_factory.mktemp("heldout")
-    build(demo_seeds()[:3], SPEC, SynthConfig(max_attempts=4), out)  # 4 attempts: raised until each seed yields 5
+    build(demo_seeds()[:3], SPEC, SynthesisConfig(max_attempts=4), out)  # 4 attempts: raised until each seed yields 5
     return out
 
 
@@ -38,7 +38,7 @@ def test_the_sets_are_exactly_the_size_asked_saved_hashed_and_apart_from_the_poo
 
 
 def test_the_same_spec_gives_the_same_files_and_a_changed_file_is_refused(heldout, tmp_path):
-    again = build(demo_seeds()[:3], SPEC, SynthConfig(max_attempts=4), tmp_path)
+    again = build(demo_seeds()[:3], SPEC, SynthesisConfig(max_attempts=4), tmp_path)
     first = json.loads((heldout / "manifest.json").read_text())
     assert {k: v["sha256"] for k, v in again["sets"].items()} == {k: v["sha256"] for k, v in first["sets"].items()}
     (tmp_path / "H2.jsonl").write_text(
@@ -50,7 +50,7 @@ def test_the_same_spec_gives_the_same_files_and_a_changed_file_is_refused(heldou
 
 def test_a_set_that_cannot_be_made_whole_stops_with_every_seeds_yield(tmp_path):
     with pytest.raises(HeldOutShort, match=r"H1: \d+ of 2 seeds yielded fewer than 40 variants in 8 attempts: \{"):
-        build(demo_seeds()[:2], HeldOutSpec(h1_per_seed=40, max_attempts=8), SynthConfig(max_attempts=2), tmp_path)
+        build(demo_seeds()[:2], HeldOutSpec(h1_per_seed=40, max_attempts=8), SynthesisConfig(max_attempts=2), tmp_path)
     assert not (tmp_path / "manifest.json").exists()
 
 
@@ -74,8 +74,13 @@ def test_a_run_evaluates_on_the_file_and_rejects_a_variant_equal_to_a_held_out_t
         {
             "method": "rods",
             "eval": {"split": "file", "file": files[0], "limit": None},
-            "synthesis": {"parents_per_step": 1, "deterministic": True, "apply_after": 0, "exclude": files},
-            "synth": {"n_per_parent": 2},
+            "synthesis": {
+                "parents_per_step": 1,
+                "deterministic": True,
+                "apply_after": 0,
+                "exclude": files,
+                "n_per_parent": 2,
+            },
         }
     )
     assert [t.id for t in eval_tasks(cfg, demo_seeds()[:3])] == [t.id for t in sets["H1"]]
@@ -127,7 +132,9 @@ def test_held_out_tasks_avoid_the_warm_starts_tasks_and_seeds(tmp_path):
     pool = demo_seeds()[:2]
     cfg = RunConfig()
     trained = demo_seeds() + fresh_variants(pool, 3, cfg, "warm-start")  # the warm start saw variants of the pool
-    build(pool, HeldOutSpec(h1_per_seed=3, h2_seeds=2, h2_per_seed=1, h3=2), SynthConfig(), tmp_path, trained=trained)
+    build(
+        pool, HeldOutSpec(h1_per_seed=3, h2_seeds=2, h2_per_seed=1, h3=2), SynthesisConfig(), tmp_path, trained=trained
+    )
     _, sets = load(tmp_path)
     assert collisions(trained, sets) == {"H1": [], "H2": [], "H3": []}
     assert not {t.provenance.parent_id for t in sets["H2"]} & {t.id for t in demo_seeds()}

@@ -89,11 +89,11 @@ def test_task_ids_are_validated_on_every_read(tmp_path, train_seeds):
 def test_exported_variant_replays_under_bfcl_evals_own_executor(tmp_path, train_seeds):
     from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils import execute_multi_turn_func_call
 
-    from rods_core.config import SynthConfig
+    from rods_core.config import SynthesisConfig
     from rods_core.synth.pipeline import synthesize
 
     parent = next(t for t in train_seeds if len(t.involved_classes) == 2)
-    variant = synthesize(parent, 1, set(), SynthConfig(seed=0)).accepted[0]
+    variant = synthesize(parent, 1, set(), SynthesisConfig(seed=0)).accepted[0]
     assert variant.id.startswith(f"{parent.id}_g1_") and variant.provenance.parent_id == parent.id
     runs = tmp_path / "runs"
     write_pools_snapshot(runs / "r1", {"seeds": [parent], "active": [variant]}, step=1)

@@ -8,11 +8,10 @@ import math
 import pytest
 
 from rods_core.boundary import TaskStats
-from rods_core.buffer import REASONS
 from rods_core.config import BufferConfig
+from rods_core.reasons import REASONS, PromoteReason, RetireReason
 from rods_core.retirement import (
-    RetireReason,
-    Verdict,
+    PoolMove,
     active_retirement,
     capacity_evictions,
     last_useful,
@@ -42,9 +41,11 @@ def stats(region: str, streak: int = 1, mean: float = 0.5, var: float = 0.1, inf
 
 
 def test_every_reason_is_a_buffer_reason_code():
-    assert {r.value for r in R} <= set(REASONS)
+    assert {r.value for r in (*R, *PromoteReason)} <= set(REASONS)
     assert R.RETIRE_MASTERED == "retire/mastered" and str(R.PROBE_STALE) == "probe/stale"
-    assert [r.to_pool for r in (R.PROMOTE_BOUNDARY, R.DORMANT_MASTERED, R.RETIRE_HARD, R.PROBE_STALE)] == [
+    assert str(PromoteReason.BOUNDARY) == "promote/boundary"  # the code old runs logged: a promotion, not a retirement
+    moves = (PromoteReason.BOUNDARY, R.DORMANT_MASTERED, R.RETIRE_HARD, R.PROBE_STALE)
+    assert [PoolMove(r, "").to_pool for r in moves] == [
         "active",
         "dormant",
         "retired",
@@ -75,19 +76,19 @@ def test_active_retirement_layers(st, since, step, expected):
 
 
 def test_active_retirement_details():
-    assert active_retirement(stats("mastered", 3, mean=0.968), 0, 1, CFG) == Verdict(
+    assert active_retirement(stats("mastered", 3, mean=0.968), 0, 1, CFG) == PoolMove(
         R.RETIRE_MASTERED, "mastered for 3 observation(s), mean 0.97"
     )
-    assert active_retirement(None, 0, 10, CFG) == Verdict(R.RETIRE_STALE, "no informative group for 10 steps")
+    assert active_retirement(None, 0, 10, CFG) == PoolMove(R.RETIRE_STALE, "no informative group for 10 steps")
 
 
 @pytest.mark.parametrize(
     ("verdict", "expected"),
     [
         (None, None),
-        (Verdict(R.RETIRE_MASTERED, "d"), Verdict(R.DORMANT_MASTERED, "d")),
-        (Verdict(R.RETIRE_HARD, "d"), None),
-        (Verdict(R.RETIRE_STALE, "d"), None),
+        (PoolMove(R.RETIRE_MASTERED, "d"), PoolMove(R.DORMANT_MASTERED, "d")),
+        (PoolMove(R.RETIRE_HARD, "d"), None),
+        (PoolMove(R.RETIRE_STALE, "d"), None),
     ],
 )
 def test_seed_exemption(verdict, expected):
@@ -97,7 +98,7 @@ def test_seed_exemption(verdict, expected):
 @pytest.mark.parametrize(
     ("region", "probes", "expected"),
     [
-        ("boundary", 1, R.PROMOTE_BOUNDARY),  # promoted at the first boundary reading
+        ("boundary", 1, PromoteReason.BOUNDARY),  # promoted at the first boundary reading
         ("mastered", 1, None),
         ("hard", 1, None),
         ("mastered", 2, R.PROBE_MASTERED),  # probe_obs probes that are not boundary
@@ -116,9 +117,9 @@ def test_probe_verdict(region, probes, expected):
     ("st", "since", "step", "expected"),
     [
         (None, 2, 11, None),
-        (None, 2, 12, Verdict(R.PROBE_STALE, "not probed to a verdict in 10 steps")),
+        (None, 2, 12, PoolMove(R.PROBE_STALE, "not probed to a verdict in 10 steps")),
         (stats("hard", informative=6), 2, 15, None),
-        (stats("hard", informative=6), 2, 16, Verdict(R.PROBE_STALE, "not probed to a verdict in 10 steps")),
+        (stats("hard", informative=6), 2, 16, PoolMove(R.PROBE_STALE, "not probed to a verdict in 10 steps")),
     ],
 )
 def test_stale_probe(st, since, step, expected):

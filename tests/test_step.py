@@ -31,8 +31,7 @@ def rods_step(synthesis: dict | None = None, **buffer) -> RodsStep:
         {
             "method": "rods",
             "buffer": {"p_max": 4, "probe_slots": 1, "max_probe_wait": 2, **buffer},
-            "synthesis": {"parents_per_step": 2, **(synthesis or {})},
-            "synth": {"n_per_parent": 1},
+            "synthesis": {"parents_per_step": 2, "n_per_parent": 1, **(synthesis or {})},
         }
     )
     return RodsStep(cfg, demo_seeds()[:4], Ranks())

@@ -12,7 +12,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from rods_core.config import SynthConfig
+from rods_core.config import SynthesisConfig
 from rods_core.envs.checker import score_calls
 from rods_core.envs.parsing import parse_calls
 from rods_core.seeds import leak_guard, load_seeds
@@ -29,7 +29,7 @@ from rods_core.tasks import read_tasks
 
 SEEDS = {t.id: t for t in load_seeds("train")}
 FIFTY = list(SEEDS.values())[::8][:50]  # spread over the four categories
-CFG = SynthConfig(n_per_parent=2, max_attempts=16, seed=3)
+CFG = SynthesisConfig(n_per_parent=2, max_attempts=16, seed=3)
 
 
 @pytest.fixture(scope="module")
@@ -227,7 +227,7 @@ def test_llm_backend_uses_endpoint_and_keeps_key_secret(fake_endpoint, monkeypat
     turns = TemplateRewriter().rewrite(plan, ex, random.Random(1)).segments
     _FakeChat.answer = "Sure!\n```json\n" + json.dumps({"turns": [s[0] if len(s) == 1 else s for s in turns]}) + "\n```"
     monkeypatch.setenv("RODS_TEST_KEY", "sk-secret-123")
-    cfg = SynthConfig(backend="llm", endpoint_url=fake_endpoint, endpoint_model="tiny", api_key_env="RODS_TEST_KEY")
+    cfg = SynthesisConfig(backend="llm", endpoint_url=fake_endpoint, endpoint_model="tiny", api_key_env="RODS_TEST_KEY")
     out = LlmRewriter(endpoint_of(cfg)).rewrite(plan, ex, random.Random(0))
     assert out.segments == turns and out.modes == ["llm"] * plan.n_turns
     req = _FakeChat.seen[-1]
@@ -248,7 +248,7 @@ def test_llm_backend_pipeline_is_still_critiqued(fake_endpoint):
     parent = SEEDS.get("multi_turn_base_6") or FIFTY[2]
     bf = base_form(parent)
     _FakeChat.answer = json.dumps({"turns": [s if len(s) > 1 else s[0] for s in bf.segments]})
-    cfg = SynthConfig(
+    cfg = SynthesisConfig(
         backend="llm", endpoint_url=fake_endpoint, endpoint_model="m", max_attempts=6, perturb_config=False
     )
     res = synthesize(parent, 1, set(), cfg)
@@ -331,7 +331,7 @@ def test_worker_bounded_queue_and_nonblocking_drain():
         gate.wait(30)
         return synthesize(parent, n, pool_keys, cfg)
 
-    worker = SynthWorker(SynthConfig(queue_size=1, n_per_parent=1, max_attempts=16), job=gated)
+    worker = SynthWorker(SynthesisConfig(queue_size=1, n_per_parent=1, max_attempts=16), job=gated)
     try:
         assert worker.submit(FIFTY[0])
         assert not worker.submit(FIFTY[1])  # queue full: refused, not blocked
@@ -377,7 +377,7 @@ def test_phrasings_name_real_functions_and_parameters():
 
 
 def test_worker_drops_duplicates_across_concurrent_jobs_and_keeps_counts_consistent():
-    worker = SynthWorker(SynthConfig(queue_size=4, n_per_parent=2, max_attempts=16))
+    worker = SynthWorker(SynthesisConfig(queue_size=4, n_per_parent=2, max_attempts=16))
     try:
         assert worker.submit(FIFTY[0]) and worker.submit(FIFTY[0])  # same parent, same seed, same pool snapshot
         deadline = time.monotonic() + 60
@@ -401,7 +401,9 @@ def test_long_context_variants_can_carry_distractor_files():
     parent = parent or next(
         t for t in SEEDS.values() if t.category == "long_context" and "GorillaFileSystem" in t.involved_classes
     )
-    res = synthesize(parent, 2, set(), SynthConfig(long_context_distractors=8, perturb_config=False, max_attempts=16))
+    res = synthesize(
+        parent, 2, set(), SynthesisConfig(long_context_distractors=8, perturb_config=False, max_attempts=16)
+    )
     assert res.accepted
     for v in res.accepted:
         assert v.category == "long_context" and files(v) >= files(parent) + 8
@@ -420,7 +422,7 @@ def test_check_no_stale_rejects_words_that_keep_a_replaced_value():
 
 def test_llm_critic_can_veto(fake_endpoint):
     parent = FIFTY[4]
-    cfg = SynthConfig(llm_critic=True, endpoint_url=fake_endpoint, endpoint_model="judge", max_attempts=8)
+    cfg = SynthesisConfig(llm_critic=True, endpoint_url=fake_endpoint, endpoint_model="judge", max_attempts=8)
     _FakeChat.answer = '{"accept": false, "reason": "turn 2 asks for something else"}'
     vetoed = synthesize(parent, 1, set(), cfg)
     assert vetoed.accepted == [] and "llm critic rejects" in str(vetoed.counts()["critique"]["reasons"])
@@ -462,7 +464,7 @@ def test_inferred_price_is_not_inherited_once_the_symbol_changed():
 
 
 def test_process_worker_runs_beside_the_caller():
-    with SynthWorker(SynthConfig(worker="process", n_per_parent=1, max_attempts=16)) as worker:
+    with SynthWorker(SynthesisConfig(worker="process", n_per_parent=1, max_attempts=16)) as worker:
         assert worker.submit(FIFTY[0])
         deadline, results = time.monotonic() + 120, []
         while not results and time.monotonic() < deadline:

@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from pydantic import ValidationError
 
-from rods_core.config import SynthConfig
+from rods_core.config import SynthesisConfig
 from rods_core.policy.demo import demo_seeds
 from rods_core.prompt_files import Prompts
 from rods_core.synth import STAGES, synthesize
@@ -168,7 +168,7 @@ def test_builtin_prompts_load_and_fill():
 
 def test_prompts_dir_overrides_file_by_file(tmp_path, server):
     (tmp_path / "rewrite_user.md").write_text("MY PROMPT for $n_turns turns:\n$turns\n")
-    cfg = SynthConfig(
+    cfg = SynthesisConfig(
         backend="llm", endpoint_url=server((200, _completion("no json"))), endpoint_model="m", prompts_dir=str(tmp_path)
     )
     res = synthesize(demo_seeds()[0], 1, set(), cfg.model_copy(update={"max_attempts": 2}))
@@ -191,10 +191,10 @@ def test_prompts_dir_overrides_file_by_file(tmp_path, server):
 def test_broken_prompt_files_fail_at_config_time_naming_the_file(tmp_path, name, text, why):
     (tmp_path / name).write_text(text)
     with pytest.raises(ValidationError, match=why) as e:
-        SynthConfig(prompts_dir=str(tmp_path))
+        SynthesisConfig(prompts_dir=str(tmp_path))
     assert name in str(e.value)
     with pytest.raises(ValidationError, match="not a folder"):
-        SynthConfig(prompts_dir=str(tmp_path / "missing"))
+        SynthesisConfig(prompts_dir=str(tmp_path / "missing"))
 
 
 # ----- hostile model answers --------------------------------------------------------------------------
@@ -219,7 +219,7 @@ def test_hostile_answers_reject_every_candidate_with_a_stage_and_reason(server):
     parent = demo_seeds()[0]  # four turns
     for answer in HOSTILE:
         url = server((200, _completion(answer)))
-        cfg = SynthConfig(backend="llm", endpoint_url=url, endpoint_model="m", max_attempts=2, llm_max_retries=0)
+        cfg = SynthesisConfig(backend="llm", endpoint_url=url, endpoint_model="m", max_attempts=2, llm_max_retries=0)
         res = synthesize(parent, 1, set(), cfg)
         assert res.accepted == [], answer[:40]
         for a in res.attempts:
@@ -229,7 +229,7 @@ def test_hostile_answers_reject_every_candidate_with_a_stage_and_reason(server):
 
 def test_llm_critic_garbage_rejects_at_critique(server):
     url = server((200, _completion("I think it is fine")))
-    cfg = SynthConfig(llm_critic=True, endpoint_url=url, endpoint_model="judge", max_attempts=3, llm_max_retries=0)
+    cfg = SynthesisConfig(llm_critic=True, endpoint_url=url, endpoint_model="judge", max_attempts=3, llm_max_retries=0)
     res = synthesize(demo_seeds()[0], 1, set(), cfg)
     reached = [a for a in res.attempts if a.stage == "critique"]
     assert res.accepted == [] and reached and all("llm critic" in a.reason for a in reached)
@@ -251,9 +251,9 @@ def test_rods_synth_llm_backend_reports_counts_and_refuses_bad_configs(tmp_path,
     from typer.testing import CliRunner
 
     parent, out = demo_seeds()[0], tmp_path / "v.jsonl"
-    cfg = tmp_path / "synth.yaml"
+    cfg = tmp_path / "synthesis.yaml"
     cfg.write_text(
-        f"synth:\n  endpoint_url: {server((200, _completion('garbage')))}\n  endpoint_model: m\n  max_attempts: 3\n"
+        f"synthesis:\n  endpoint_url: {server((200, _completion('garbage')))}\n  endpoint_model: m\n  max_attempts: 3\n"
     )
     args = ["--from", parent.id, "--n", "1", "--out", str(out), "--backend", "llm", "--config", str(cfg), "--json"]
     r = CliRunner().invoke(_cli(), args)
@@ -262,8 +262,9 @@ def test_rods_synth_llm_backend_reports_counts_and_refuses_bad_configs(tmp_path,
     assert report["accepted"] == 0 and report["stages"]["rewrite"]["rejected"] >= 1
     assert "llm: the model's answer holds no" in report["stages"]["rewrite"]["reasons"]
     for text, why in (
-        ("synth: [unclosed", "not valid YAML"),
+        ("synthesis: [unclosed", "not valid YAML"),
         ("- a list", "expected a mapping"),
+        ("synthesis: 3", "expected a mapping"),
         (f"prompts_dir: {tmp_path / 'nope'}", "not a folder"),
         ("distance: 2", "distance"),
     ):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from rods_core.config import SynthConfig
+from rods_core.config import SynthesisConfig
 from rods_core.policy.demo import demo_seeds
 from rods_core.signature import signature
 from rods_core.synth import STAGES, merge_counts, synthesize_many
@@ -95,7 +95,7 @@ def _parents():
 )
 def test_five_stages_end_to_end_against_transformers_serve(tiny_server, record_property, name, backend):
     url, model = tiny_server
-    cfg = SynthConfig(
+    cfg = SynthesisConfig(
         backend=backend,
         llm_critic=True,
         endpoint_url=url,

@@ -13,7 +13,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from rods_core.config import SynthConfig
+from rods_core.config import SynthesisConfig
 from rods_core.envs.checker import score_calls
 from rods_core.envs.parsing import Call, parse_calls
 from rods_core.policy.demo import demo_seeds
@@ -61,7 +61,7 @@ def _listing_parent() -> Task:
 # ----- attempts ---------------------------------------------------------------------------------------
 def test_attempts_are_structured_records():
     for parent in DEMO[:12]:
-        res = synthesize(parent, 2, set(), SynthConfig(max_attempts=8, seed=1))
+        res = synthesize(parent, 2, set(), SynthesisConfig(max_attempts=8, seed=1))
         assert res.accepted == [a.variant for a in res.attempts if a.variant is not None]
         for a in res.attempts:
             stages = [o.stage for o in a.outcomes]
@@ -77,7 +77,7 @@ def test_attempts_are_structured_records():
 
 
 def test_worker_dedupe_turns_a_repeated_variant_into_an_augment_rejection_and_takes_a_seed():
-    worker = SynthWorker(SynthConfig(queue_size=4, n_per_parent=2, max_attempts=16))
+    worker = SynthWorker(SynthesisConfig(queue_size=4, n_per_parent=2, max_attempts=16))
     try:
         parent = DEMO[0]
         assert worker.submit(parent) and worker.submit(parent) and worker.submit(parent, seed=99)
@@ -127,8 +127,8 @@ def test_execute_rejects_a_write_that_changes_nothing():
 # ----- Augment ----------------------------------------------------------------------------------------
 def test_augment_perturbs_base_variants_and_keeps_them_verified():
     parents = [t for t in DEMO if t.involved_classes[0] in ("GorillaFileSystem", "TradingBot", "TravelAPI")][:10]
-    on, _ = synthesize_many(parents, 2, None, SynthConfig(max_attempts=12))
-    off, _ = synthesize_many(parents, 2, None, SynthConfig(max_attempts=12, perturb_config=False))
+    on, _ = synthesize_many(parents, 2, None, SynthesisConfig(max_attempts=12))
+    off, _ = synthesize_many(parents, 2, None, SynthesisConfig(max_attempts=12, perturb_config=False))
     by_id = {p.id: p for p in parents}
     assert all(v.initial_config == by_id[v.provenance.parent_id].initial_config for v in off)
     changed = [v for v in on if v.initial_config != by_id[v.provenance.parent_id].initial_config]
@@ -158,7 +158,7 @@ def test_augment_rejects_a_state_that_moves_a_value_read_from_a_listing(tmp_path
 
 
 def test_every_stage_accepts_and_rejects_over_the_demo_seeds():
-    _, results = synthesize_many(DEMO, 2, None, SynthConfig(max_attempts=16, seed=0))
+    _, results = synthesize_many(DEMO, 2, None, SynthesisConfig(max_attempts=16, seed=0))
     counts = merge_counts(results)
     for stage in ("plan", "execute", "rewrite", "critique"):
         assert counts[stage]["accepted"] > 0 and counts[stage]["rejected"] > 0, (stage, counts[stage])
@@ -170,7 +170,7 @@ def test_every_stage_accepts_and_rejects_over_the_demo_seeds():
 def test_distance_knob_moves_the_number_of_changes_monotonically():
     means, planned = [], []
     for d in (0.0, 0.5, 1.0):
-        variants, results = synthesize_many(DEMO, 2, None, SynthConfig(distance=d, max_attempts=12), seed=0)
+        variants, results = synthesize_many(DEMO, 2, None, SynthesisConfig(distance=d, max_attempts=12), seed=0)
         assert len(variants) >= 40
         means.append(mean(variant_distance(v) for v in variants))
         planned.append(mean(a.distance for r in results for a in r.attempts if a.distance is not None))
@@ -184,11 +184,11 @@ def test_distance_knob_moves_the_number_of_changes_monotonically():
 # ----- synthesize_many --------------------------------------------------------------------------------
 def test_synthesize_many_seed_is_per_parent_and_overridable():
     a, b = DEMO[0], DEMO[10]
-    both, _ = synthesize_many([a, b], 2, None, SynthConfig(), seed=7)
-    alone, _ = synthesize_many([b], 2, None, SynthConfig(seed=7))
+    both, _ = synthesize_many([a, b], 2, None, SynthesisConfig(), seed=7)
+    alone, _ = synthesize_many([b], 2, None, SynthesisConfig(seed=7))
     assert [v.content_key() for v in both if v.provenance.parent_id == b.id] == [v.content_key() for v in alone]
-    other, _ = synthesize_many([b], 2, None, SynthConfig(), seed=8)
+    other, _ = synthesize_many([b], 2, None, SynthesisConfig(), seed=8)
     assert {v.content_key() for v in other} != {v.content_key() for v in alone}
     pool = {v.content_key() for v in alone}
-    again, _ = synthesize_many([b], 2, pool, SynthConfig(seed=7))
+    again, _ = synthesize_many([b], 2, pool, SynthesisConfig(seed=7))
     assert not {v.content_key() for v in again} & pool

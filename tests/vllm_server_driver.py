@@ -53,7 +53,7 @@ def main(url: str, model_dir: Path, out: Path) -> None:
     ro = rollout_output(episodes)
     mine = {
         "rank": acc.process_index,
-        "own_client": generator.backend is not main_client,
+        "own_client": generator.backend.client is not main_client,
         "calls": generator.stats.calls,
         "tokens": generator.stats.tokens,
         "completion_ids": ro["completion_ids"],

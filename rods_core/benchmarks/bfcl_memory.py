@@ -19,7 +19,7 @@ from rods_core.benchmarks.memory_synth import MemoryTemplateSynthesizer
 from rods_core.benchmarks.memory_tasks import MemoryTask, load_memory_seeds, memory_leak_guard
 from rods_core.benchmarks.protocols import (
     Distance,
-    Policy,
+    Player,
     Split,
     TaskFacts,
     Verdict,
@@ -66,7 +66,7 @@ class BfclMemory:
             task, self.backend, workdir, max_steps_per_turn=self.max_steps_per_turn, prereq=self.prereq
         )
 
-    def reference_policy(self, task: MemoryTask) -> Policy:
+    def reference_policy(self, task: MemoryTask) -> Player:
         return reference_policy(task, self.backend)
 
     def verify(self, task: MemoryTask, workdir: Path) -> Verdict:

@@ -17,7 +17,7 @@ from rods_core.benchmarks.protocols import (
     Distance,
     EpisodeScore,
     Message,
-    Policy,
+    Player,
     Split,
     Step,
     TaskFacts,
@@ -133,15 +133,15 @@ class BfclPipelineSynthesizer:
     every attempt with the stage that accepted or rejected it."""
 
     def __init__(self, cfg=None):
-        """`cfg`: the pipeline's SynthConfig (its defaults when None); `variants` overrides its seed."""
+        """`cfg`: the pipeline's SynthesisConfig (its defaults when None); `variants` overrides its seed."""
         self.cfg = cfg
 
     def variants(self, task: Task, n: int, seed: int, pool_keys: Collection[str] = ()) -> SynthResult:
         # Imported here, not at the top: the pipeline's stages cost ~0.4 s to import, which episodes,
         # evaluation and the commands that only play or list tasks never need.
-        from rods_core.synth.pipeline import SynthConfig, synthesize
+        from rods_core.synth.pipeline import SynthesisConfig, synthesize
 
-        cfg = (self.cfg or SynthConfig()).model_copy(update={"seed": seed})
+        cfg = (self.cfg or SynthesisConfig()).model_copy(update={"seed": seed})
         return synthesize(task, n, {task.content_key(), *pool_keys}, cfg)
 
 
@@ -155,7 +155,7 @@ class BfclMultiTurn:
     def __init__(
         self, prompt: PromptConfig | None = None, *, max_steps_per_turn: int = 4, hints: bool = False, synth=None
     ):
-        """`synth`: the SynthConfig of the five-stage synthesizer (its defaults when None)."""
+        """`synth`: the SynthesisConfig of the five-stage synthesizer (its defaults when None)."""
         self.prompt = prompt or PromptConfig()
         self.max_steps_per_turn, self.hints = max_steps_per_turn, hints
         self.synthesizer = BfclPipelineSynthesizer(synth)
@@ -171,7 +171,7 @@ class BfclMultiTurn:
             task, prompt=self.prompt, max_steps_per_turn=self.max_steps_per_turn, hints=self.hints
         )
 
-    def reference_policy(self, task: Task) -> Policy:
+    def reference_policy(self, task: Task) -> Player:
         return scripted_policy(reference_messages(task))
 
     def verify(self, task: Task, workdir: Path) -> Verdict:

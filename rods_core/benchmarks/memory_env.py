@@ -31,7 +31,7 @@ from rods_core.benchmarks.dispatch import ToolDoc, execute, load_docs, tool_sche
 from rods_core.benchmarks.memory_answers import answer_matches
 from rods_core.benchmarks.memory_tasks import MemoryTask, fact_session
 from rods_core.benchmarks.messages import read_message
-from rods_core.benchmarks.protocols import EpisodeScore, Message, Policy, Step
+from rods_core.benchmarks.protocols import EpisodeScore, Message, Player, Step
 from rods_core.config import PromptConfig
 from rods_core.envs.bfcl import ERROR_PREFIX
 from rods_core.policy.prompting import ParsedMessage, tool_message
@@ -185,7 +185,7 @@ def _reference_calls(backend: Backend, answer: str) -> tuple[dict, dict]:
     return _tool_call("memory_append", text=answer), _tool_call("memory_retrieve")
 
 
-def reference_policy(task: MemoryTask, backend: Backend, *, fact: str | None = None, at: int = 0) -> Policy:
+def reference_policy(task: MemoryTask, backend: Backend, *, fact: str | None = None, at: int = 0) -> Player:
     """Stores `fact` (the first accepted answer by default) at the `at`-th prerequisite user turn, says
     "Noted." to every other turn, and at the question retrieves it and answers in BFCL's format with what
     the memory returned (so the reply depends on state carried across sessions)."""

@@ -21,8 +21,9 @@ if TYPE_CHECKING:  # the annotation only: the pipeline's stages cost ~0.4 s to i
 
 Split = Literal["train", "test", "all"]
 Message = dict[str, Any]
-# A policy maps the conversation so far (of the current session) to the next assistant message.
-Policy = Callable[[list[Message]], Message]
+# A player maps the conversation so far (of the current session) to the next assistant message: a scripted
+# reference path, or the trained policy (rods_core.policy) behind a generation call.
+Player = Callable[[list[Message]], Message]
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,7 @@ class Benchmark(Protocol):
         """A fresh environment for one episode; anything it writes stays under `workdir`."""
         ...
 
-    def reference_policy(self, task: Any) -> Policy:
+    def reference_policy(self, task: Any) -> Player:
         """A scripted policy that plays the task's ground-truth path (for verification and demonstrations)."""
         ...
 
@@ -178,12 +179,12 @@ class Benchmark(Protocol):
         ...
 
 
-def _episode(env: Environment, policy: Policy, max_messages: int) -> tuple[list[Message], EpisodeScore]:
+def _episode(env: Environment, player: Player, max_messages: int) -> tuple[list[Message], EpisodeScore]:
     """Run one episode; (every message of every session in order, the score)."""
     convo = list(env.reset())
     whole = list(convo)
     for _ in range(max_messages):
-        msg = policy(convo)
+        msg = player(convo)
         step = env.step(msg)
         convo = list(step.messages) if step.new_session else [*convo, msg, *step.messages]
         whole += [msg, *step.messages]
@@ -193,19 +194,19 @@ def _episode(env: Environment, policy: Policy, max_messages: int) -> tuple[list[
     return whole, env.score()
 
 
-def play(env: Environment, policy: Policy, *, max_messages: int = 10_000) -> EpisodeScore:
-    """Run one episode to the end with a policy (no tokens: for verification, evaluation and tests).
+def play(env: Environment, player: Player, *, max_messages: int = 10_000) -> EpisodeScore:
+    """Run one episode to the end with a player (no tokens: for verification, evaluation and tests).
 
-    The policy sees the current session's conversation; after `max_messages` assistant messages the
-    episode is finished early, so a policy that never stops cannot hang the loop.
+    The player sees the current session's conversation; after `max_messages` assistant messages the
+    episode is finished early, so a player that never stops cannot hang the loop.
     """
-    return _episode(env, policy, max_messages)[1]
+    return _episode(env, player, max_messages)[1]
 
 
-def demonstration(env: Environment, policy: Policy, *, max_messages: int = 10_000) -> list[Message]:
-    """The whole conversation of one episode played by `policy` (a benchmark's reference policy: SFT data),
+def demonstration(env: Environment, player: Player, *, max_messages: int = 10_000) -> list[Message]:
+    """The whole conversation of one episode played by `player` (a benchmark's reference policy: SFT data),
     every session in one list as the rollout lays them out in one sequence; render it with `env.tools()`."""
-    return _episode(env, policy, max_messages)[0]
+    return _episode(env, player, max_messages)[0]
 
 
 def verify_with(bench: Benchmark, task: Any, workdir: Path) -> Verdict:
@@ -252,7 +253,7 @@ def record_distance(parent: Any | None, task: Any) -> Distance:
 
 
 def evaluate(
-    bench: Benchmark, make_policy: Callable[[Any], Policy], tasks: Sequence[Any], workdir: Path
+    bench: Benchmark, make_policy: Callable[[Any], Player], tasks: Sequence[Any], workdir: Path
 ) -> dict[str, Any]:
     """Play each task once with `make_policy(task)`; accuracy and progress overall and per group, as one
     JSON-ready dict (the paper's out-of-distribution table: any policy on any benchmark)."""
@@ -273,7 +274,7 @@ def evaluate(
     }
 
 
-def scripted_policy(messages: Sequence[Message]) -> Policy:
+def scripted_policy(messages: Sequence[Message]) -> Player:
     """A policy that returns the given assistant messages in order, then a plain closing answer forever."""
     queue = list(messages)
 

@@ -43,7 +43,7 @@ def make_benchmark(
 ) -> Benchmark:
     """The named benchmark. `prompt` shapes BFCL multi-turn's messages (memory speaks BFCL's own memory
     prompts); `prereq` is memory's ("all" prerequisite conversations, as BFCL, or only the "fact" one);
-    `synth` is BFCL multi-turn's pipeline settings (a run's `synth:` section; the defaults when None)."""
+    `synth` is BFCL multi-turn's pipeline settings (a run's `synthesis:` section; the defaults when None)."""
     problem = benchmark_problem(name, hints=hints)
     if problem:
         raise ValueError(problem)

@@ -31,9 +31,8 @@ from rods_core.config.run import (
     Prereq,
     RunConfig,
     SeedSettings,
-    SynthSchedule,
 )
-from rods_core.config.synth import SynthConfig
+from rods_core.config.synth import ConfigRenamedWarning, SynthesisConfig
 
 __all__ = [
     "BENCHMARK_NAMES",
@@ -46,6 +45,7 @@ __all__ = [
     "Category",
     "ComputeSettings",
     "ConfigError",
+    "ConfigRenamedWarning",
     "EpisodeConfig",
     "EvalSettings",
     "GRPOSettings",
@@ -59,8 +59,7 @@ __all__ = [
     "SYNTH_METHODS",
     "SamplingConfig",
     "SeedSettings",
-    "SynthConfig",
-    "SynthSchedule",
+    "SynthesisConfig",
     "TinyModelConfig",
     "dump_config",
     "format_validation_error",

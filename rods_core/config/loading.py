@@ -11,6 +11,7 @@ import yaml
 from pydantic import ValidationError
 
 from rods_core.config.run import RunConfig
+from rods_core.config.synth import renamed_key, renamed_sections
 from rods_core.inputs import DoorError, read_text, yaml_value
 
 
@@ -45,6 +46,7 @@ def parse_override(item: str, where: str = "--set") -> tuple[str, Any]:
     bad = [p for p in key.split(".") if not _FIELD.fullmatch(p)]
     if bad:
         raise ConfigError(f"{where}: {key[:80]!r}: {bad[0][:40]!r} is not a field name (letters, digits, _)")
+    key = renamed_key(key, where)
     try:
         return key, yaml_value(raw)
     except DoorError as e:
@@ -116,7 +118,10 @@ def _read_one(path: Path) -> dict:
         raise ConfigError(str(e)) from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of fields")
-    return data
+    try:
+        return renamed_sections(data, str(path))  # an old section name, read as the new one (with a note)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
 
 
 def deep_merge(base: dict, over: dict) -> dict:

@@ -2,7 +2,7 @@
 
 Every field has a default and a description; unknown keys fail (extra="forbid"), and every error names
 the field path, the reason and, where it helps, the fix. The sections a component owns live beside this
-module in the config package (boundary, buffer, policy, synth, report) and are composed here.
+module in the config package (boundary, buffer, policy, synthesis, report) and are composed here.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from rods_core.config.boundary import BoundaryConfig
 from rods_core.config.buffer import BufferConfig
 from rods_core.config.policy import EpisodeConfig, SFTSettings, TinyModelConfig
 from rods_core.config.report import ReportSettings
-from rods_core.config.synth import SynthConfig
+from rods_core.config.synth import SynthesisConfig, renamed_sections
 from rods_core.config.trl_options import trainer_args_problems
 
 Method = Literal["static", "dapo_filter", "uniform_synth", "env_augment", "rods"]
@@ -272,37 +272,6 @@ class EvalSettings(_Strict):
         return self
 
 
-class SynthSchedule(_Strict):
-    """How the loop feeds synthesis (the pipeline itself, variants per parent included, is `synth:`)."""
-
-    parents_per_step: int = Field(
-        2,
-        ge=0,
-        description="boundary tasks handed to synthesis after each step, at most (fewer when the buffer "
-        "could not admit their variants: see buffer.max_probe_wait)",
-    )
-    deterministic: bool = Field(
-        False,
-        description="apply the variants synthesized for step k's parents at step k + apply_after, waiting for "
-        "the worker when it is late, so a run repeats exactly whatever the machine's load (docs/experiments/"
-        "determinism.md says what else varies); false = take whatever the worker has finished at each step, "
-        "never waiting (training never blocks, but what lands when depends on load). `rods bench` sets true",
-    )
-    apply_after: int = Field(
-        1,
-        ge=0,
-        le=100,
-        description="with deterministic: steps between asking for variants and applying them (0 = wait at once); "
-        "the worker has this many steps of training to finish before a step waits for it",
-    )
-    exclude: list[str] = Field(
-        default_factory=list,
-        description="JSONL task files no training task may equal by content (an experiment's held-out sets): a "
-        "synthesized variant equal to one is rejected as it arrives, its reason naming the held-out set, so the "
-        "report counts the collisions",
-    )
-
-
 class ComputeSettings(_Strict):
     """Processes and threads of a run (rods_core/threads.py says why one thread per process)."""
 
@@ -349,14 +318,19 @@ class RunConfig(_Strict):
     eval: EvalSettings = Field(default_factory=EvalSettings)
     boundary: BoundaryConfig = Field(default_factory=BoundaryConfig)
     buffer: BufferConfig = Field(default_factory=BufferConfig)
-    synth: SynthConfig = Field(default_factory=SynthConfig)
-    synthesis: SynthSchedule = Field(default_factory=SynthSchedule)
+    synthesis: SynthesisConfig = Field(default_factory=SynthesisConfig)
     compute: ComputeSettings = Field(default_factory=ComputeSettings)
     report: ReportSettings = Field(default_factory=ReportSettings)
 
     @property
     def synthesizes(self) -> bool:
         return self.method in SYNTH_METHODS
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_sections(cls, data: Any) -> Any:
+        """A mapping with an old section name (`synth:`) loads, its fields read under the new one, with a note."""
+        return renamed_sections(data) if isinstance(data, dict) else data
 
     @model_validator(mode="after")
     def _benchmark_options(self) -> RunConfig:

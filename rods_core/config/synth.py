@@ -1,18 +1,47 @@
-"""Synthesis's section of the run config (`synth:`): backend, endpoint, distance and the worker."""
+"""Synthesis's section of the run config (`synthesis:`): how the loop feeds the worker, and the pipeline's
+backend, endpoint and distance, in one section. A config with the pipeline's former section name (`synth:`,
+`--set synth.x`) still loads, read as `synthesis:`, with a note that names the file and the new key."""
 
 from __future__ import annotations
 
-from typing import Literal
+import warnings
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rods_core.prompt_files import Prompts
 
 
-class SynthConfig(BaseModel):
-    """How variants are synthesized; YAML run configs hold one of these under `synth:`."""
+class SynthesisConfig(BaseModel):
+    """How variants are synthesized and fed to the loop; YAML run configs hold one of these under `synthesis:`."""
 
     model_config = ConfigDict(extra="forbid")
+    parents_per_step: int = Field(
+        2,
+        ge=0,
+        description="boundary tasks handed to synthesis after each step, at most (fewer when the buffer "
+        "could not admit their variants: see buffer.max_probe_wait)",
+    )
+    deterministic: bool = Field(
+        False,
+        description="apply the variants synthesized for step k's parents at step k + apply_after, waiting for "
+        "the worker when it is late, so a run repeats exactly whatever the machine's load (docs/experiments/"
+        "determinism.md says what else varies); false = take whatever the worker has finished at each step, "
+        "never waiting (training never blocks, but what lands when depends on load). `rods bench` sets true",
+    )
+    apply_after: int = Field(
+        1,
+        ge=0,
+        le=100,
+        description="with deterministic: steps between asking for variants and applying them (0 = wait at once); "
+        "the worker has this many steps of training to finish before a step waits for it",
+    )
+    exclude: list[str] = Field(
+        default_factory=list,
+        description="JSONL task files no training task may equal by content (an experiment's held-out sets): a "
+        "synthesized variant equal to one is rejected as it arrives, its reason naming the held-out set, so the "
+        "report counts the collisions",
+    )
     backend: Literal["template", "llm"] = Field(
         "template", description="rewrite backend: 'template' (tool docs / parent wording, no LLM) or 'llm'"
     )
@@ -86,7 +115,7 @@ class SynthConfig(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _endpoint_when_needed(self) -> SynthConfig:
+    def _endpoint_when_needed(self) -> SynthesisConfig:
         if (self.backend == "llm" or self.llm_critic) and not (self.endpoint_url and self.endpoint_model):
             raise ValueError(
                 "backend='llm' and llm_critic need endpoint_url and endpoint_model; set both or use backend='template'"
@@ -94,3 +123,49 @@ class SynthConfig(BaseModel):
         if self.prompts_dir is not None:
             Prompts(self.prompts_dir)  # a missing folder or a broken prompt file fails here, naming the file
         return self
+
+
+# ----- the renamed section ------------------------------------------------------------------------------
+RENAMED_SECTIONS = {"synth": "synthesis"}  # old section -> the section its fields now live in
+
+
+class ConfigRenamedWarning(UserWarning):
+    """A config used a section's old name; it loaded, read under the new name."""
+
+
+def renamed_sections(data: dict[str, Any], where: str = "config") -> dict[str, Any]:
+    """`data` with each renamed section's fields moved into its new section (a warning naming `where`, the old
+    and the new key); ValueError when both set one field to different values, or the old one is not a mapping."""
+    out = dict(data)
+    for old, new in RENAMED_SECTIONS.items():
+        if old not in out:
+            continue
+        moved, kept = out.pop(old), out.get(new)
+        kept = {} if kept is None else kept
+        if not isinstance(moved, dict) or not isinstance(kept, dict):
+            raise ValueError(f"{where}: {old}: and {new}: must be mappings of fields ({old}: is now {new}:)")
+        clash = sorted(k for k in moved.keys() & kept.keys() if moved[k] != kept[k])
+        if clash:
+            raise ValueError(
+                f"{where}: {old}.{clash[0]} and {new}.{clash[0]} are both set and differ; `{old}:` was renamed "
+                f"`{new}:`: keep {new}.{clash[0]} only"
+            )
+        out[new] = {**kept, **moved}
+        fields = ", ".join(f"{new}.{k}" for k in moved) or new
+        warnings.warn(
+            f"{where}: section `{old}:` was renamed `{new}:`; read as {fields}. Rename the key in the file",
+            ConfigRenamedWarning,
+            stacklevel=2,
+        )
+    return out
+
+
+def renamed_key(key: str, where: str = "--set") -> str:
+    """A dotted override key with a renamed section's old name (`synth.seed`) as its new one (`synthesis.seed`),
+    with a warning naming `where`; other keys unchanged."""
+    head, dot, rest = key.partition(".")
+    if head not in RENAMED_SECTIONS:
+        return key
+    new = RENAMED_SECTIONS[head] + dot + rest
+    warnings.warn(f"{where}: {key} was renamed {new}; read as {new}", ConfigRenamedWarning, stacklevel=2)
+    return new

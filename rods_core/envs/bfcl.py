@@ -23,7 +23,7 @@ from importlib import resources
 from typing import Any
 
 from rods_core.envs.parsing import Call, CallParseError, parse_calls
-from rods_core.tasks import API_CLASSES, Task
+from rods_core.tasks import Task
 
 _BACKEND = "bfcl_eval.eval_checker.multi_turn_eval.func_source_code"
 CLASS_MODULES = {
@@ -86,10 +86,6 @@ def function_docs() -> dict[str, FunctionDoc]:
                 d = json.loads(line)
                 docs[d["name"]] = FunctionDoc(cls, d["name"], d)
     return docs
-
-
-def class_functions(cls: str) -> list[str]:
-    return [n for n, d in function_docs().items() if d.cls == cls]
 
 
 @cache
@@ -272,14 +268,6 @@ class BfclEnvironment:
     def public_state(self) -> dict[str, dict]:
         """The attributes BFCL's state checker compares (public ones), per class."""
         return {c: {k: v for k, v in vars(i).items() if not k.startswith("_")} for c, i in self.instances.items()}
-
-
-def assert_known_classes() -> None:
-    """Import every API class once (fails loudly if bfcl-eval is missing or changed)."""
-    for cls in API_CLASSES:
-        api_class(cls)
-    if len(function_docs()) != 128:
-        raise RuntimeError(f"expected 128 documented functions, found {len(function_docs())}")
 
 
 _JSON_SCHEMA_TYPES = {"dict": "object", "float": "number", "tuple": "array", "any": "string"}

@@ -58,11 +58,17 @@ class Generator(Protocol):
 
     def generate(self, contexts: list[list[int]], sampling: SamplingConfig) -> list[Completion]: ...
     def stream(self, contexts: list[list[int]], on_message: OnMessage, sampling: SamplingConfig) -> None: ...
+    def reset(self) -> None:
+        """Forget whatever was computed from the weights (a KV cache): the trainer calls it after each update."""
+        ...
 
 
 class StreamInRounds:
     """`stream` for backends that batch by calls to `generate`: every round generates the next message of
     every episode still going, so a round waits for its longest message."""
+
+    def reset(self) -> None:
+        """Nothing outlives a call to `generate`: nothing to forget."""
 
     def stream(self, contexts: list[list[int]], on_message: OnMessage, sampling: SamplingConfig) -> None:
         going = list(enumerate(contexts))
@@ -174,6 +180,66 @@ class HFGenerator(StreamInRounds):
         return out
 
 
+Rows = tuple[list[list[int]], list[list[float] | None]]  # token ids per context, and their log-probs (or None)
+
+
+class VLLMBackend(Protocol):
+    """Where VLLMGenerator's requests go: a vLLM in this process, or a vLLM server."""
+
+    def complete(self, contexts: list[list[int]], sampling: SamplingConfig, stop_id: int, logprobs: bool) -> Rows:
+        """One sampled continuation per context, up to `stop_id` or the token budget."""
+        ...
+
+
+class VLLMServer:
+    """A vLLM server through TRL's VLLMClient (`vllm_mode: server`)."""
+
+    def __init__(self, client):
+        self.client = client
+
+    def complete(self, contexts: list[list[int]], sampling: SamplingConfig, stop_id: int, logprobs: bool) -> Rows:
+        res = self.client.generate(
+            prompts=contexts,
+            n=1,
+            temperature=sampling.temperature,  # 0 = greedy in vLLM
+            top_p=sampling.top_p,
+            max_tokens=sampling.max_new_tokens,
+            logprobs=0 if logprobs else None,
+            generation_kwargs={"stop_token_ids": [stop_id], "skip_special_tokens": False},
+        )
+        rows = res["completion_ids"]
+        lps = [[t[0] for t in seq] for seq in res["logprobs"]] if res.get("logprobs") else [None] * len(rows)
+        return rows, lps
+
+
+class VLLMInProcess:
+    """A `vllm.LLM` in this process: the trainer's colocated one, or offline evaluation's."""
+
+    def __init__(self, llm):
+        self.llm = llm
+
+    def complete(self, contexts: list[list[int]], sampling: SamplingConfig, stop_id: int, logprobs: bool) -> Rows:
+        from vllm import SamplingParams
+
+        params = SamplingParams(
+            n=1,
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            max_tokens=sampling.max_new_tokens,
+            logprobs=0 if logprobs else None,
+            stop_token_ids=[stop_id],
+        )
+        outs = self.llm.generate([{"prompt_token_ids": c} for c in contexts], params, use_tqdm=False)
+        rows = [list(o.outputs[0].token_ids) for o in outs]
+        lps = [
+            [d[t].logprob for d, t in zip(o.outputs[0].logprobs, o.outputs[0].token_ids, strict=True)]
+            if o.outputs[0].logprobs
+            else None
+            for o in outs
+        ]
+        return rows, lps
+
+
 class VLLMGenerator(StreamInRounds):
     """vLLM through TRL 1.16: the trainer's colocated `vllm.LLM`, or a client of a separately started vLLM server.
 
@@ -183,7 +249,7 @@ class VLLMGenerator(StreamInRounds):
     process's prompts, which would deadlock when one process's episodes end a turn earlier).
     """
 
-    def __init__(self, backend, tokenizer, *, logprobs: bool = True):
+    def __init__(self, backend: VLLMBackend, tokenizer, *, logprobs: bool = True):
         self.backend, self.tokenizer, self.want_logprobs = backend, tokenizer, logprobs
         self.stop_id = tokenizer.eos_token_id
         self.stats = GenerationStats()
@@ -199,7 +265,7 @@ class VLLMGenerator(StreamInRounds):
                     "multi-turn rollouts drive the colocated vLLM one process at a time: set "
                     "vllm_tensor_parallel_size 1 and vllm_enable_sleep_mode false, or use vllm_mode server"
                 )
-            return cls(vg.llm, trainer.processing_class, logprobs=logprobs)
+            return cls(VLLMInProcess(vg.llm), trainer.processing_class, logprobs=logprobs)
         client = getattr(vg, "vllm_client", None)
         if client is None:
             from trl.generation.vllm_client import VLLMClient
@@ -210,41 +276,11 @@ class VLLMGenerator(StreamInRounds):
                 server_port=vg.server_port,
                 connection_timeout=vg.server_timeout,
             )
-        return cls(client, trainer.processing_class, logprobs=logprobs)
+        return cls(VLLMServer(client), trainer.processing_class, logprobs=logprobs)
 
     def generate(self, contexts: list[list[int]], sampling: SamplingConfig) -> list[Completion]:
         t0 = time.perf_counter()
-        if hasattr(self.backend, "base_url"):  # TRL's VLLMClient
-            res = self.backend.generate(
-                prompts=contexts,
-                n=1,
-                temperature=sampling.temperature,  # 0 = greedy in vLLM
-                top_p=sampling.top_p,
-                max_tokens=sampling.max_new_tokens,
-                logprobs=0 if self.want_logprobs else None,
-                generation_kwargs={"stop_token_ids": [self.stop_id], "skip_special_tokens": False},
-            )
-            rows = res["completion_ids"]
-            lps = [[t[0] for t in seq] for seq in res["logprobs"]] if res.get("logprobs") else [None] * len(rows)
-        else:  # vllm.LLM, colocated
-            from vllm import SamplingParams
-
-            params = SamplingParams(
-                n=1,
-                temperature=sampling.temperature,
-                top_p=sampling.top_p,
-                max_tokens=sampling.max_new_tokens,
-                logprobs=0 if self.want_logprobs else None,
-                stop_token_ids=[self.stop_id],
-            )
-            outs = self.backend.generate([{"prompt_token_ids": c} for c in contexts], params, use_tqdm=False)
-            rows = [list(o.outputs[0].token_ids) for o in outs]
-            lps = [
-                [d[t].logprob for d, t in zip(o.outputs[0].logprobs, o.outputs[0].token_ids, strict=True)]
-                if o.outputs[0].logprobs
-                else None
-                for o in outs
-            ]
+        rows, lps = self.backend.complete(contexts, sampling, self.stop_id, self.want_logprobs)
         out = [
             _vllm_completion(list(row), list(lp) if lp else None, self.stop_id)
             for row, lp in zip(rows, lps, strict=True)

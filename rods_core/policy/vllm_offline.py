@@ -7,7 +7,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from rods_core.policy.generation import VLLMGenerator
+from rods_core.policy.generation import VLLMGenerator, VLLMInProcess
 
 
 def offline_generator(model_dir: str | Path, tokenizer, max_model_len: int, seed: int = 0) -> VLLMGenerator:
@@ -36,4 +36,4 @@ def offline_generator(model_dir: str | Path, tokenizer, max_model_len: int, seed
         seed=seed,
         enforce_eager=not torch.cuda.is_available(),  # nothing to capture on CPU
     )
-    return VLLMGenerator(llm, tokenizer, logprobs=False)
+    return VLLMGenerator(VLLMInProcess(llm), tokenizer, logprobs=False)

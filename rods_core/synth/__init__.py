@@ -1,11 +1,11 @@
 """Skill-aligned task synthesis (RODS stage 2): Plan -> Execute -> Rewrite -> Critique -> Augment.
 
-Public API: `SynthConfig`, `synthesize(parent, n, pool_keys, cfg) -> SynthResult` (its `attempts`: one
+Public API: `SynthesisConfig`, `synthesize(parent, n, pool_keys, cfg) -> SynthResult` (its `attempts`: one
 `Attempt` per candidate), `synthesize_many`, `SynthWorker` (background synthesis with a non-blocking
 `drain()`), `merge_counts`, `variant_distance`. One module per stage; prompts/ holds the LLM prompts.
 """
 
-from rods_core.config import SynthConfig
+from rods_core.config import SynthesisConfig
 from rods_core.synth.pipeline import (
     Attempt,
     SynthResult,
@@ -22,7 +22,7 @@ __all__ = [
     "Attempt",
     "StageError",
     "StageOutcome",
-    "SynthConfig",
+    "SynthesisConfig",
     "SynthResult",
     "SynthWorker",
     "merge_counts",

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from rods_core.config import SynthConfig
+from rods_core.config import SynthesisConfig
+from rods_core.config.synth import renamed_sections
 from rods_core.seeds import leak_guard, load_seeds
 from rods_core.synth.pipeline import synthesize
 from rods_core.tasks import Task, read_tasks, write_tasks
@@ -31,8 +32,8 @@ def find_parent(task_id: str, tasks_file: Path | None) -> Task:
     return found[0]
 
 
-def load_config(path: Path | None, *, seed: int, backend: str, n: int) -> SynthConfig:
-    """A SynthConfig from a YAML/JSON file (a run config's `synth:` section, or the fields alone) and the
+def load_config(path: Path | None, *, seed: int, backend: str, n: int) -> SynthesisConfig:
+    """A SynthesisConfig from a YAML/JSON file (a run config's `synthesis:` section, or the fields alone) and the
     command's options; every problem is a ValueError naming the file (and field)."""
     data: dict = {}
     if path:
@@ -49,18 +50,21 @@ def load_config(path: Path | None, *, seed: int, backend: str, n: int) -> SynthC
                 data = json.loads(text)
             except json.JSONDecodeError as e:
                 raise ValueError(f"{path}: not valid JSON: {e.msg} (line {e.lineno})") from None
-        if not isinstance(data, dict) or not isinstance(data.get("synth", data), dict):
-            raise ValueError(f"{path}: expected a mapping of SynthConfig fields (or a run config with `synth:`)")
-        data = data.get("synth", data)
+        if isinstance(data, dict) and ("synthesis" in data or "synth" in data):  # a run config: its section
+            data = renamed_sections(data, str(path)).get("synthesis")
+        if not isinstance(data, dict):
+            raise ValueError(
+                f"{path}: expected a mapping of SynthesisConfig fields (or a run config with `synthesis:`)"
+            )
     data = {**data, "seed": seed, "backend": backend, "n_per_parent": n}
     try:
-        return SynthConfig.model_validate(data)
+        return SynthesisConfig.model_validate(data)
     except ValidationError as e:
         where = f"{path}: " if path else ""
         raise ValueError(where + "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())) from None
 
 
-def run(parent: Task, cfg: SynthConfig, out: Path, tasks_file: Path | None = None) -> dict:
+def run(parent: Task, cfg: SynthesisConfig, out: Path, tasks_file: Path | None = None) -> dict:
     """Synthesize, write the accepted variants, and report; nothing already in the seeds or the task
     file is produced again."""
     pool = load_seeds("train") + (read_tasks(tasks_file) if tasks_file else [])

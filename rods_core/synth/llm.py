@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from rods_core.config.synth import SynthConfig
+from rods_core.config.synth import SynthesisConfig
 
 
 class LlmError(RuntimeError):
@@ -136,7 +136,7 @@ def extract_json(text: str) -> object:
     return obj
 
 
-def endpoint_of(cfg: SynthConfig) -> ChatEndpoint:
+def endpoint_of(cfg: SynthesisConfig) -> ChatEndpoint:
     """The chat endpoint a synthesis config names (backend 'llm' and the critic)."""
     return ChatEndpoint(
         cfg.endpoint_url,

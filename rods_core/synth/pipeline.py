@@ -20,7 +20,7 @@ from collections import Counter, defaultdict
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from rods_core.config import SynthConfig
+from rods_core.config import SynthesisConfig
 from rods_core.ids import variant_id
 from rods_core.prompt_files import Prompts
 from rods_core.seeds import leak_guard
@@ -35,7 +35,7 @@ from rods_core.synth.stages import STAGES, StageError, StageOutcome, reason_grou
 from rods_core.tasks import Message, Provenance, Task
 
 
-def knobs(cfg: SynthConfig, attempt: int) -> tuple[float, float, float]:
+def knobs(cfg: SynthesisConfig, attempt: int) -> tuple[float, float, float]:
     """(draw_prob, compose_prob, swap_prob) of one attempt: the distance knob, and later attempts nearer.
 
     From attempt 0 to 21 the draw probability falls linearly to a quarter of `distance` (with the default
@@ -100,13 +100,15 @@ def _rng(seed: int, parent_id: str, attempt: int) -> random.Random:
     return random.Random(int(h[:16], 16))
 
 
-def make_rewriter(cfg: SynthConfig, endpoint: ChatEndpoint | None = None, prompts: Prompts | None = None) -> Rewriter:
+def make_rewriter(
+    cfg: SynthesisConfig, endpoint: ChatEndpoint | None = None, prompts: Prompts | None = None
+) -> Rewriter:
     return LlmRewriter(endpoint or endpoint_of(cfg), prompts) if cfg.backend == "llm" else TemplateRewriter()
 
 
-def synthesize(parent: Task, n: int, pool_keys: set[str], cfg: SynthConfig | None = None) -> SynthResult:
+def synthesize(parent: Task, n: int, pool_keys: set[str], cfg: SynthesisConfig | None = None) -> SynthResult:
     """Up to `n` verified variants of `parent` that collide with nothing in `pool_keys` or the test split."""
-    cfg = cfg or SynthConfig()
+    cfg = cfg or SynthesisConfig()
     leak = leak_guard().reason(parent)
     if leak:
         raise ValueError(f"refusing to synthesize from {parent.id}: {leak}; variants of test tasks would leak them")
@@ -130,7 +132,7 @@ def synthesize(parent: Task, n: int, pool_keys: set[str], cfg: SynthConfig | Non
 class _Stages:
     """The five stages wired once for one parent; `attempt` runs one candidate through them."""
 
-    def __init__(self, planner: Planner, keys: set[str], cfg: SynthConfig):
+    def __init__(self, planner: Planner, keys: set[str], cfg: SynthesisConfig):
         uses_llm = cfg.backend == "llm" or cfg.llm_critic
         endpoint, prompts = (endpoint_of(cfg), Prompts(cfg.prompts_dir)) if uses_llm else (None, None)
         self.planner, self.keys, self.cfg = planner, keys, cfg
@@ -199,14 +201,14 @@ def synthesize_many(
     parents: list[Task],
     n: int,
     pool_keys: set[str] | None = None,
-    cfg: SynthConfig | None = None,
+    cfg: SynthesisConfig | None = None,
     *,
     seed: int | None = None,
 ) -> tuple[list[Task], list[SynthResult]]:
     """Verified variants of several parents (a warm-start set, held-out variants), none duplicating another,
     a parent, or `pool_keys`. Each parent's draws derive from (seed, parent id, attempt) alone, so adding or
     dropping a parent changes no other parent's candidates; `seed` overrides `cfg.seed`."""
-    cfg = cfg or SynthConfig()
+    cfg = cfg or SynthesisConfig()
     if seed is not None:
         cfg = cfg.model_copy(update={"seed": seed})
     keys = set(pool_keys or ())
@@ -233,7 +235,7 @@ def merge_counts(results: list[SynthResult]) -> dict[str, dict]:
 
 
 # ----- beside training --------------------------------------------------------------------------------
-def _job(parent: Task, n: int, pool_keys: set[str], cfg: SynthConfig) -> SynthResult:
+def _job(parent: Task, n: int, pool_keys: set[str], cfg: SynthesisConfig) -> SynthResult:
     return synthesize(parent, n, pool_keys, cfg)
 
 
@@ -253,9 +255,9 @@ class SynthWorker:
     Variants accepted by earlier jobs are remembered, so two jobs never hand over the same task.
     """
 
-    def __init__(self, cfg: SynthConfig | None = None, pool_keys: set[str] | None = None, job=None):
+    def __init__(self, cfg: SynthesisConfig | None = None, pool_keys: set[str] | None = None, job=None):
         """`job(parent, n, pool_keys, cfg) -> SynthResult` defaults to `synthesize` (picklable for processes)."""
-        self.cfg = cfg or SynthConfig()
+        self.cfg = cfg or SynthesisConfig()
         self._job = job or _job
         self.pool_keys: set[str] = set(pool_keys or ())
         self._pending: list[tuple[Future, str]] = []

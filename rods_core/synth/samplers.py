@@ -100,13 +100,6 @@ def documented_choices(function: str, param: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in raw.split(",") if x.strip())
 
 
-@cache
-def literal_cases(cls: str, method: str, var: str) -> tuple[str, ...]:
-    """String constants a class method compares `var` against (`if city == "Rivermist":`)."""
-    src = inspect.getsource(getattr(api_class(cls), method))
-    return tuple(dict.fromkeys(re.findall(rf'{var}\s*==\s*"([^"]+)"', src)))
-
-
 # ----- file system -------------------------------------------------------------------------------------
 def _cwd_entries(ctx: SampleContext, kind: str) -> list[str]:
     fs = ctx.instance("GorillaFileSystem")

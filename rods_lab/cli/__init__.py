@@ -13,7 +13,7 @@ import typer
 from rods_core.ranks import die_with_launcher
 from rods_core.tracking import network_off_by_default
 from rods_lab.cli import bench_cmd, env_cmd, model_cmd, plan_cmd, policy_cmd, seeds_cmd, store_cmd, synth_cmd, train_cmd
-from rods_lab.cli._common import one_document, prints_document
+from rods_lab.cli._common import config_notes_on_stderr, one_document, prints_document
 
 app = typer.Typer(
     no_args_is_help=True, add_completion=False, help="RODS Lab: online data synthesis for GRPO tool-use agents."
@@ -30,13 +30,12 @@ app.command("plan")(plan_cmd.plan)
 app.command("synth")(synth_cmd.synth)
 app.command("export")(store_cmd.export)
 app.add_typer(store_cmd.runs_app, name="runs")
-seeds_cmd.app.command("import")(store_cmd.seeds_import)
-bench_cmd.app.command("store")(store_cmd.bench_store)
 
 
 def main() -> None:
     die_with_launcher()  # a worker of `accelerate launch` never outlives its launcher
     network_off_by_default()  # before anything imports huggingface_hub; inherited by accelerate's processes
+    config_notes_on_stderr()
     if prints_document(sys.argv[1:]):
         with one_document():  # stdout is the JSON document only; libraries' chatter goes to stderr
             app()

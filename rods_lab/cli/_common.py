@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import warnings
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from enum import Enum
@@ -106,3 +107,32 @@ def load_run_config(config, sets: list[str]):
 
     with clean_errors():
         return load_config(config, parse_overrides(sets))
+
+
+DB_HELP = "control store: a SQLite file or a URL (default: $RODS_CONTROL_DB or workspace/control.sqlite)"
+
+
+def open_db(db: str | None):
+    """The control store named by --db (DB_HELP says the default); exit 2 when it cannot be opened."""
+    from storage.control import ControlDB, StoreError
+
+    try:
+        return ControlDB(db)
+    except StoreError as e:
+        fail(str(e))
+
+
+def config_notes_on_stderr() -> None:
+    """A config's notes (a renamed section it still loads: rods_core.config.ConfigRenamedWarning) print as one
+    `note: ...` line on stderr, not as a Python warning with its source line; other warnings are unchanged."""
+    default = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        from rods_core.config import ConfigRenamedWarning
+
+        if issubclass(category, ConfigRenamedWarning):
+            print(f"note: {message}", file=sys.stderr)
+        else:
+            default(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show

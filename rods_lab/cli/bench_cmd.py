@@ -170,3 +170,19 @@ def systems(
     with contextlib.redirect_stdout(sys.stderr):  # TRL prints its step logs; stdout carries only the report
         report = run(config, steps=steps, model=model, quick=quick, log=lambda m: typer.echo(m, err=True))
     emit_json(report["json"]) if as_json else typer.echo(report["markdown"])
+
+
+@app.command("store")
+def bench_store(
+    rows: int = typer.Option(1_000_000, min=1000, help="task_stats rows to write"),
+    tasks_per_step: int = typer.Option(512, min=1, help="rows per step (tasks with statistics per step)"),
+    step_s: float = typer.Option(30.0, min=0.001, help="step time the write share is measured against"),
+    out: Path = typer.Option(Path("bench/results/store"), help="scratch run folder (deleted first)"),
+) -> None:
+    """Write `rows` task statistics as a run would; print write share of a step and query p95.
+
+    Example: rods bench store --rows 1000000
+    """
+    from bench.store_bench import run
+
+    emit_json(run(rows=rows, tasks_per_step=tasks_per_step, step_s=step_s, out=out))

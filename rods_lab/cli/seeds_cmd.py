@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
-from rods_lab.cli._common import Split, emit_json, seeds_of_split
+from rods_core.benchmarks.registry import DEFAULT_BENCHMARK
+from rods_lab.cli._common import DB_HELP, BenchmarkChoice, Split, clean_errors, emit_json, open_db, seeds_of_split
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -37,3 +40,34 @@ def stats(
         for name, n in report[key].items():
             table.add_row(str(name), str(n))
         console.print(table)
+
+
+@app.command("import")
+def seeds_import(
+    file: Path = typer.Argument(..., help="JSONL task file"),
+    tag: list[str] = typer.Option([], help="tag(s) for the imported seeds (kept tags stay)"),
+    allow_test: bool = typer.Option(False, help="allow held-out test-split tasks (leaks the test set)"),
+    benchmark: BenchmarkChoice = typer.Option(DEFAULT_BENCHMARK, help="the benchmark of the file's tasks"),
+    db: str | None = typer.Option(None, help=DB_HELP),
+) -> None:
+    """Validate a whole JSONL file (schema, then verification by execution), then add its tasks to the seed
+    catalog (nothing on any error).
+
+    Example: rods seeds import my_tasks.jsonl --tag handmade
+    """
+    from rods_core.benchmarks.registry import make_benchmark
+    from rods_core.inputs import read_bytes
+    from storage.catalog import import_seeds
+
+    with clean_errors():
+        data = read_bytes(file, "task file")
+        report = import_seeds(
+            lambda: open_db(db),
+            data,
+            str(file),
+            "rods seeds import",
+            tags=tag,
+            allow_test=allow_test,
+            benchmark=make_benchmark(benchmark.value),
+        )
+    typer.echo(f"imported {report.added} new and {report.updated} updated seed(s) from {file}")

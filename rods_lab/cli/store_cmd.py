@@ -1,4 +1,4 @@
-"""`rods export`, `rods seeds import`, `rods runs ...`, `rods bench store`: thin shells over storage/.
+"""`rods export` and `rods runs ...`: thin shells over the runs in the control store (storage/).
 
 storage/ (DuckDB, SQLModel, pandas) is imported inside the commands so `rods --help` stays fast.
 """
@@ -10,22 +10,11 @@ from pathlib import Path
 
 import typer
 
-from rods_core.benchmarks.registry import DEFAULT_BENCHMARK
-from rods_lab.cli._common import BenchmarkChoice, choices, clean_errors, emit_json, fail
+from rods_lab.cli._common import DB_HELP, choices, clean_errors, emit_json, fail, open_db
 
 runs_app = typer.Typer(no_args_is_help=True, help="Training runs in the control database: list, show, stop.")
 
-DB_HELP = "control store: a SQLite file or a URL (default: $RODS_CONTROL_DB or workspace/control.sqlite)"
 Pool = choices("Pool", ("seeds", "staged", "active", "retired", "all"))  # storage.schema.POOLS + all
-
-
-def _db(db: str | None):
-    from storage.control import ControlDB, StoreError
-
-    try:
-        return ControlDB(db)
-    except StoreError as e:
-        fail(str(e))
 
 
 def _run_dir(run_id: str, db: str | None, runs_dir: Path) -> Path:
@@ -36,7 +25,7 @@ def _run_dir(run_id: str, db: str | None, runs_dir: Path) -> Path:
     if not folder.resolve().is_relative_to(runs_dir.resolve()) or folder.resolve() == runs_dir.resolve():
         fail(f"run {run_id!r}: not a run folder inside the runs folder {runs_dir.resolve()}")
     if not folder.is_dir():
-        run = _db(db).get_run(run_id)
+        run = open_db(db).get_run(run_id)
         folder = Path(run.out_dir) if run and run.out_dir else folder
     if not folder.is_dir():
         fail(f"no run folder {folder} (run {run_id!r})")
@@ -64,36 +53,6 @@ def export(
     typer.echo(f"wrote {n} task(s) to {out}")
 
 
-def seeds_import(
-    file: Path = typer.Argument(..., help="JSONL task file"),
-    tag: list[str] = typer.Option([], help="tag(s) for the imported seeds (kept tags stay)"),
-    allow_test: bool = typer.Option(False, help="allow held-out test-split tasks (leaks the test set)"),
-    benchmark: BenchmarkChoice = typer.Option(DEFAULT_BENCHMARK, help="the benchmark of the file's tasks"),
-    db: str | None = typer.Option(None, help=DB_HELP),
-) -> None:
-    """Validate a whole JSONL file (schema, then verification by execution), then add its tasks to the seed
-    catalog (nothing on any error).
-
-    Example: rods seeds import my_tasks.jsonl --tag handmade
-    """
-    from rods_core.benchmarks.registry import make_benchmark
-    from rods_core.inputs import read_bytes
-    from storage.catalog import import_seeds
-
-    with clean_errors():
-        data = read_bytes(file, "task file")
-        report = import_seeds(
-            lambda: _db(db),
-            data,
-            str(file),
-            "rods seeds import",
-            tags=tag,
-            allow_test=allow_test,
-            benchmark=make_benchmark(benchmark.value),
-        )
-    typer.echo(f"imported {report.added} new and {report.updated} updated seed(s) from {file}")
-
-
 @runs_app.command("list")
 def runs_list(
     json_out: bool = typer.Option(False, "--json", help="print JSON"),
@@ -107,7 +66,7 @@ def runs_list(
     from rods_lab.status import reconcile_dead_runs, run_status
     from rods_lab.views import build_view
 
-    cdb = _db(db)
+    cdb = open_db(db)
     reconcile_dead_runs(cdb)
     rows = []
     for r in cdb.list_runs():
@@ -141,7 +100,7 @@ def runs_show(run_id: str, db: str | None = typer.Option(None, help=DB_HELP)) ->
     from rods_lab.status import run_status
     from storage.reader import RunReader
 
-    cdb = _db(db)
+    cdb = open_db(db)
     run = cdb.get_run(run_id)
     if run is None:
         fail(f"no run {run_id!r}")
@@ -170,7 +129,7 @@ def runs_stop(run_id: str, db: str | None = typer.Option(None, help=DB_HELP)) ->
     from rods_lab.processes import stop_run
 
     try:
-        sent = stop_run(_db(db), run_id)
+        sent = stop_run(open_db(db), run_id)
     except KeyError:
         fail(f"no run {run_id!r}")
     typer.echo(f"{'sent SIGTERM to' if sent else 'no live process for'} run {run_id}; marked stopped")
@@ -200,7 +159,7 @@ def runs_audit(
         raise typer.BadParameter("give --out FILE (.jsonl or .csv), --verify, or both", param_hint="--out")
     if out is not None and fmt not in AUDIT_FORMATS:
         raise typer.BadParameter(f"must end in .jsonl or .csv, got {out.name!r}", param_hint="--out")
-    cdb = _db(db)
+    cdb = open_db(db)
     if cdb.get_run(run_id) is None:
         fail(f"no run {run_id!r}")
     if verify:
@@ -217,18 +176,3 @@ def runs_audit(
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_bytes(audit_bytes(trail, fmt))
     typer.echo(f"wrote {len(trail)} decision(s) to {out}")
-
-
-def bench_store(
-    rows: int = typer.Option(1_000_000, min=1000, help="task_stats rows to write"),
-    tasks_per_step: int = typer.Option(512, min=1, help="rows per step (tasks with statistics per step)"),
-    step_s: float = typer.Option(30.0, min=0.001, help="step time the write share is measured against"),
-    out: Path = typer.Option(Path("bench/results/store"), help="scratch run folder (deleted first)"),
-) -> None:
-    """Write `rows` task statistics as a run would; print write share of a step and query p95.
-
-    Example: rods bench store --rows 1000000
-    """
-    from bench.store_bench import run
-
-    emit_json(run(rows=rows, tasks_per_step=tasks_per_step, step_s=step_s, out=out))

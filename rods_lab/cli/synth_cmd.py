@@ -17,7 +17,7 @@ def synth(
     seed: int = typer.Option(0, "--seed", help="random seed"),
     backend: str = typer.Option("template", "--backend", help="template | llm"),
     config: Path | None = typer.Option(
-        None, "--config", help="YAML/JSON SynthConfig (fields of rods_core.synth.SynthConfig)"
+        None, "--config", help="YAML/JSON SynthesisConfig (fields of rods_core.synth.SynthesisConfig)"
     ),
     json_out: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
 ) -> None:
