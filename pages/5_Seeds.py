@@ -57,12 +57,14 @@ with add:
 
 with catalog:
     df = seed_frame(db)
-    a, b = st.columns(2)
+    a, b, c = st.columns(3)
     tag = a.selectbox("Tag", ["(any)", *sorted({t for ts in df.tags for t in ts.split(", ") if t})], key="seeds_tag")
-    only = b.radio("Show", ["all", "enabled", "disabled"], horizontal=True, key="seeds_show")
+    of = b.selectbox("Benchmark", ["(any)", *sorted(set(df.benchmark) - {""})], key="seeds_of_benchmark")
+    only = c.radio("Show", ["all", "enabled", "disabled"], horizontal=True, key="seeds_show")
     view = df[df.tags.str.split(", ").apply(lambda ts: tag in ts)] if tag != "(any)" else df
+    view = view[view.benchmark == of] if of != "(any)" else view
     view = view[view.enabled == (only == "enabled")] if only != "all" else view
-    table = st.dataframe(view, hide_index=True, height=260, on_select="rerun", key=f"seeds_table_{tag}_{only}")
+    table = st.dataframe(view, hide_index=True, height=260, on_select="rerun", key=f"seeds_table_{tag}_{of}_{only}")
     every = st.checkbox(f"Act on all {len(view)} shown", key="seeds_every")
     chosen_rows = view.task_id.iloc[table.selection.rows].tolist()
     typed = st.multiselect("…or pick seeds by id", view.task_id.tolist(), key="seeds_pick")

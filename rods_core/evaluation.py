@@ -96,14 +96,19 @@ def _generator(policy, cfg: EvalConfig, benchmark: Benchmark | None = None, gene
     return gen, episode, benchmark or episode_benchmark(episode, cfg.benchmark, prereq=cfg.prereq)
 
 
-def _play(tasks: list, gen, episode: EpisodeConfig, bench: Benchmark, cfg: EvalConfig, progress) -> list[Episode]:
-    """Episodes in chunks of `cfg.max_batch` (one batched KV cache per chunk), progress counted over all."""
+def _play(
+    tasks: list, gen, episode: EpisodeConfig, bench: Benchmark, cfg: EvalConfig, progress, scratch: Path | None = None
+) -> list[Episode]:
+    """Episodes in chunks of `cfg.max_batch` (one batched KV cache per chunk), progress counted over all;
+    environments write inside `scratch` (a run's scratch folder; the system's temporary folder when None)."""
     out: list[Episode] = []
     for i in range(0, len(tasks), cfg.max_batch):
         done = len(out)
         step = (lambda d, _t, done=done: progress(done + d, len(tasks))) if progress else None
         chunk = tasks[i : i + cfg.max_batch]
-        out += run_episodes(chunk, gen, episode, benchmark=bench, fresh_sessions=cfg.fresh_sessions, progress=step)
+        out += run_episodes(
+            chunk, gen, episode, benchmark=bench, fresh_sessions=cfg.fresh_sessions, progress=step, scratch=scratch
+        )
     return out
 
 
@@ -160,10 +165,11 @@ def evaluate_sharded(
     ranks,
     benchmark: Benchmark | None = None,
     generator: Generator | None = None,
+    scratch: Path | None = None,
 ) -> dict[str, Any]:
     """`evaluate` split across training processes: rank r plays tasks r, r+N, ...; every rank gets the
     metrics over all tasks (a collective: every rank must call it). `generator`: the run's vLLM engine, synced
-    to the weights evaluated (None: the model plays itself)."""
+    to the weights evaluated (None: the model plays itself); `scratch`: where the episodes write (the run's)."""
     import torch
 
     mine = tasks[ranks.rank :: ranks.world]
@@ -174,7 +180,7 @@ def evaluate_sharded(
     try:
         with torch.no_grad():
             gen, ep_cfg, bench = _generator(policy, cfg, benchmark, generator)
-            episodes = _play(mine, gen, ep_cfg, bench, cfg, None) if mine else []
+            episodes = _play(mine, gen, ep_cfg, bench, cfg, None, scratch) if mine else []
     finally:
         model.train(was_training)
     played = ranks.gather([(ranks.rank + i * ranks.world, e) for i, e in enumerate(episodes)])

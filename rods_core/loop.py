@@ -24,6 +24,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from rods_core.benchmarks.protocols import Benchmark
+from rods_core.benchmarks.scratch import run_scratch
 from rods_core.checkpoint import checkpoint_dir, last_checkpoint, load_state, save_state
 from rods_core.config import RunConfig, dump_config
 from rods_core.ranks import Ranks, sharding_refusal
@@ -243,8 +244,9 @@ def train(
     apply_thread_policy(cfg.compute.threads)
     torch.manual_seed(cfg.seed)
     ranks = Ranks.current(cpu=cfg.grpo.use_cpu)
-    tasks_bench = run_benchmark(cfg, benchmark)
-    run_id, run_dir, seeds = check_run_inputs(cfg, run_id, resume, ranks, tasks_bench)
+    run_id, run_dir, seeds = check_run_inputs(cfg, run_id, resume, ranks, benchmark)
+    scratch = run_scratch(run_dir)  # episodes and verifications write here: removed with the run folder
+    tasks_bench = run_benchmark(cfg, benchmark, scratch=scratch)
     recorder = open_run(cfg, run_dir, run_id, resume, ranks, open_recorder)
     rods = RodsStep(cfg, seeds, ranks, tasks_bench)
     tracker_environment(cfg.report, run_dir)
@@ -263,7 +265,7 @@ def train(
         # closure reads `trainer` when an evaluation starts, which is after the trainer exists
         evaluate = HeldOutEval(
             cfg, policy, seeds, recorder, rods, ranks, log, tasks_bench, benchmark,
-            generation=lambda: trainer.evaluation_generator(),
+            generation=lambda: trainer.evaluation_generator(), scratch=scratch,
         )  # fmt: skip
         callback = StepCallback(rods, recorder, evaluate, cfg.eval.every, ranks, tracker, watcher, log)
         trainer = RodsGRPOTrainer(
@@ -280,6 +282,7 @@ def train(
             run_name=run_id,
             ranks=ranks,
             benchmark=episodes_bench,
+            scratch=scratch,
         )
         install_stop_handler(callback)
         if watcher is not None:
@@ -413,16 +416,18 @@ class HeldOutEval:
         tasks_bench: Benchmark | None = None,
         benchmark: Benchmark | None = None,
         generation: Callable[[], AbstractContextManager] | None = None,
+        scratch: Path | None = None,
     ):
         """`tasks_bench` gives the held-out tasks; `benchmark`, when the caller gave one, plays them (else
         `cfg.benchmark` with the greedy episode settings: no hints). `generation()` enters what plays the
         episodes (RodsGRPOTrainer.evaluation_generator: the run's vLLM synced to the weights, or None inside
-        whole weights); without it the model plays itself inside whole weights."""
+        whole weights); without it the model plays itself inside whole weights. The episodes write inside
+        `scratch` (the run's scratch folder)."""
         from rods_core.evaluation import EvalConfig
         from rods_core.tasksets import eval_tasks
 
         self.split, self.policy, self.ranks, self.benchmark = cfg.eval.split, policy, ranks, benchmark
-        self.recorder, self.rods, self.generation = recorder, rods, generation
+        self.recorder, self.rods, self.generation, self.scratch = recorder, rods, generation, scratch
         self.log = log if ranks.main else (lambda *_: None)
         self.tasks = eval_tasks(cfg, seeds, policy.sft_task_ids(), tasks_bench)
         sampling = policy.episode.sampling.model_copy(update={"temperature": 0.0})
@@ -442,7 +447,13 @@ class HeldOutEval:
         playing = self.generation() if self.generation else whole_weights(model, optimizer)
         with playing as generator:
             result = evaluate_sharded(
-                (model, self.policy.tokenizer), self.tasks, self.greedy, self.ranks, self.benchmark, generator
+                (model, self.policy.tokenizer),
+                self.tasks,
+                self.greedy,
+                self.ranks,
+                self.benchmark,
+                generator,
+                scratch=self.scratch,
             )
         per_cat = {k.split("/", 2)[2]: v for k, v in result.items() if k.startswith("eval/progress/")}
         progress = [t["progress"] for t in result["per_task"].values()]

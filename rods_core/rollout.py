@@ -24,7 +24,6 @@ early with its remaining turns scored as failed (before any generation when its 
 
 from __future__ import annotations
 
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from pathlib import Path
 
 from rods_core.benchmarks.protocols import Benchmark, Environment, Message
 from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, make_benchmark
+from rods_core.benchmarks.scratch import scratch_folder
 from rods_core.config import EpisodeConfig
 from rods_core.policy.generation import Completion, Generator
 from rods_core.policy.prompting import parse_assistant, tool_message
@@ -189,20 +189,22 @@ def run_episodes(
     workdir: Path | None = None,
     fresh_sessions: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    scratch: Path | None = None,
 ) -> list[Episode]:
     """Play every task once (repeat a task G times in `tasks` for a GRPO group); order is kept.
 
     `benchmark` makes each episode's environment (default: BFCL multi-turn with `cfg`'s prompt, turn limit
-    and hints, `hints` overriding cfg's); environments write under `workdir` (a temporary folder, removed
-    afterwards, when None). A new session is appended to the episode's one sequence, or with
+    and hints, `hints` overriding cfg's); environments write under `workdir`, or when None under a temporary
+    folder made inside `scratch` (a run's scratch folder; the system's temporary folder when None), removed
+    afterwards. A new session is appended to the episode's one sequence, or with
     `fresh_sessions` (evaluation, as BFCL runs memory) starts a fresh context, the episode's tokens then
     holding its last session only. `generator.tokenizer`'s chat template renders messages;
     `progress(done, total)` is called after each finished episode.
     """
     bench = benchmark or episode_benchmark(cfg, hints=hints)
     renderer = renderer_for(generator.tokenizer)
-    with tempfile.TemporaryDirectory(prefix="episodes_") as tmp:
-        where = Path(tmp) if workdir is None else workdir
+    with scratch_folder(scratch if workdir is None else None, "episodes_") as tmp:
+        where = tmp if workdir is None else workdir
         runs = [
             _Run(t.id, bench.environment(t, where), renderer, cfg, fresh_sessions, generator.stop_id) for t in tasks
         ]

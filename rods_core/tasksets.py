@@ -19,12 +19,12 @@ class TaskSetError(ValueError):
     """The configured task set cannot be used; the message names the field and the reason."""
 
 
-def run_benchmark(cfg: RunConfig, benchmark: Benchmark | None = None) -> Benchmark:
+def run_benchmark(cfg: RunConfig, benchmark: Benchmark | None = None, *, scratch: Path | None = None) -> Benchmark:
     """`benchmark` when the caller gives one (any Benchmark), else the config's (`benchmark:`, `prereq:`, its
-    synthesizer with the run's `synthesis:` settings)."""
+    synthesizer with the run's `synthesis:` settings, verifying inside `scratch`: the run's scratch folder)."""
     from rods_core.benchmarks.registry import make_benchmark  # not at the top: the benchmarks' modules
 
-    return benchmark or make_benchmark(cfg.benchmark, prereq=cfg.prereq, synth=cfg.synthesis)
+    return benchmark or make_benchmark(cfg.benchmark, prereq=cfg.prereq, synth=cfg.synthesis, scratch=scratch)
 
 
 def in_groups(bench: Benchmark, tasks: list, groups: list[str]) -> list:

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -142,7 +143,8 @@ class RodsGRPOTrainer(GRPOTrainer):
     given, is a task's expected generated tokens (None: unknown), by which `grpo.balance_ranks` spreads the
     batch over the processes. `ranks`: the run's ranks, built once by the caller (default: this launch's).
     `benchmark` makes each episode's environment (default: BFCL multi-turn with `episode_cfg`'s prompt, turn
-    limit and hints).
+    limit and hints); its environments write inside `scratch` (the run's scratch folder: BFCL memory's
+    snapshots; the system's temporary folder when None).
     """
 
     def __init__(
@@ -162,11 +164,12 @@ class RodsGRPOTrainer(GRPOTrainer):
         run_name: str | None = None,
         ranks: Ranks | None = None,
         benchmark: Benchmark | None = None,
+        scratch: Path | None = None,
     ):
         self.cfg, self._draw, self._task_of, self._on_rollout = cfg, draw, task_of, on_rollout
         self._cost_of = cost_of
         self.episode_cfg = episode_cfg
-        self.benchmark = benchmark
+        self.benchmark, self.scratch = benchmark, scratch
         self.ranks = ranks if ranks is not None else Ranks.current(cpu=cfg.grpo.use_cpu)
         # tasks_per_step is per process; the slots (and each draw) cover the whole generation batch
         self.n_slots = cfg.grpo.tasks_per_step * self.ranks.world
@@ -289,7 +292,9 @@ class RodsGRPOTrainer(GRPOTrainer):
         try:
             with torch.no_grad(), torch.random.fork_rng(devices=devices), weights:
                 torch.manual_seed(derive_seed(self.cfg.seed, "rollout", step, self.ranks.rank))
-                episodes = run_episodes(tasks, generator, self.episode_cfg, benchmark=self.benchmark)
+                episodes = run_episodes(
+                    tasks, generator, self.episode_cfg, benchmark=self.benchmark, scratch=self.scratch
+                )
         finally:
             model.train(was_training)
         rollout_s = time.perf_counter() - t0

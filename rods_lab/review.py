@@ -23,7 +23,7 @@ import streamlit as st
 
 from rods_core.benchmarks.protocols import Benchmark
 from rods_core.tasks import Task
-from rods_lab import ui, views
+from rods_lab import record_form, ui, views
 from rods_lab.identity import Actor, Refused, current, local, require
 from storage import curation
 from storage.control import Comment, ControlDB, DecisionRecord
@@ -300,22 +300,29 @@ def _submit_edit(
 
 
 def fix_and_accept_record(run: SimpleNamespace, task: Any, reviewer: Actor) -> None:
-    """Another benchmark's Fix & Accept: edit the task's JSON, parse and verify it here first (the trainer's
-    own check: its schema, leak guard, duplicates and the benchmark's verifier), then send the edit."""
+    """Another benchmark's Fix & Accept: its task's fields (memory's question, accepted answers and each
+    conversation's user turns; rods_lab.record_form), parsed and verified here first (the trainer's own check:
+    its schema, leak guard, duplicates and the benchmark's verifier), then sent as the edit."""
     bench = ui.benchmark(run.out_dir)
+    described = {k: f.description for k, f in bench.task_type.model_fields.items()}
+    texts: dict[str, str | list[str]] = {}
     with st.form(f"review_fix_{task.id}"):
-        text = st.text_area(
-            "Task (JSON)",
-            json.dumps(task.to_record(), indent=2, ensure_ascii=False),
-            height=400,
-            key=f"review_j_{task.id}",
-        )
+        for f in record_form.form_fields(task.to_record()):
+            key, why = f"review_f_{task.id}_{f.name}", described.get(f.name)
+            if f.kind == "blocks":
+                texts[f.name] = [
+                    st.text_area(f"{f.name} {i + 1} (one per line)", v, key=f"{key}_{i}", help=why)
+                    for i, v in enumerate(f.value)
+                ]
+            else:
+                label = {"lines": f"{f.name} (one per line)", "json": f"{f.name} (JSON)"}.get(f.kind, f.name)
+                texts[f.name] = st.text_area(label, f.value, key=key, help=why)
         note = st.text_input("Comment", key=f"review_fix_note_{task.id}")
         if not st.form_submit_button("Verify, fix & accept", type="primary"):
             return
 
     def edit() -> tuple[Any, bool, str]:
-        edited = views.edited_record(bench, text)
+        edited = record_form.edited_from_form(bench, task, texts)
         return edited, *views.verify_edit(bench, task, edited, snapshot(run.out_dir, token()))
 
     _submit_edit(run, task, reviewer, note, edit)

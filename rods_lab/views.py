@@ -22,7 +22,6 @@ from rods_core.benchmarks import edits
 from rods_core.benchmarks.protocols import Benchmark
 from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, make_benchmark
 from rods_core.config import SYNTH_METHODS, ConfigError, read_config_data
-from rods_core.inputs import json_value
 from rods_core.tasks import Task
 from rods_lab.status import RunState, dead_run_message, format_eta, run_state, run_status
 from storage.build_progress import BuildProgress, BuildProgressError, read_build_progress
@@ -310,12 +309,6 @@ def verify_edit(bench: Benchmark, original: Any, edited: Any, snap: PoolsSnapsho
     parent = by_id.get(original.provenance.parent_id or "", original)
     keys = {t.content_key() for t in by_id.values()} - {original.content_key()}
     return edits.verify_edit(bench, edited, keys, parent)
-
-
-def edited_record(bench: Benchmark, text: str) -> Any:
-    """The editor's JSON text as a task of the benchmark; ValueError when it is not JSON (the project's JSON
-    door: too deep, a number past Python's digit limit, a lone surrogate) or not the schema."""
-    return edits.parse_edit(bench, json_value(text))
 
 
 # ----- pools, lineage, history -------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from rods_core.benchmarks.protocols import Benchmark, TaskFacts
-from rods_core.benchmarks.registry import BENCHMARK_NAMES, make_benchmark, task_type_of
+from rods_core.benchmarks.registry import BENCHMARK_NAMES, DEFAULT_BENCHMARK, make_benchmark, task_type_of
 from rods_core.tasks import Task
 from storage.control import ControlDB, Seed
 
@@ -57,9 +57,23 @@ def _facts_of(kind: type) -> Callable[[Any], TaskFacts]:
     return make_benchmark(next(n for n in BENCHMARK_NAMES if task_type_of(n) is kind)).facts
 
 
+@functools.cache
+def _benchmarks_of(kind: type) -> str:
+    """The benchmarks whose tasks are of this model, comma separated (memory's backends share one model)."""
+    return ", ".join(n for n in BENCHMARK_NAMES if task_type_of(n) is kind)
+
+
+def benchmark_of(seed: Seed, task: Any) -> str:
+    """The catalog's benchmark column for an entry and its task (`_catalog_task`): a built-in seed's benchmark,
+    the benchmarks whose task model reads the record, or "" for a record none reads."""
+    if not seed.record:
+        return DEFAULT_BENCHMARK
+    return _benchmarks_of(type(task)) if task is not None else ""
+
+
 def seed_frame(db: ControlDB) -> pd.DataFrame:
-    """task_id, enabled, tags (comma separated), source, category, turns, calls, added_at: the task's
-    `Benchmark.facts` (memory's: its scenario, no turns or calls); empty and 0 for an entry without a
+    """task_id, benchmark, enabled, tags (comma separated), source, category, turns, calls, added_at: the
+    task's `Benchmark.facts` (memory's: its scenario, no turns or calls); empty and 0 for an entry without a
     readable record (a built-in BFCL seed)."""
     rows = []
     for s in db.list_seeds():
@@ -68,6 +82,7 @@ def seed_frame(db: ControlDB) -> pd.DataFrame:
         rows.append(
             {
                 "task_id": s.task_id,
+                "benchmark": benchmark_of(s, task),
                 "enabled": bool(s.enabled),
                 "tags": ", ".join(json.loads(s.tags or "[]")),
                 "source": s.source,
@@ -78,7 +93,7 @@ def seed_frame(db: ControlDB) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(
-        rows, columns=["task_id", "enabled", "tags", "source", "category", "turns", "calls", "added_at"]
+        rows, columns=["task_id", "benchmark", "enabled", "tags", "source", "category", "turns", "calls", "added_at"]
     )
 
 

@@ -102,3 +102,18 @@ def test_enable_disable_and_tag_all_shown_at_once(app_env):
     assert all("bulk" in json.loads(s.tags) for s in catalog().values())
     at.button(key="seeds_enable").click().run()
     assert all(s.enabled for s in catalog().values())
+
+
+def test_the_catalog_shows_and_filters_by_benchmark(app_env):
+    from rods_core.benchmarks.memory_tasks import load_memory_seeds
+
+    db = AppPaths.from_env().db()
+    memory = load_memory_seeds("train")[:1]
+    db.upsert_seeds([*load_seeds("train")[12:14], *memory], source="import")
+    at = page("pages/5_Seeds.py").run()
+    assert not at.exception
+    assert "benchmark" in at.dataframe[0].value.columns
+    at.selectbox(key="seeds_of_benchmark").select("bfcl_memory_kv, bfcl_memory_rec_sum").run()
+    assert at.dataframe[0].value.task_id.tolist() == [memory[0].id]
+    at.selectbox(key="seeds_of_benchmark").select("bfcl_multi_turn").run()
+    assert memory[0].id not in at.dataframe[0].value.task_id.tolist()

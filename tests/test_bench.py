@@ -478,3 +478,30 @@ def test_update_bench_lays_out_rollouts_as_trl_does():
     assert keep == 3
     assert ids.tolist() == [[5, 6, 7, 8, 9, 0], [0, 5, 6, 10, 11, 12]]
     assert mask.tolist() == [[1, 1, 1, 1, 1, 0], [0, 1, 1, 1, 1, 1]]
+
+
+def test_benches_that_take_a_model_default_to_the_trained_demo_model_once_built(tmp_path, monkeypatch):
+    """bench.generation_bench and bench.vllm_bench play the demo config's model when it is built (an untrained
+    model is another workload); before that, generation_bench needs --model and vllm_bench builds one."""
+    from bench import generation_bench, vllm_bench
+    from bench.demo_model import ROOT, demo_model
+
+    model = tmp_path / "models" / "tiny-demo"
+    config = tmp_path / "demo.yaml"
+    config.write_text(yaml.safe_dump({"model": {"path": str(model)}}))
+    assert demo_model(config) is None
+    model.mkdir(parents=True)
+    assert demo_model(config) is None  # a folder still being built (its config.json comes last)
+    (model / "config.json").write_text("{}")
+    assert demo_model(config) == model
+    config.write_text(yaml.safe_dump({"model": {"path": "models/none-such"}}))
+    assert demo_model(config) is None and not (ROOT / "models" / "none-such").exists()  # read from the repository
+
+    for bench in (generation_bench, vllm_bench):
+        monkeypatch.setattr(bench, "demo_model", lambda: model)  # where the demo model lies on this machine
+        assert bench.arguments([]).model == str(model)
+        assert bench.arguments(["--model", "other"]).model == "other"
+        monkeypatch.setattr(bench, "demo_model", lambda: None)
+    assert vllm_bench.arguments([]).model is None  # it builds an untrained model, as before
+    with pytest.raises(SystemExit):
+        generation_bench.arguments([])  # --model stays required until the demo model is built

@@ -418,3 +418,43 @@ def test_a_memory_edit_is_parsed_verified_and_applied_and_a_bad_one_refused_whil
         (good["question"], "edit", seed.id)
     ]
     assert nxt.events["task_stats"] and not nxt.decisions
+
+
+def test_a_memory_runs_snapshots_are_written_inside_its_folder_and_removed_after_use(tmp_path, tiny_model_dir):
+    """Rollouts, the held-out evaluation and the synthesizer's verification write BFCL memory's snapshot files
+    inside the run folder's scratch/ (so a killed run leaves them there, deleted with the run), each in a
+    folder removed once used. A spy on the real `_flush` records where each session's files went."""
+    from rods_core.benchmarks import memory_env
+    from rods_core.benchmarks.scratch import run_scratch
+    from rods_lab.run import train
+
+    flushed: list = []
+    real = memory_env.MemoryEnvironment._flush
+
+    def spy(self):
+        real(self)
+        flushed.append((self.folder, sorted(p.name for p in self.folder.rglob("*") if p.is_file())))
+
+    memory_env.MemoryEnvironment._flush = spy
+    try:
+        overrides = {
+            "method": "uniform_synth",
+            "benchmark": "bfcl_memory_kv",
+            "prereq": "fact",
+            "seeds.subset": "all",
+            "seeds.ids": ["memory_145_notetaker_15", "memory_142_notetaker_12"],
+            "seeds.limit": None,
+            "grpo.max_steps": 2,
+            "episode.max_context_tokens": 4096,
+            "eval.limit": 1,
+            "synthesis.parents_per_step": 1,
+        }
+        cfg = RunConfig.model_validate(smoke_config(tmp_path, tiny_model_dir, **overrides))
+        run_dir = train(cfg, run_id="mem", log=lambda *_: None)
+    finally:
+        memory_env.MemoryEnvironment._flush = real
+    scratch = run_scratch(run_dir).resolve()
+    prefixes = {folder.relative_to(scratch).parts[0].split("_")[0] for folder, _ in flushed}
+    assert {"episodes", "rods"} <= prefixes  # rollouts and evaluation; the synthesizer's verification
+    assert all(files for _, files in flushed)  # BFCL's snapshot files were written there
+    assert scratch.is_dir() and not list(scratch.iterdir())  # each folder removed after use

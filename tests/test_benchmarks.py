@@ -297,13 +297,13 @@ def test_every_benchmarks_executor_applies_the_same_bounds_as_bfcls():
 
 def test_the_worker_synthesizes_bfcl_through_the_protocol_as_the_pipeline_does():
     """Synthesis beside training calls `Synthesizer.variants` for every benchmark: BFCL multi-turn's, built with
-    a run's `synth:` settings, given the worker's seed and pool keys, makes the very attempts (each stage's
+    a run's `synthesis:` settings, given the worker's seed and pool keys, makes the very attempts (each stage's
     verdict, each variant) of the pipeline's own `synthesize`, so the run logs the same per-stage counts."""
     from rods_core.benchmarks.synthesis import worker_job
-    from rods_core.config import SynthConfig
+    from rods_core.config import SynthesisConfig
     from rods_core.synth.pipeline import synthesize
 
-    cfg = SynthConfig(n_per_parent=2, max_attempts=8, seed=5)
+    cfg = SynthesisConfig(n_per_parent=2, max_attempts=8, seed=5)
     seeds = BfclMultiTurn().seeds("train")
     parent, keys = seeds[0], {t.content_key() for t in seeds[:10]}
     job = worker_job(BfclMultiTurn(synth=cfg.model_copy(update={"seed": 0})).synthesizer)

@@ -185,3 +185,35 @@ def test_model_demo_refuses_a_missing_model_it_may_not_build(tmp_path):
     cfg.write_text(f"model:\n  path: {tmp_path / 'none'}\n  build_if_missing: false\n")
     r = CliRunner().invoke(app, ["model", "demo", "--config", str(cfg)])
     assert r.exit_code != 0 and "holds no model" in r.output
+
+
+def test_model_demo_warm_starts_on_a_memory_benchmarks_seeds_through_its_protocol(tmp_path):
+    """`rods model demo --benchmark bfcl_memory_kv` builds a tiny model (a few SFT steps) on the memory
+    config's seeds, played by the memory benchmark's reference policy; a config of another benchmark is
+    refused before anything is built."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from rods_lab.cli import app
+
+    ids = ["memory_145_notetaker_15", "memory_142_notetaker_12"]
+    tiny = {"hidden": 64, "layers": 2, "heads": 2, "kv_heads": 1, "ffn": 128, "vocab": 1000}
+    base = {
+        "model": {"path": str(tmp_path / "unused"), "build_if_missing": True, "tiny": tiny, "sft": {"max_epochs": 2}},
+        "compute": {"processes": 1},
+    }
+    memory = {**base, "benchmark": "bfcl_memory_kv", "prereq": "fact", "seeds": {"subset": "all", "ids": ids}}
+    (tmp_path / "memory.yaml").write_text(yaml.safe_dump(memory))
+    (tmp_path / "bfcl.yaml").write_text(yaml.safe_dump(base))
+    out = tmp_path / "models" / "tiny-memory"
+    demo = ["model", "demo", "--benchmark", "bfcl_memory_kv", "--out", str(out), "--config"]
+
+    r = CliRunner().invoke(app, [*demo, str(tmp_path / "bfcl.yaml")])
+    assert r.exit_code == 2 and "give a config with benchmark: bfcl_memory_kv" in r.output
+    assert not out.exists() and not out.with_name(out.name + "-init").exists()
+
+    r = CliRunner().invoke(app, [*demo, str(tmp_path / "memory.yaml")])
+    assert r.exit_code == 0, r.output
+    stage = json.loads((out / MODEL_CARD).read_text())["stages"][-1]
+    assert stage["stage"] == "sft" and stage["task_ids"] == ids and stage["sft/steps"] >= 1
+    assert not (tmp_path / "unused").exists()  # --out, not the config's model.path

@@ -93,23 +93,69 @@ def test_a_runs_benchmark_comes_from_its_config_and_another_benchmarks_tasks_are
     ]
 
 
-def test_the_review_editors_json_is_refused_as_a_value_error_whatever_it_holds():
-    """Fix & Accept catches ValueError: deep nesting (json's RecursionError), a 5,000-digit number, a list or a
-    number in place of a task each come back as one, naming the problem, never as a page traceback."""
+def test_the_review_editor_shows_a_memory_task_as_its_fields_and_reads_them_back():
+    """Fix & Accept of a memory task: question and source as text, accepted answers a line each, one area per
+    prerequisite conversation (a turn a line); the id and lineage are kept; what comes back is parsed as the
+    benchmark's task, naming the field that fails."""
     from rods_core.benchmarks.bfcl_memory import BfclMemory
+    from rods_lab.record_form import edited_from_form, form_fields
 
     bench = BfclMemory("kv")
+    task = bench.seeds("train")[0]
+    fields = {f.name: f for f in form_fields(task.to_record())}
+    assert {n: f.kind for n, f in fields.items()} == {
+        "scenario": "text",
+        "question": "text",
+        "answers": "lines",
+        "source": "text",
+        "sessions": "blocks",
+    }
+    texts = {n: f.value for n, f in fields.items()}
+    assert edited_from_form(bench, task, texts) == task  # unchanged fields read back as the task itself
+    first = texts["sessions"][0].splitlines()
+    edited = edited_from_form(
+        bench,
+        task,
+        {
+            **texts,
+            "question": "What is my name?",
+            "answers": "Michael\n\n Mike\n",
+            "sessions": ["\n".join([*first, "One more turn."]), *texts["sessions"][1:]],
+        },
+    )
+    assert edited.question == "What is my name?" and edited.answers == ["Michael", " Mike"]
+    assert edited.sessions[0] == [*task.sessions[0], "One more turn."] and edited.sessions[1:] == task.sessions[1:]
+    assert (edited.id, edited.provenance) == (task.id, task.provenance)
+    refused = {
+        "question": ("", "question: String should have at least 1 character"),
+        "answers": (" \n ", "answers: List should have at least 1 item"),
+        "sessions": (["", *texts["sessions"][1:]], "sessions.0: List should have at least 1 item"),
+    }
+    for name, (value, needle) in refused.items():
+        with pytest.raises(ValueError, match=f"not a bfcl_memory_kv task: .*{needle}"):
+            edited_from_form(bench, task, {**texts, name: value})
+    with pytest.raises(ValueError, match="sessions: the edit must keep its 10 item"):
+        edited_from_form(bench, task, {**texts, "sessions": texts["sessions"][:-1]})
+
+
+def test_a_json_field_of_the_review_editor_is_refused_as_a_value_error_whatever_it_holds():
+    """A field that is neither text nor lines (a mapping, numbers) is edited as JSON: deep nesting (json's
+    RecursionError), a 5,000-digit number, or no JSON at all each come back as a ValueError naming the field
+    and the problem, never as a page traceback."""
+    from rods_lab.record_form import form_fields, record_from_form
+
+    record = {"id": "t_1", "word": "apple", "counts": {"a": 1}}
+    assert [(f.name, f.kind) for f in form_fields(record)] == [("word", "text"), ("counts", "json")]
+    assert record_from_form(record, {"counts": '{"a": 2}'})["counts"] == {"a": 2}
     cases = {
         "[" * 100_000: "nested deeper than",
         '{"a":' * 5000 + "1" + "}" * 5000: "nested deeper than",
         "9" * 5000: "digits",
         "{": "not valid JSON",
-        "[1, 2]": "not a bfcl_memory_kv task",
-        "5": "not a bfcl_memory_kv task",
     }
     for text, needle in cases.items():
-        with pytest.raises(ValueError, match=needle):
-            views.edited_record(bench, text)
+        with pytest.raises(ValueError, match=f"counts: .*{needle}"):
+            record_from_form(record, {"counts": text})
 
 
 def test_pickers_open_on_the_newest_synthesizing_run_unless_the_user_chose_one():

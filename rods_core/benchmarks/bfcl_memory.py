@@ -46,8 +46,9 @@ class BfclMemory:
         synth_workdir: Path | None = None,
     ):
         """`prereq`: the prerequisite conversations an episode plays ("all" as BFCL, or "fact": only the one
-        that states the answer); `synth_workdir`: where the synthesizer's verification episodes write
-        snapshots (a temporary folder, removed after each call, when None)."""
+        that states the answer); `synth_workdir`: the folder inside which the synthesizer's verification episodes
+        write snapshots, in a fresh folder removed after each call (a run's scratch folder; the system's
+        temporary folder when None)."""
         backend_class(backend)  # fail now, not at the first episode
         played_sessions(self.seeds("train")[0], prereq)  # refuse a bad value now
         self.backend, self.max_steps_per_turn, self.prereq = backend, max_steps_per_turn, prereq

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import random
 import re
-import tempfile
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING
 from rods_core.benchmarks.memory_env import Backend, MemoryEnvironment, reference_policy
 from rods_core.benchmarks.memory_tasks import MemoryTask, grounded_fact
 from rods_core.benchmarks.protocols import Verdict, play
+from rods_core.benchmarks.scratch import scratch_folder
 from rods_core.tasks import Provenance
 
 if TYPE_CHECKING:  # the annotation only: see MemoryTemplateSynthesizer.variants
@@ -162,7 +162,9 @@ def check_variant(
 
 
 class MemoryTemplateSynthesizer:
-    """Variants of a memory task by the number and name templates, each checked by `check_variant`."""
+    """Variants of a memory task by the number and name templates, each checked by `check_variant` in a fresh
+    folder made inside `workdir` (a run's scratch folder; the system's temporary folder when None), removed
+    after each call."""
 
     def __init__(self, backend: Backend, leak_reason: Callable[[MemoryTask], str | None], workdir: Path | None = None):
         self.backend, self.leak_reason, self.workdir = backend, leak_reason, workdir
@@ -180,8 +182,7 @@ class MemoryTemplateSynthesizer:
         if why:
             raise ValueError(f"{task.id}: not a synthesis parent: {why}")
         rng = random.Random(f"{task.id}:{seed}")
-        with tempfile.TemporaryDirectory(prefix="rods_memory_verify_") as tmp:
-            workdir = self.workdir or Path(tmp)
+        with scratch_folder(self.workdir, "rods_memory_verify_") as workdir:
             out: list[MemoryTask] = []
             for attempt in range(3 * n):
                 sub = next((s for plan in PLANS if (s := plan(task, rng))), None)

@@ -3,6 +3,7 @@ them with the episode settings they share (prompt format, tool-call messages per
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from rods_core.benchmarks.bfcl_multi_turn import BfclMultiTurn
@@ -40,10 +41,13 @@ def make_benchmark(
     hints: bool = False,
     prereq: Prereq = "all",
     synth=None,
+    scratch: Path | None = None,
 ) -> Benchmark:
     """The named benchmark. `prompt` shapes BFCL multi-turn's messages (memory speaks BFCL's own memory
     prompts); `prereq` is memory's ("all" prerequisite conversations, as BFCL, or only the "fact" one);
-    `synth` is BFCL multi-turn's pipeline settings (a run's `synthesis:` section; the defaults when None)."""
+    `synth` is BFCL multi-turn's pipeline settings (a run's `synthesis:` section; the defaults when None);
+    `scratch` is where memory's synthesizer plays its verification episodes (a run's scratch folder; the
+    system's temporary folder when None; BFCL multi-turn's pipeline writes no files)."""
     problem = benchmark_problem(name, hints=hints)
     if problem:
         raise ValueError(problem)
@@ -53,7 +57,9 @@ def make_benchmark(
     # commands that only train or evaluate BFCL multi-turn never need.
     from rods_core.benchmarks.bfcl_memory import BfclMemory
 
-    return BfclMemory(name.removeprefix("bfcl_memory_"), max_steps_per_turn=max_steps_per_turn, prereq=prereq)
+    return BfclMemory(
+        name.removeprefix("bfcl_memory_"), max_steps_per_turn=max_steps_per_turn, prereq=prereq, synth_workdir=scratch
+    )
 
 
 def task_type_of(name: str) -> type:

@@ -86,6 +86,7 @@ def ensure_model(
     run_id: str | None = None,
     progress: Progress | None = None,
     delegate: Callable[[], None] | None = None,
+    benchmark: str | None = None,
 ) -> Path:
     """The policy folder; builds the tiny model and warm-starts it when allowed and missing.
 
@@ -95,7 +96,8 @@ def ensure_model(
     processes than the machine has cores gives a `delegate` that builds the folder in processes of its own
     (`rods model demo --for-run`, with every core): the SFT is data-parallel, so a one-process run would
     otherwise build on one core while the others idle. A hub id is resolved from the local
-    Hugging Face cache (model_folders.model_folder)."""
+    Hugging Face cache (model_folders.model_folder). `benchmark` is the one the warm start plays
+    (`warm_start_seeds`; when None BFCL multi-turn's demo seeds: the model every config builds)."""
     path = model_folder(cfg.model.path, cfg.model.build_if_missing)
     if not cfg.model.build_if_missing:
         if (path / "config.json").exists():
@@ -110,7 +112,7 @@ def ensure_model(
     if not main:
         wait_for_turn(path, holder)
         if ranks.share(None):  # rank 0's verdict, once it holds the lock
-            build_demo_model(cfg, log, ranks=ranks)
+            build_demo_model(cfg, log, ranks=ranks, benchmark=benchmark)
         return path
     if delegate is not None and not (path / "config.json").exists():
         # the delegate takes the same lock under the same holder and reports to the same progress; what is
@@ -131,7 +133,7 @@ def ensure_model(
             ranks.share(build)
         if build:
             try:
-                build_demo_model(cfg, log, ranks=ranks, progress=progress)
+                build_demo_model(cfg, log, ranks=ranks, progress=progress, benchmark=benchmark)
             except BaseException as e:
                 if progress is not None:
                     progress("failed", detail=f"{type(e).__name__}: {e}"[:2000])
@@ -141,13 +143,40 @@ def ensure_model(
     return path
 
 
-def build_demo_model(cfg: RunConfig, log: Callable[[str], None] = print, *, ranks=None, progress=None) -> dict:
-    """init-tiny + verified variants + SFT warm start into cfg.model.path; returns the SFT figures."""
-    from rods_core.policy.demo import demo_seeds
+def warm_start_seeds(cfg: RunConfig, benchmark: str) -> list:
+    """The seeds a warm start on `benchmark` plays: its demo subset when it declares one (BFCL multi-turn's
+    single-class base seeds), else the config's seeds (`seeds.ids`, `seeds.limit` of its train split), so the
+    config must be of that benchmark (its `prereq` shapes the demonstrations too)."""
+    from rods_core.config import BENCHMARK_OPTIONS
+    from rods_core.tasksets import TaskSetError, select_seeds
+
+    if "demo_seeds" in BENCHMARK_OPTIONS[benchmark]:
+        from rods_core.policy.demo import demo_seeds
+
+        return demo_seeds()
+    if benchmark != cfg.benchmark:
+        raise ModelFolderError(
+            f"a warm start on {benchmark} plays the config's seeds and prereq, but the config is of "
+            f"{cfg.benchmark}; give a config with benchmark: {benchmark} (e.g. configs/memory-cpu.yaml)"
+        )
+    try:
+        return select_seeds(cfg)
+    except TaskSetError as e:
+        raise ModelFolderError(str(e)) from None
+
+
+def build_demo_model(
+    cfg: RunConfig, log: Callable[[str], None] = print, *, ranks=None, progress=None, benchmark: str | None = None
+) -> dict:
+    """init-tiny + verified variants + SFT warm start into cfg.model.path, on `benchmark`'s demonstrations
+    (its reference policy played on `warm_start_seeds`; BFCL multi-turn's when None); returns the SFT figures."""
+    from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, make_benchmark
     from rods_core.policy.sft import run_sft
     from rods_core.policy.tiny import init_tiny
     from rods_core.tasksets import fresh_variants
 
+    benchmark = benchmark or DEFAULT_BENCHMARK
+    seeds = warm_start_seeds(cfg, benchmark)  # refused before anything is written
     report = progress or (lambda phase, **fields: None)
     path = Path(cfg.model.path)
     raw = path.with_name(path.name + "-init")
@@ -157,14 +186,24 @@ def build_demo_model(cfg: RunConfig, log: Callable[[str], None] = print, *, rank
         init_tiny(cfg.model.tiny, raw)
     if ranks is not None:
         ranks.share(None)  # a barrier: the other ranks read the untrained model rank 0 wrote
-    seeds = demo_seeds()
     per_seed = cfg.model.sft_variants_per_seed
     report("variants", done=0, total=per_seed * len(seeds))
-    variants = fresh_variants(seeds, per_seed, cfg, "warm-start") if per_seed else []
+    bench = make_benchmark(benchmark, prereq=cfg.prereq, synth=cfg.synth)
+    variants = fresh_variants(seeds, per_seed, cfg, "warm-start", bench) if per_seed else []
     report("variants", done=len(variants), total=per_seed * len(seeds))
     log(
-        f"warm-starting on {len(seeds)} demo seeds + {len(variants)} variants (stops at loss {cfg.model.sft.loss_target}) …"
+        f"warm-starting on {len(seeds)} {benchmark} seeds + {len(variants)} variants "
+        f"(stops at loss {cfg.model.sft.loss_target}) …"
     )
-    figures = run_sft(raw, path, seeds + variants, cfg.model.sft, progress=report, report_to=cfg.report.report_to())
+    figures = run_sft(
+        raw,
+        path,
+        seeds + variants,
+        cfg.model.sft,
+        progress=report,
+        report_to=cfg.report.report_to(),
+        benchmark=benchmark,
+        prereq=cfg.prereq,
+    )
     log(f"warm start done: {json.dumps({k: v for k, v in figures.items() if k != 'sft/loss_curve'})}")
     return figures

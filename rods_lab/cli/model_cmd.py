@@ -8,7 +8,7 @@ from typing import get_args
 import typer
 
 from rods_core.config import TinyModelConfig
-from rods_lab.cli._common import choices, emit_json, fail
+from rods_lab.cli._common import BenchmarkChoice, choices, emit_json, fail
 
 app = typer.Typer(no_args_is_help=True, help="Build local policy models.")
 _D = TinyModelConfig()
@@ -89,11 +89,20 @@ def demo_cmd(
         "`rods train` passes it when it hands its build to every core",
         hidden=True,
     ),
+    benchmark: BenchmarkChoice = typer.Option(
+        None,
+        "--benchmark",
+        help="warm-start on this benchmark's demonstrations: BFCL multi-turn's demo seeds by default (the model "
+        "`rods train` builds), another's the config's seeds and prereq (a config of that benchmark)",
+        show_default=False,
+    ),
+    out: Path = typer.Option(None, "--out", help="build into this folder (default: the config's model.path)"),
 ) -> None:
     """Build the config's tiny model and warm-start it (init-tiny + SFT on the demo seeds and their variants),
     exactly as `rods train` does when model.build_if_missing is set; nothing happens if the folder holds a model.
 
     Example: rods model demo
+    Memory: rods model demo --config configs/memory-cpu.yaml --benchmark bfcl_memory_kv --out models/tiny-memory
     """
     import sys
 
@@ -104,7 +113,10 @@ def demo_cmd(
     from rods_lab.cli.handoff import handoff_to_accelerate
 
     try:
-        cfg = load_config(config, {"compute.processes": processes} if processes else None)
+        overrides: dict = {"compute.processes": processes} if processes else {}
+        if out:
+            overrides["model.path"] = str(out)
+        cfg = load_config(config, overrides)
         n = cfg.compute.processes
         if n > 1 and not under_launcher() and not (Path(cfg.model.path) / "config.json").exists():
             handoff_to_accelerate(n, sys.argv[1:], cpu=cfg.grpo.use_cpu)
@@ -124,6 +136,7 @@ def demo_cmd(
             ranks=ranks,
             run_id=for_run.name if for_run is not None else None,
             progress=progress,
+            benchmark=benchmark.value if benchmark else None,
         )
         if ranks is not None:
             ranks.close()
