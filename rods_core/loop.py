@@ -248,7 +248,7 @@ def train(
     scratch = run_scratch(run_dir)  # episodes and verifications write here: removed with the run folder
     tasks_bench = run_benchmark(cfg, benchmark, scratch=scratch)
     recorder = open_run(cfg, run_dir, run_id, resume, ranks, open_recorder)
-    rods = RodsStep(cfg, seeds, ranks, tasks_bench)
+    rods = RodsStep(cfg, seeds, ranks, tasks_bench, scratch)
     tracker_environment(cfg.report, run_dir)
     tracker = StepTracker(cfg.report, run_dir, cfg.model_dump(mode="json"), main=ranks.main)
     status = "failed"

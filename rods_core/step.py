@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from rods_core.benchmarks.edits import parse_edit, verify_edit
@@ -47,11 +48,18 @@ class StepOutcome:
 class RodsStep:
     """Task source (static seeds or the replay buffer) + detector + synthesis worker + decisions, per rank."""
 
-    def __init__(self, cfg: RunConfig, seeds: list[Task], ranks: Ranks, benchmark: Benchmark | None = None):
+    def __init__(
+        self,
+        cfg: RunConfig,
+        seeds: list[Task],
+        ranks: Ranks,
+        benchmark: Benchmark | None = None,
+        scratch: Path | None = None,
+    ):
         """`benchmark`: the task family (its task type, leak guard and synthesizer); the config's when not
         given."""
         bench = run_benchmark(cfg, benchmark)
-        self.cfg, self.ranks, self.benchmark = cfg, ranks, bench
+        self.cfg, self.ranks, self.benchmark, self.scratch = cfg, ranks, bench, scratch
         self.task_type, self.leak_reason = bench.task_type, bench.leak_reason
         self.source = build_source(cfg.method, seeds, cfg.boundary, cfg.buffer)
         self.detector = self.source.detector
@@ -259,7 +267,9 @@ class RodsStep:
             original = self.source.task(d.task_id)
             parent_id = original.provenance.parent_id
             parent = self.source.task(parent_id) if parent_id and parent_id in self.all_ids() else original
-            ok, reason = verify_edit(self.benchmark, task, self.known_keys() - {original.content_key()}, parent)
+            ok, reason = verify_edit(
+                self.benchmark, task, self.known_keys() - {original.content_key()}, parent, self.scratch
+            )
             if not ok:
                 return False, f"edit failed verification: {reason}"
         elif d.action == "reseed" and d.task_id in self.all_ids():

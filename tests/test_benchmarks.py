@@ -328,3 +328,24 @@ def test_a_list_synthesizers_duplicates_and_shortfall_are_rejected_attempts():
         "the synthesizer found no further verified variant",
     ]
     assert res.counts()["augment"]["accepted"] == 1 and res.counts()["augment"]["rejected"] == 3
+
+
+def test_an_edit_verified_by_the_trainer_plays_inside_the_runs_scratch_folder(tmp_path, monkeypatch):
+    """The trainer verifies edits at the step boundary in its run's scratch folder (memory snapshots go with
+    the run); the folder made for one verification is removed after it, verdict unchanged."""
+    from rods_core.benchmarks.edits import verify_edit
+
+    bench = BfclMemory("kv")
+    task = bench.seeds("train")[0]
+    seen = []
+    real = bench.edit_problem
+
+    def recording(t, parent, workdir):
+        seen.append(workdir)
+        return real(t, parent, workdir)
+
+    monkeypatch.setattr(bench, "edit_problem", recording)
+    scratch = tmp_path / "run" / "scratch"
+    assert verify_edit(bench, task, scratch=scratch) == verify_edit(bench, task)
+    assert seen[0].parent == scratch and seen[1].parent != scratch
+    assert scratch.is_dir() and not any(scratch.iterdir())

@@ -4,13 +4,13 @@ verifier (the ground-truth path executed in a fresh environment)."""
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from rods_core.benchmarks.protocols import Benchmark
+from rods_core.benchmarks.scratch import scratch_folder
 
 
 def parse_edit(bench: Benchmark, record: Any) -> Any:
@@ -23,20 +23,25 @@ def parse_edit(bench: Benchmark, record: Any) -> Any:
 
 
 def verify_edit(
-    bench: Benchmark, task: Any, pool_keys: set[str] | frozenset[str] = frozenset(), parent: Any = None
+    bench: Benchmark,
+    task: Any,
+    pool_keys: set[str] | frozenset[str] = frozenset(),
+    parent: Any = None,
+    scratch: Path | None = None,
 ) -> tuple[bool, str]:
     """The one check of an edited task, the trainer's and the app's: (True, "verified") or (False, the first
     reason it fails): test-split leak, a duplicate of a pool task (`pool_keys`: their content keys), or the
     benchmark's `edit_problem` (BFCL multi-turn: a clean replay keeping the structure of `parent`, the edited
-    task's parent or itself; the others: the reference policy to full marks)."""
+    task's parent or itself; the others: the reference policy to full marks), played inside `scratch` (the
+    trainer's run scratch folder; the system's temporary folder for the app, which never writes a run's)."""
     leak = bench.leak_reason(task)
     if leak:
         return False, f"test-split leak: {leak}"
     if task.content_key() in pool_keys:
         return False, "duplicate: the pool already holds a task with the same content"
-    with tempfile.TemporaryDirectory(prefix="rods_edit_verify_") as tmp:
+    with scratch_folder(scratch, "rods_edit_verify_") as tmp:
         try:  # hostile content may break the environment itself, not only fail its checks
-            problem = bench.edit_problem(task, parent, Path(tmp))
+            problem = bench.edit_problem(task, parent, tmp)
         except Exception as e:  # noqa: BLE001 - a task that breaks its verifier is refused with the reason
             return False, f"verification raised {type(e).__name__}: {e}"
     return (False, problem) if problem else (True, "verified")
