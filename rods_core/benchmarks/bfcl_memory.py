@@ -102,3 +102,13 @@ class BfclMemory:
 
     def distance(self, parent: MemoryTask | None, task: MemoryTask) -> Distance:
         return record_distance(parent, task)
+
+
+def kv_memory(*, max_steps_per_turn: int = 4, prereq: Prereq = "all") -> BfclMemory:
+    """The registry's bfcl_memory_kv (rods_core/benchmarks/entries.py)."""
+    return BfclMemory("kv", max_steps_per_turn=max_steps_per_turn, prereq=prereq)
+
+
+def rec_sum_memory(*, max_steps_per_turn: int = 4, prereq: Prereq = "all") -> BfclMemory:
+    """The registry's bfcl_memory_rec_sum (rods_core/benchmarks/entries.py)."""
+    return BfclMemory("rec_sum", max_steps_per_turn=max_steps_per_turn, prereq=prereq)

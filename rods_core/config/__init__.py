@@ -1,6 +1,8 @@
 """The run config package: RunConfig and every section class, which the components import from here;
-it imports nothing from rods_core but the input-reading primitives (rods_core.inputs) and the prompt files."""
+it imports nothing from rods_core but the input-reading primitives (rods_core.inputs), the prompt files and the
+benchmark registry's table (rods_core.benchmarks.entries, a leaf: the names a `benchmark:` may take)."""
 
+from rods_core.benchmarks.entries import BENCHMARK_NAMES, BENCHMARK_OPTIONS
 from rods_core.config.boundary import BoundaryConfig
 from rods_core.config.buffer import BufferConfig
 from rods_core.config.loading import (
@@ -16,8 +18,6 @@ from rods_core.config.loading import (
 from rods_core.config.policy import EpisodeConfig, PromptConfig, SamplingConfig, SFTSettings, TinyModelConfig
 from rods_core.config.report import ReportSettings
 from rods_core.config.run import (
-    BENCHMARK_NAMES,
-    BENCHMARK_OPTIONS,
     CATEGORIES,
     METHODS,
     SYNTH_METHODS,
