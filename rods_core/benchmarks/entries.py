@@ -1,5 +1,5 @@
 """The benchmarks a run config may name: the ones this repository ships and any a lab adds, by a call
-(`register_benchmark`) or by an installed package's entry point in the group "rods_lab.benchmarks".
+(`register_benchmark`) or by an installed package's entry point in the group "rods.benchmarks".
 
 A leaf module (no benchmark module imported), so the run config checks a `benchmark:` name and the options
 it declares here, at validation. An entry names its factory and task model either as objects or, as an entry
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
 
-ENTRY_POINT_GROUP = "rods_lab.benchmarks"
+ENTRY_POINT_GROUP = "rods.benchmarks"  # named for the `rods` command: it names no module
 # The run options only some benchmarks have; the config refuses each on a benchmark that does not declare it.
 KNOWN_OPTIONS = frozenset({"hints", "demo_seeds", "categories", "sft_variants", "prereq"})
 # What make_benchmark offers a factory; it receives those its signature names (all of them with **kwargs).

@@ -338,7 +338,7 @@ class RunConfig(_Strict):
         description="the task family trained and evaluated (rods_core/benchmarks, docs/benchmarks.md): "
         "bfcl_multi_turn (BFCL v3 multi-turn; seeds.categories and eval.categories choose among its "
         "categories), bfcl_memory_kv or bfcl_memory_rec_sum (BFCL v4 memory with that memory backend), or "
-        "any a lab registers (register_benchmark, or an entry point in the group rods_lab.benchmarks)",
+        "any a lab registers (register_benchmark, or an entry point in the group rods.benchmarks)",
     )
     prereq: Prereq = Field(
         "all",
