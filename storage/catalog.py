@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from rods_core.benchmarks.protocols import Benchmark, TaskFacts
-from rods_core.benchmarks.registry import BENCHMARK_NAMES, make_benchmark, task_type_of
+from rods_core.benchmarks.registry import benchmark_names, make_benchmark, task_type_of
 from rods_core.tasks import Task
 from storage.control import ControlDB, Seed
 
@@ -54,7 +54,7 @@ def import_seeds(
 @functools.cache
 def _facts_of(kind: type) -> Callable[[Any], TaskFacts]:
     """`facts` of the first benchmark whose tasks are of this model (memory's for every backend)."""
-    return make_benchmark(next(n for n in BENCHMARK_NAMES if task_type_of(n) is kind)).facts
+    return make_benchmark(next(n for n in benchmark_names() if task_type_of(n) is kind)).facts
 
 
 def seed_frame(db: ControlDB) -> pd.DataFrame:

@@ -1,19 +1,19 @@
-"""Each benchmark declares the run options it has (its registry entry's `options`, BENCHMARK_OPTIONS); the config
-refuses the others by that declaration, never by the benchmark's name."""
+"""Each benchmark declares the run options it has (its registry entry's `options`); the config refuses
+the others by that declaration, never by the benchmark's name."""
 
 from __future__ import annotations
 
 import dataclasses
 
 from rods_core.benchmarks import entries
-from rods_core.benchmarks.registry import benchmark_entry, make_benchmark
-from rods_core.config import BENCHMARK_NAMES, BENCHMARK_OPTIONS, RunConfig
+from rods_core.benchmarks.registry import benchmark_entry, benchmark_names, make_benchmark
+from rods_core.config import RunConfig
 from rods_core.config.run import benchmark_option_problems
 
 
 def test_every_named_benchmark_declares_its_options_as_the_config_checks_them():
-    for name in BENCHMARK_NAMES:
-        assert make_benchmark(name).options == BENCHMARK_OPTIONS[name]
+    for name in benchmark_names():
+        assert make_benchmark(name).options == benchmark_entry(name).options
 
 
 def test_the_config_refuses_an_option_the_benchmark_does_not_declare(monkeypatch):

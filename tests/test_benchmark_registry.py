@@ -12,9 +12,9 @@ import yaml
 from pydantic import ValidationError
 
 from rods_core.benchmarks.registry import (
-    BENCHMARK_NAMES,
     ENTRY_POINT_GROUP,
     benchmark_entry,
+    benchmark_names,
     discover_benchmarks,
     make_benchmark,
     parse_any_record,
@@ -22,7 +22,7 @@ from rods_core.benchmarks.registry import (
     task_type_of,
     unregister_benchmark,
 )
-from rods_core.config import BENCHMARK_OPTIONS, RunConfig
+from rods_core.config import RunConfig
 from tests.test_benchmark_training import Words, WordTask
 
 BUILT_IN = ("bfcl_multi_turn", "bfcl_memory_kv", "bfcl_memory_rec_sum")
@@ -39,7 +39,7 @@ def words():
 
 
 def test_a_registered_benchmark_is_named_by_a_config_and_built_by_the_registry(words):
-    assert list(BENCHMARK_NAMES) == [*BUILT_IN, "words"] and BENCHMARK_OPTIONS["words"] == frozenset()
+    assert benchmark_names() == (*BUILT_IN, "words") and benchmark_entry("words").options == frozenset()
     assert RunConfig.model_validate({"benchmark": "words", "seeds": {"subset": "all"}}).benchmark == "words"
     assert isinstance(make_benchmark("words", prereq="all"), Words) and task_type_of("words") is WordTask
     assert parse_any_record({"id": "w_1", "word": "fern"}) == WordTask(id="w_1", word="fern")
@@ -94,7 +94,7 @@ def test_an_installed_packages_entry_point_adds_a_benchmark(tmp_path, monkeypatc
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
         not_loaded = discover_benchmarks(again=True)
-        assert "words" in BENCHMARK_NAMES and isinstance(make_benchmark("words"), Words)
+        assert "words" in benchmark_names() and isinstance(make_benchmark("words"), Words)
         assert list(not_loaded) == ["broken"] and "words_plugin:MISSING" in not_loaded["broken"]
         with pytest.raises(ValidationError, match="benchmark 'broken' did not load: entry point broken"):
             RunConfig.model_validate({"benchmark": "broken"})
@@ -102,13 +102,13 @@ def test_an_installed_packages_entry_point_adds_a_benchmark(tmp_path, monkeypatc
         unregister_benchmark("words")
         monkeypatch.undo()
         assert discover_benchmarks(again=True) == {}
-    assert "words" not in BENCHMARK_NAMES
+    assert "words" not in benchmark_names()
 
 
 def test_the_built_ins_are_entries_like_any_other():
     for name in BUILT_IN:
         entry = benchmark_entry(name)
-        assert make_benchmark(name).options == entry.options == BENCHMARK_OPTIONS[name]
+        assert make_benchmark(name).options == entry.options
         assert isinstance(entry.factory, str) and ":" in entry.factory  # imported when first built
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rods_core.benchmarks.entries import benchmark_entry
 from rods_core.benchmarks.memory_answers import blank_answers
 from rods_core.benchmarks.memory_env import (
     Backend,
@@ -28,7 +29,6 @@ from rods_core.benchmarks.protocols import (
     verify_problem,
     verify_with,
 )
-from rods_core.config import BENCHMARK_OPTIONS
 
 
 class BfclMemory:
@@ -52,7 +52,7 @@ class BfclMemory:
         played_sessions(self.seeds("train")[0], prereq)  # refuse a bad value now
         self.backend, self.max_steps_per_turn, self.prereq = backend, max_steps_per_turn, prereq
         self.name = f"bfcl_memory_{backend}"
-        self.options = BENCHMARK_OPTIONS[self.name]  # prereq (the config checks it)
+        self.options = benchmark_entry(self.name).options  # prereq (the config checks it)
         self.synthesizer = MemoryTemplateSynthesizer(backend, self.leak_reason, synth_workdir)
 
     def seeds(self, split: Split) -> list[MemoryTask]:

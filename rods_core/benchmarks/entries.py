@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
@@ -151,48 +151,12 @@ def unknown_benchmark(name: str) -> str | None:
 
 
 def benchmark_entry(name: str) -> BenchmarkEntry:
+    """The registered entry of `name` (its `options` are what the config lets a run set); ValueError if none."""
     problem = unknown_benchmark(name)
     if problem:
         raise ValueError(problem)
     return _ENTRIES[name]
 
-
-class _Names(Sequence[str]):
-    """Every registered name, read when used (a benchmark registered later is in it)."""
-
-    def __getitem__(self, i):
-        return benchmark_names()[i]
-
-    def __len__(self) -> int:
-        return len(benchmark_names())
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(benchmark_names())
-
-    def __contains__(self, name: object) -> bool:
-        return name in benchmark_names()
-
-    def __repr__(self) -> str:
-        return repr(benchmark_names())
-
-
-class _Options(Mapping[str, frozenset[str]]):
-    """Each registered benchmark's declared options, read from its entry when used."""
-
-    def __getitem__(self, name: str) -> frozenset[str]:
-        if name not in benchmark_names():
-            raise KeyError(name)
-        return _ENTRIES[name].options
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(benchmark_names())
-
-    def __len__(self) -> int:
-        return len(benchmark_names())
-
-
-BENCHMARK_NAMES: Sequence[str] = _Names()
-BENCHMARK_OPTIONS: Mapping[str, frozenset[str]] = _Options()
 
 register_benchmark(
     "bfcl_multi_turn",

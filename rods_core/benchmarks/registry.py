@@ -17,12 +17,10 @@ from rods_core.benchmarks.entries import (
     unregister_benchmark,
 )
 from rods_core.benchmarks.protocols import Benchmark
-from rods_core.config import BENCHMARK_NAMES, BENCHMARK_OPTIONS, BenchmarkName, Prereq, PromptConfig
+from rods_core.config import BenchmarkName, Prereq, PromptConfig
 from rods_core.tasks import parse_record, record_parser
 
 __all__ = [
-    "BENCHMARK_NAMES",
-    "BENCHMARK_OPTIONS",
     "DEFAULT_BENCHMARK",
     "ENTRY_POINT_GROUP",
     "BenchmarkEntry",
@@ -83,7 +81,7 @@ def parse_any_record(rec: Any) -> Any:
     try:
         return parse_record(rec)
     except ValueError as bfcl_error:
-        for kind in dict.fromkeys(task_type_of(n) for n in BENCHMARK_NAMES[1:]):
+        for kind in dict.fromkeys(task_type_of(n) for n in benchmark_names()[1:]):
             try:
                 return record_parser(kind)(rec)
             except ValueError:

@@ -2,7 +2,6 @@
 it imports nothing from rods_core but the input-reading primitives (rods_core.inputs), the prompt files and the
 benchmark registry's table (rods_core.benchmarks.entries, a leaf: the names a `benchmark:` may take)."""
 
-from rods_core.benchmarks.entries import BENCHMARK_NAMES, BENCHMARK_OPTIONS
 from rods_core.config.boundary import BoundaryConfig
 from rods_core.config.buffer import BufferConfig
 from rods_core.config.loading import (
@@ -36,8 +35,6 @@ from rods_core.config.run import (
 from rods_core.config.synth import SynthConfig
 
 __all__ = [
-    "BENCHMARK_NAMES",
-    "BENCHMARK_OPTIONS",
     "CATEGORIES",
     "METHODS",
     "BenchmarkName",
