@@ -138,7 +138,11 @@ def benchmark_names() -> tuple[str, ...]:
 
 
 def unknown_benchmark(name: str) -> str | None:
-    """Why `name` is no registered benchmark (with the names to choose from), or None."""
+    """Why `name` is no registered benchmark (with the names to choose from), or None. A name already
+    registered is looked up without reading the entry points (the built-ins' classes read their entries while
+    they load, before any plugin that imports them could)."""
+    if name in _ENTRIES:
+        return None
     names = benchmark_names()
     if name in names:
         return None
