@@ -19,7 +19,8 @@ import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from rods_core.config import BENCHMARK_OPTIONS, RunConfig, SynthesisConfig
+from rods_core.benchmarks.entries import benchmark_entry
+from rods_core.config import RunConfig, SynthesisConfig
 from rods_core.seeds import load_seeds
 from rods_core.tasks import Task, read_tasks, write_tasks
 
@@ -196,7 +197,7 @@ def warm_start_tasks(cfg: RunConfig) -> list[Task]:
     """The tasks the demo warm start trains on when this config builds the model (rods_core.policy.build): the
     demo seeds and their `model.sft_variants_per_seed` variants, made the same way; none for another model or
     a benchmark without demo seeds (its `options`)."""
-    if "demo_seeds" not in BENCHMARK_OPTIONS[cfg.benchmark] or not cfg.model.build_if_missing:
+    if "demo_seeds" not in benchmark_entry(cfg.benchmark).options or not cfg.model.build_if_missing:
         return []
     from rods_core.policy.demo import demo_seeds
     from rods_core.tasksets import fresh_variants

@@ -7,7 +7,8 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from rods_core.config import BENCHMARK_NAMES, parse_overrides
+from rods_core.benchmarks.entries import benchmark_names
+from rods_core.config import parse_overrides
 from rods_core.inputs import DoorError
 from rods_core.seeds import load_seeds, split_of
 from rods_core.stats import task_rows
@@ -46,7 +47,7 @@ with add:
     typed = st.text_input("…or a file in the workspace", key="seeds_path", placeholder="imports/tasks.jsonl")
     tags = [t.strip() for t in st.text_input("Tags (comma separated)", key="seeds_import_tags").split(",") if t.strip()]
     benchmark = st.selectbox(
-        "Benchmark of the file's tasks (its schema, verifier and test split)", BENCHMARK_NAMES, key="seeds_benchmark"
+        "Benchmark of the file's tasks (its schema, verifier and test split)", benchmark_names(), key="seeds_benchmark"
     )
     if st.button("Import", key="seeds_import", type="primary"):
         import_seed_file(upload, typed, tags, benchmark)

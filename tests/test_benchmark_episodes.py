@@ -12,7 +12,7 @@ from policy_helpers import load_tokenizer, replay
 from rods_core.benchmarks.bfcl_memory import BfclMemory
 from rods_core.benchmarks.memory_env import AGENTIC_FORMAT, played_sessions
 from rods_core.benchmarks.protocols import EpisodeScore, Step, demonstration, scripted_policy
-from rods_core.benchmarks.registry import BENCHMARK_NAMES, make_benchmark
+from rods_core.benchmarks.registry import benchmark_names, make_benchmark
 from rods_core.config import EpisodeConfig, PromptConfig
 from rods_core.evaluation import metrics
 from rods_core.policy.generation import ScriptedGenerator
@@ -28,7 +28,7 @@ def tok(tiny_model_dir):
 
 
 def test_the_registry_builds_every_named_benchmark_and_refuses_others():
-    for name in BENCHMARK_NAMES:
+    for name in benchmark_names():
         assert make_benchmark(name).name == name
     with pytest.raises(ValueError, match="unknown benchmark 'memory'; choose one of bfcl_multi_turn"):
         make_benchmark("memory")

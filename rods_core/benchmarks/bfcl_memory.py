@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rods_core.benchmarks.entries import benchmark_entry
 from rods_core.benchmarks.memory_answers import blank_answers
 from rods_core.benchmarks.memory_env import (
     Backend,
@@ -28,7 +29,6 @@ from rods_core.benchmarks.protocols import (
     verify_problem,
     verify_with,
 )
-from rods_core.config import BENCHMARK_OPTIONS
 
 
 class BfclMemory:
@@ -53,7 +53,7 @@ class BfclMemory:
         played_sessions(self.seeds("train")[0], prereq)  # refuse a bad value now
         self.backend, self.max_steps_per_turn, self.prereq = backend, max_steps_per_turn, prereq
         self.name = f"bfcl_memory_{backend}"
-        self.options = BENCHMARK_OPTIONS[self.name]  # prereq (the config checks it)
+        self.options = benchmark_entry(self.name).options  # prereq (the config checks it)
         self.synthesizer = MemoryTemplateSynthesizer(backend, self.leak_reason, synth_workdir)
 
     def seeds(self, split: Split) -> list[MemoryTask]:
@@ -103,3 +103,13 @@ class BfclMemory:
 
     def distance(self, parent: MemoryTask | None, task: MemoryTask) -> Distance:
         return record_distance(parent, task)
+
+
+def kv_memory(*, max_steps_per_turn: int = 4, prereq: Prereq = "all", scratch: Path | None = None) -> BfclMemory:
+    """The registry's bfcl_memory_kv (rods_core/benchmarks/entries.py); `scratch`: its synthesizer's workdir."""
+    return BfclMemory("kv", max_steps_per_turn=max_steps_per_turn, prereq=prereq, synth_workdir=scratch)
+
+
+def rec_sum_memory(*, max_steps_per_turn: int = 4, prereq: Prereq = "all", scratch: Path | None = None) -> BfclMemory:
+    """The registry's bfcl_memory_rec_sum (rods_core/benchmarks/entries.py); `scratch`: its synthesizer's workdir."""
+    return BfclMemory("rec_sum", max_steps_per_turn=max_steps_per_turn, prereq=prereq, synth_workdir=scratch)

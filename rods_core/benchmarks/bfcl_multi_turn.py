@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rods_core.benchmarks.bfcl_facts import call_distance, replay_problem, task_facts, task_structure
+from rods_core.benchmarks.entries import benchmark_entry
 from rods_core.benchmarks.messages import read_message
 from rods_core.benchmarks.protocols import (
     Distance,
@@ -26,7 +27,7 @@ from rods_core.benchmarks.protocols import (
     scripted_policy,
     verify_with,
 )
-from rods_core.config import BENCHMARK_OPTIONS, PromptConfig
+from rods_core.config import PromptConfig
 from rods_core.envs.bfcl import ERROR_PREFIX, BfclEnvironment, named_arguments
 from rods_core.envs.checker import TurnChecker
 from rods_core.envs.parsing import Call, parse_calls
@@ -150,7 +151,9 @@ class BfclMultiTurn:
 
     name = "bfcl_multi_turn"
     task_type = Task
-    options = BENCHMARK_OPTIONS[name]  # hints, demo seeds, categories, warm-start variants (the config checks them)
+    options = benchmark_entry(
+        name
+    ).options  # hints, demo seeds, categories, warm-start variants (the config checks them)
 
     def __init__(
         self, prompt: PromptConfig | None = None, *, max_steps_per_turn: int = 4, hints: bool = False, synth=None

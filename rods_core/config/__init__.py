@@ -1,5 +1,6 @@
 """The run config package: RunConfig and every section class, which the components import from here;
-it imports nothing from rods_core but the input-reading primitives (rods_core.inputs) and the prompt files."""
+it imports nothing from rods_core but the input-reading primitives (rods_core.inputs), the prompt files and the
+benchmark registry's table (rods_core.benchmarks.entries, a leaf: the names a `benchmark:` may take)."""
 
 from rods_core.config.boundary import BoundaryConfig
 from rods_core.config.buffer import BufferConfig
@@ -16,8 +17,6 @@ from rods_core.config.loading import (
 from rods_core.config.policy import EpisodeConfig, PromptConfig, SamplingConfig, SFTSettings, TinyModelConfig
 from rods_core.config.report import ReportSettings
 from rods_core.config.run import (
-    BENCHMARK_NAMES,
-    BENCHMARK_OPTIONS,
     CATEGORIES,
     METHODS,
     SYNTH_METHODS,
@@ -35,8 +34,6 @@ from rods_core.config.run import (
 from rods_core.config.synth import ConfigRenamedWarning, SynthesisConfig
 
 __all__ = [
-    "BENCHMARK_NAMES",
-    "BENCHMARK_OPTIONS",
     "CATEGORIES",
     "METHODS",
     "BenchmarkName",

@@ -7,10 +7,11 @@ module in the config package (boundary, buffer, policy, synthesis, report) and a
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from rods_core.benchmarks.entries import benchmark_entry, unknown_benchmark
 from rods_core.config.boundary import BoundaryConfig
 from rods_core.config.buffer import BufferConfig
 from rods_core.config.policy import EpisodeConfig, SFTSettings, TinyModelConfig
@@ -23,15 +24,19 @@ METHODS: tuple[str, ...] = ("static", "dapo_filter", "uniform_synth", "env_augme
 SYNTH_METHODS: tuple[str, ...] = ("uniform_synth", "rods")  # the methods that synthesize variants
 Category = Literal["base", "miss_func", "miss_param", "long_context"]
 CATEGORIES: tuple[str, ...] = ("base", "miss_func", "miss_param", "long_context")
-BenchmarkName = Literal["bfcl_multi_turn", "bfcl_memory_kv", "bfcl_memory_rec_sum"]
-BENCHMARK_NAMES: tuple[str, ...] = ("bfcl_multi_turn", "bfcl_memory_kv", "bfcl_memory_rec_sum")
-# The run options only some benchmarks have, as each benchmark declares them (its `options`): the config
-# checks a run's fields against them here, where no benchmark module may be imported.
-BENCHMARK_OPTIONS: dict[str, frozenset[str]] = {
-    "bfcl_multi_turn": frozenset({"hints", "demo_seeds", "categories", "sft_variants"}),
-    "bfcl_memory_kv": frozenset({"prereq"}),
-    "bfcl_memory_rec_sum": frozenset({"prereq"}),
-}
+
+
+def _registered(name: str) -> str:
+    """A `benchmark:` value that names a registered benchmark (rods_core/benchmarks/entries.py)."""
+    problem = unknown_benchmark(name)
+    if problem:
+        raise ValueError(problem)
+    return name
+
+
+# A benchmark's name, checked against the registry when validated: the built-ins, `register_benchmark`
+# calls and installed entry points; a name's options are its entry's (benchmark_option_problems).
+BenchmarkName = Annotated[str, AfterValidator(_registered)]
 Prereq = Literal["all", "fact"]
 
 
@@ -301,7 +306,8 @@ class RunConfig(_Strict):
         "bfcl_multi_turn",
         description="the task family trained and evaluated (rods_core/benchmarks, docs/benchmarks.md): "
         "bfcl_multi_turn (BFCL v3 multi-turn; seeds.categories and eval.categories choose among its "
-        "categories), bfcl_memory_kv or bfcl_memory_rec_sum (BFCL v4 memory with that memory backend)",
+        "categories), bfcl_memory_kv or bfcl_memory_rec_sum (BFCL v4 memory with that memory backend), or "
+        "any a lab registers (register_benchmark, or an entry point in the group rods.benchmarks)",
     )
     prereq: Prereq = Field(
         "all",
@@ -358,9 +364,9 @@ def init_kwargs_conflicts(model: ModelSettings, trainer_args: dict[str, Any]) ->
 
 
 def benchmark_option_problems(cfg: RunConfig) -> list[str]:
-    """A benchmark's own options (BENCHMARK_OPTIONS) set on a run of a benchmark without them (BFCL multi-turn's
+    """A benchmark's own options (those its registry entry declares) set on a run of a benchmark without them (BFCL multi-turn's
     on memory, memory's `prereq` on BFCL multi-turn): each names the field, why, the fix."""
-    has = BENCHMARK_OPTIONS[cfg.benchmark]
+    has = benchmark_entry(cfg.benchmark).options
     other = f"benchmark {cfg.benchmark} "
     problems = []
     if "prereq" not in has and cfg.prereq != "all":

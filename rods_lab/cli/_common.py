@@ -13,7 +13,7 @@ from typing import Any
 
 import typer
 
-from rods_core.config import BENCHMARK_NAMES
+from rods_core.benchmarks.entries import benchmark_names
 
 _DOCUMENT: list[Any] = []  # the real stdout while one_document() holds it; empty otherwise
 _SAVED_FD: list[int] = []  # its file descriptor
@@ -91,7 +91,7 @@ def choices(name: str, values: Iterable[str]) -> type[Enum]:
 
 
 Split = choices("Split", ("train", "test", "all"))  # rods_core.seeds.Split (tests/test_cli.py compares them)
-BenchmarkChoice = choices("BenchmarkChoice", BENCHMARK_NAMES)
+BenchmarkChoice = choices("BenchmarkChoice", benchmark_names())  # entry points included (docs/benchmarks.md)
 
 
 def seeds_of_split(split: Split):

@@ -37,9 +37,9 @@ def _load_tasks(tasks_file: Path | None, demo: bool, where: str, benchmark=None)
 def _benchmark(benchmark: BenchmarkChoice, prereq: PrereqChoice):
     """(EvalConfig, Benchmark) of --benchmark and --prereq; --prereq fact on BFCL multi-turn is refused (exit 2),
     as the run config refuses it, rather than silently ignored."""
-    from rods_core.config import BENCHMARK_OPTIONS
+    from rods_core.benchmarks.entries import benchmark_entry
 
-    if "prereq" not in BENCHMARK_OPTIONS[benchmark.value] and prereq.value != "all":
+    if "prereq" not in benchmark_entry(benchmark.value).options and prereq.value != "all":
         fail(f"--prereq is memory's: {benchmark.value} has no prerequisite conversations; remove --prereq")
     cfg = EvalConfig(benchmark=benchmark.value, prereq=prereq.value)
     return cfg, make_benchmark(cfg.benchmark, prereq=cfg.prereq)
