@@ -147,10 +147,10 @@ def warm_start_seeds(cfg: RunConfig, benchmark: str) -> list:
     """The seeds a warm start on `benchmark` plays: its demo subset when it declares one (BFCL multi-turn's
     single-class base seeds), else the config's seeds (`seeds.ids`, `seeds.limit` of its train split), so the
     config must be of that benchmark (its `prereq` shapes the demonstrations too)."""
-    from rods_core.config import BENCHMARK_OPTIONS
+    from rods_core.benchmarks.entries import benchmark_entry
     from rods_core.tasksets import TaskSetError, select_seeds
 
-    if "demo_seeds" in BENCHMARK_OPTIONS[benchmark]:
+    if "demo_seeds" in benchmark_entry(benchmark).options:
         from rods_core.policy.demo import demo_seeds
 
         return demo_seeds()
@@ -188,7 +188,7 @@ def build_demo_model(
         ranks.share(None)  # a barrier: the other ranks read the untrained model rank 0 wrote
     per_seed = cfg.model.sft_variants_per_seed
     report("variants", done=0, total=per_seed * len(seeds))
-    bench = make_benchmark(benchmark, prereq=cfg.prereq, synth=cfg.synth)
+    bench = make_benchmark(benchmark, prereq=cfg.prereq, synth=cfg.synthesis)
     variants = fresh_variants(seeds, per_seed, cfg, "warm-start", bench) if per_seed else []
     report("variants", done=len(variants), total=per_seed * len(seeds))
     log(
