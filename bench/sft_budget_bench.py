@@ -53,8 +53,9 @@ def _snapshot_callback(out: Path, init: Path, tokenizer, every: float, per_step_
     return Snapshots()
 
 
-def train(out: Path, config: Path, processes: int, every: float) -> None:
-    """init-tiny (before the hand-off to the launcher), then the demo config's SFT with snapshots."""
+def train(out: Path, config: Path, processes: int, every: float, sft: dict) -> None:
+    """init-tiny (before the hand-off to the launcher), then the demo config's SFT (`sft`: settings changed, e.g.
+    a learning rate) with snapshots."""
     from rods_core.config import load_config
     from rods_core.policy.demo import demo_seeds
     from rods_core.policy.sft import run_sft, tokenize_demonstrations
@@ -64,6 +65,7 @@ def train(out: Path, config: Path, processes: int, every: float) -> None:
     from rods_core.threads import apply_thread_policy
 
     cfg = load_config(config)
+    settings = cfg.model.sft.model_copy(update=sft)
     init = out / "init"
     if not under_launcher():
         init_tiny(cfg.model.tiny, init)
@@ -76,9 +78,9 @@ def train(out: Path, config: Path, processes: int, every: float) -> None:
     tasks = seeds + fresh_variants(seeds, cfg.model.sft_variants_per_seed, cfg, "warm-start")
     _, tokenizer, prompt = load_policy(init)
     rows = tokenize_demonstrations(tasks, tokenizer, prompt)
-    per_step = sum(len(r["input_ids"]) for r in rows) / len(rows) * cfg.model.sft.batch_size * processes
+    per_step = sum(len(r["input_ids"]) for r in rows) / len(rows) * settings.batch_size * processes
     snap = _snapshot_callback(out, init, tokenizer, every, per_step)
-    figures = run_sft(init, out / "full", tasks, cfg.model.sft, callbacks=[snap], show_progress=False)
+    figures = run_sft(init, out / "full", tasks, settings, callbacks=[snap], show_progress=False)
     if os.environ.get("RANK", "0") == "0":
         figures["sft/epoch_tokens"] = sum(len(r["input_ids"]) for r in rows)
         (out / "sft.json").write_text(json.dumps(figures, indent=2) + "\n")
@@ -122,8 +124,10 @@ def _order(names: list[str]) -> list[str]:
     return sorted(names, key=key)
 
 
-def score(out: Path, config: Path, wait: bool) -> None:
-    """Score every snapshot once, in `_order`, once the full build exists; with `wait`, poll until all are."""
+def score(out: Path, config: Path, wait: bool, reference: Path | None = None) -> None:
+    """Score every snapshot once, in `_order`, once the full build is scored; with `wait`, poll until all are.
+    `reference`: another run's folder whose full build the snapshots are compared with (this run's own end is
+    then not scored as a full build)."""
     from rods_core.config import load_config
     from rods_core.policy.demo import demo_seeds
     from rods_core.threads import apply_thread_policy
@@ -133,20 +137,22 @@ def score(out: Path, config: Path, wait: bool) -> None:
     seeds, heldout = demo_seeds(), held_out(cfg)
     scores = out / "scores"
     scores.mkdir(parents=True, exist_ok=True)
+    full_scores = (reference or out) / "scores" / "full.json"
     while True:
         names = [p.name for p in (out / "snapshots").glob("e*") if (p / "model.safetensors").exists()]
-        names += ["full"] if (out / "sft.json").exists() else []
+        done = (out / "sft.json").exists()
+        names += ["full"] if done and reference is None else []
         todo = [n for n in _order(names) if not (scores / f"{n}.json").exists() and not (scores / f"{n}.lock").exists()]
-        if "full" in names and not todo:
+        if done and not todo:
             return
-        if not todo or todo[0] != "full" and not (scores / "full.json").exists():
+        if not todo or todo[0] != "full" and not full_scores.exists():
             if not wait:
                 return
             time.sleep(30)
             continue
         name = todo[0]
         (scores / f"{name}.lock").touch()  # a second scorer takes the next one
-        full = json.loads((scores / "full.json").read_text()) if name != "full" else None
+        full = json.loads(full_scores.read_text()) if name != "full" else None
         model = out / ("full" if name == "full" else f"snapshots/{name}")
         t0 = time.perf_counter()
         result = score_one(model, seeds, heldout, full)
@@ -155,16 +161,23 @@ def score(out: Path, config: Path, wait: bool) -> None:
         print(f"{name}: scored in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
 
 
-def pick(out: Path) -> dict:
-    """The per-budget table and the rule's choice (bench/sft_budget.py)."""
+def pick(out: Path, reference: Path | None = None) -> dict:
+    """The per-budget table and the rule's choice (bench/sft_budget.py); `reference`: the run whose full build
+    the snapshots are compared with (default: this run's own)."""
     from bench.sft_budget import Scored, budget_table, pick_budget
 
-    snaps = {json.loads(x)["name"]: json.loads(x) for x in (out / "snapshots.jsonl").read_text().splitlines()}
-    sft = json.loads((out / "sft.json").read_text())
-    snaps["full"] = {"name": "full", "epoch": sft["sft/epochs"], "step": sft["sft/steps"], "tokens": sft["sft/tokens"]}
+    lines = (out / "snapshots.jsonl").read_text().splitlines()
+    rows = [(out / "scores" / f"{r['name']}.json", r) for r in map(json.loads, lines)]
+    full = reference or out
+    sft = json.loads((full / "sft.json").read_text())
+    rows.append(
+        (
+            full / "scores" / "full.json",
+            {"epoch": sft["sft/epochs"], "step": sft["sft/steps"], "tokens": sft["sft/tokens"]},
+        )
+    )
     scored = []
-    for name, row in snaps.items():
-        path = out / "scores" / f"{name}.json"
+    for path, row in rows:
         if path.exists():
             scored.append(Scored.from_scores(row["epoch"], row["step"], row["tokens"], json.loads(path.read_text())))
     scored.sort(key=lambda s: s.step)
@@ -180,10 +193,14 @@ if __name__ == "__main__":
     p.add_argument("--processes", type=int, default=2, help="SFT processes (the config's compute.processes)")
     p.add_argument("--every", type=float, default=0.5, help="epochs between snapshots")
     p.add_argument("--no-wait", action="store_true", help="score what is there and stop")
+    p.add_argument("--reference", type=Path, default=None, help="score/pick: compare with this run's full build")
+    p.add_argument("--lr", type=float, default=None, help="train: another SFT learning rate than the config's")
+    p.add_argument("--tokens", type=int, default=None, help="train: another SFT token budget than the config's")
     a = p.parse_args()
     if a.what == "train":
-        train(a.out, a.config, a.processes, a.every)
+        changed = {"learning_rate": a.lr, "token_budget": a.tokens}
+        train(a.out, a.config, a.processes, a.every, {k: v for k, v in changed.items() if v is not None})
     elif a.what == "score":
-        score(a.out, a.config, not a.no_wait)
+        score(a.out, a.config, not a.no_wait, a.reference)
     else:
-        print(json.dumps(pick(a.out), indent=2))
+        print(json.dumps(pick(a.out, a.reference), indent=2))
