@@ -9,6 +9,9 @@ Run (a folder of your own, never the demo model's):
     python -m bench.sft_budget_bench train --out /tmp/sft-budget      # init-tiny + SFT, snapshots/
     python -m bench.sft_budget_bench score --out /tmp/sft-budget      # scores/, waits for snapshots until done
     python -m bench.sft_budget_bench pick --out /tmp/sft-budget       # the table and the rule's verdict
+Another arm against the same full build: `train --out /tmp/b --lr 1e-3 --tokens N`, then `score` and `pick` with
+`--out /tmp/b --reference /tmp/sft-budget`. A file scores/<snapshot>.lock keeps a snapshot unscored (a scorer
+holds one while it scores; a second scorer takes the next snapshot).
 """
 
 from __future__ import annotations
