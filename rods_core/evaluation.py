@@ -154,7 +154,15 @@ def evaluate(
     out["eval/seconds"] = time.perf_counter() - t0
     out["eval/gen_tokens_per_s"] = gen.stats.tokens_per_s
     out["eval/generator"] = type(gen).__name__
-    out["per_task"] = {e.task_id: {"progress": e.reward, "accuracy": e.accuracy} for e in episodes}
+    out["per_task"] = {  # the message counts give format validity an interval over tasks
+        e.task_id: {
+            "progress": e.reward,
+            "accuracy": e.accuracy,
+            "messages": e.n_messages,
+            "valid_messages": e.valid_messages,
+        }
+        for e in episodes
+    }
     return out
 
 

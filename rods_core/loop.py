@@ -291,8 +291,9 @@ def train(
         if ranks.share(callback.stop_requested):
             status = "stopped"
         else:
-            evaluate(trainer.model, trainer.state.global_step, trainer.optimizer)
-            policy.save_final(trainer, run_dir / "final", run_id, ranks)
+            with recorder.working():  # the final evaluation and save report no step
+                evaluate(trainer.model, trainer.state.global_step, trainer.optimizer)
+                policy.save_final(trainer, run_dir / "final", run_id, ranks)
             status = "finished"
     finally:
         tracker.close()
@@ -445,7 +446,8 @@ class HeldOutEval:
             return
         # FSDP2 / ZeRO-3: each rank's episodes make their own number of forward calls
         playing = self.generation() if self.generation else whole_weights(model, optimizer)
-        with playing as generator:
+        # the run reports no step while it evaluates: the recorder beats meanwhile, so it never reads stale
+        with self.recorder.working(), playing as generator:
             result = evaluate_sharded(
                 (model, self.policy.tokenizer),
                 self.tasks,

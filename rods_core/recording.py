@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -52,6 +53,7 @@ class RunRecorder(Protocol):
     def flush(self) -> None: ...
     def write_pools(self, step: int, pools: dict[str, list[Task]]) -> None: ...
     def heartbeat(self, step: int) -> None: ...
+    def working(self) -> AbstractContextManager[None]: ...
     def build_progress(self, phase: str, **fields: Any) -> None: ...
     def claim_decisions(self) -> list[Decision]: ...
     def record_outcomes(self, step: int, outcomes: list[DecisionOutcome]) -> None: ...
@@ -78,6 +80,9 @@ class NullRecorder:
 
     def heartbeat(self, step: int) -> None:
         pass
+
+    def working(self) -> AbstractContextManager[None]:
+        return nullcontext()
 
     def build_progress(self, phase: str, **fields: Any) -> None:
         pass

@@ -10,7 +10,9 @@ exactly once in the run that survives.
 Liveness: from the moment a run's process registers until its first step, a background thread beats every
 HEARTBEAT_S (the model build, in this process or a delegated one, a wait for another run's build of the same
 folder, loading the policy, TRL's start-up and the step-0 evaluation report no steps); from the first step
-on, the steps beat. So `stale` means a live process whose steps stopped coming, never one still starting.
+on, the steps beat, and the thread beats again inside `working()` (a held-out evaluation between steps, the
+final evaluation and save: minutes on a large held-out set). So `stale` means a live process whose steps
+stopped coming outside such work, never one still starting or evaluating.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -41,27 +45,48 @@ class StoreRecorder:
     def __init__(
         self, run_dir: Path, run_id: str, db: ControlDB, events: EventLog, startup_beat_s: float | None = None
     ):
-        """`startup_beat_s`: beat every that many seconds from a thread until the first step's heartbeat (or
-        `close`); None beats only with steps."""
+        """`startup_beat_s`: beat every that many seconds from a thread until the first step's heartbeat, and
+        inside `working()` (until `close`); None beats only with steps."""
         self.run_dir, self.run_id, self.db, self.events = run_dir, run_id, db, events
         self._beat = float("-inf")
-        self._stepped = threading.Event()
+        self._closed = threading.Event()
+        self._lock = threading.Lock()
+        self._started = False  # the first step has beaten: start-up is over
+        self._working = 0  # `working()` blocks open now
         self._pulse = None
         if startup_beat_s:
             self._pulse = threading.Thread(
-                target=self._beat_until_first_step, args=(startup_beat_s,), name="rods-startup-beat", daemon=True
+                target=self._pulse_beats, args=(startup_beat_s,), name="rods-beat", daemon=True
             )
             self._pulse.start()
 
-    def _beat_until_first_step(self, every_s: float) -> None:
-        """The start-up heartbeat: while the main thread lives and no step has beaten. A write the store
-        refuses (busy past its timeout) is skipped; the next one tries again."""
+    def busy(self) -> bool:
+        """Whether the thread beats now: before the first step, or inside a `working()` block."""
+        with self._lock:
+            return not self._started or self._working > 0
+
+    def _pulse_beats(self, every_s: float) -> None:
+        """The thread's heartbeat: while the main thread lives and the process is busy outside steps. A write
+        the store refuses (busy past its timeout) is skipped; the next one tries again."""
         main = threading.main_thread()
-        while not self._stepped.wait(every_s) and main.is_alive():
+        while not self._closed.wait(every_s) and main.is_alive():
+            if not self.busy():
+                continue
             try:
                 self.db.heartbeat(self.run_id)
             except SQLAlchemyError:
                 pass
+
+    @contextmanager
+    def working(self) -> Iterator[None]:
+        """Beat from the thread for the block's duration: work between steps that reports no step."""
+        with self._lock:
+            self._working += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._working -= 1
 
     def write(self, events: dict[str, list[dict]]) -> None:
         for kind, rows in events.items():
@@ -78,7 +103,8 @@ class StoreRecorder:
     def heartbeat(self, step: int) -> None:
         """At most every HEARTBEAT_S seconds: each write waits for the disk (fsync), and the app reads the
         step from the event log anyway; the liveness timeout is 120 s. The first ends the start-up beat."""
-        self._stepped.set()
+        with self._lock:
+            self._started = True
         now = time.monotonic()
         if now - self._beat >= HEARTBEAT_S:
             self.db.heartbeat(self.run_id, step)
@@ -109,7 +135,7 @@ class StoreRecorder:
         return {"events_dropped": dropped, "decisions_reopened": reopened}
 
     def close(self, status: str) -> None:
-        self._stepped.set()
+        self._closed.set()
         if self._pulse is not None:
             self._pulse.join()
         self.events.flush()

@@ -4,7 +4,8 @@ It is the real recorder (storage.run_recorder.open_run_recorder) with a short st
 (registered, nothing built), building (it reports an SFT epoch and blocks there: the build's work itself is
 not needed to show its liveness), waiting (the real `ensure_model` waits on the build lock the test holds,
 until the test has made the model and let go), starting again (model built, no step), one step, then silence
-(the steps stopped: stale), then finished. It moves on when the test creates the file named for the next phase.
+(the steps stopped: stale), then finished. Between the step and the silence it holds a `working()` block
+(an evaluation between steps), which beats. It moves on when the test creates the file named for the next phase.
 
 Usage: python heartbeat_driver.py <config.yaml> <run id> <folder of go-files>
 """
@@ -40,6 +41,9 @@ def main(config: str, run_id: str, signals: str) -> None:
     rec.write({"step": [{"step": 1, "wall_s": 1.0, "time/step_s": 1.0, "reward/mean": 0.5}]})
     rec.flush()
     rec.heartbeat(1)
+    go(folder, "work")
+    with rec.working():  # an evaluation between steps: no step reported, still beating
+        go(folder, "worked")
     go(folder, "end")
     rec.close("finished")
 

@@ -43,7 +43,7 @@ def holds(db: ControlDB, run_id: str, state: str, span_s: float = 2 * TIMEOUT_S)
         time.sleep(0.1)
 
 
-def test_a_run_beats_in_every_phase_before_its_first_step_and_goes_stale_after(tmp_path):
+def test_a_run_beats_in_every_phase_before_its_first_step_and_while_it_evaluates_and_goes_stale_after(tmp_path):
     model = tmp_path / "models" / "demo"
     cfg = smoke_config(tmp_path, model, **{"model.build_if_missing": True})
     (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(cfg))
@@ -64,6 +64,9 @@ def test_a_run_beats_in_every_phase_before_its_first_step_and_goes_stale_after(t
         holds(db, "hb", "starting")  # model built: the policy and the trainer load
         (signals / "step").touch()
         wait_until(lambda: state_of(db, "hb") == "running", "the first step", timeout=60, every=0.05)
+        (signals / "work").touch()  # an evaluation between steps: no step for longer than the timeout
+        holds(db, "hb", "running")
+        (signals / "worked").touch()
         wait_until(lambda: state_of(db, "hb") == "stale", "the run to go stale once its steps stop", timeout=30)
         assert proc.poll() is None  # alive: stale is a live process that stopped reporting
         (signals / "end").touch()
@@ -95,3 +98,29 @@ def test_a_real_run_waiting_for_another_build_keeps_beating(tmp_path):
         finally:
             kill_group(proc.pid)
             log.close()
+
+
+def test_the_recorder_beats_before_the_first_step_and_inside_working_blocks_only(tmp_path):
+    """The beat rule in one process: busy (the thread beats) from registering to the first step's heartbeat,
+    and again inside each `working()` block, nested ones included; idle between steps otherwise."""
+    from storage.events import EventLog
+    from storage.run_recorder import StoreRecorder
+
+    (tmp_path / "r").mkdir()
+    db = ControlDB(tmp_path / "control.sqlite")
+    db.create_run("r", tmp_path / "r", {}, "rods", name="r")
+    rec = StoreRecorder(tmp_path / "r", "r", db, EventLog(tmp_path / "r"), startup_beat_s=0.05)
+    try:
+        assert rec.busy()
+        with rec.working():  # the step-0 evaluation, inside start-up
+            assert rec.busy()
+        assert rec.busy()  # start-up goes on until a step beats
+        rec.heartbeat(1)
+        assert not rec.busy()
+        before = db.get_run("r").heartbeat_at
+        with rec.working(), rec.working():
+            assert rec.busy()
+            wait_until(lambda: db.get_run("r").heartbeat_at > before, "a beat while working", timeout=5, every=0.02)
+        assert not rec.busy()  # between steps outside work the thread stays silent: stale can show
+    finally:
+        rec.close("finished")

@@ -127,10 +127,12 @@ def run_sft(
     report_to: list[str] | str = "none",
     benchmark: BenchmarkName = "bfcl_multi_turn",
     prereq: Prereq = "all",
+    callbacks: list | None = None,
 ) -> dict[str, Any]:
     """Warm-start the model in `model_dir` on `tasks`, save it with its card to `out_dir`; returns figures.
     `report_to` is TRL's (a run's report.to: its warm start shows up in the same tracker); the named
-    `benchmark` (with memory's `prereq`) plays the demonstrations in the model card's chat format.
+    `benchmark` (with memory's `prereq`) plays the demonstrations in the model card's chat format;
+    `callbacks` are more TrainerCallbacks (a bench saving the model along the way).
 
     Length: the warm start's steps in order (data, TRL config, trainer, stop rule, card), sharing the
     trainer's state."""
@@ -177,7 +179,11 @@ def run_sft(
     planned = min(settings.max_epochs, max_steps * per_step / n_tokens) if max_steps > 0 else settings.max_epochs
     stopper = _callbacks(settings, progress, planned)
     trainer = _trainer_class()(
-        model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer, callbacks=[stopper]
+        model=model,
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+        callbacks=[stopper, *(callbacks or [])],
     )
     t0 = time.perf_counter()
     interrupted = False
