@@ -110,6 +110,17 @@ def phase_of(run_dir: Path) -> str | None:
     return p.phase if p else None
 
 
+def phases(db, runs, dirs) -> list:
+    """The runs' build phases, sorted; an AssertionError with its log's tail as soon as one run failed or its
+    process is gone, so the journey stops then instead of waiting out a phase that will not come."""
+    from rods_lab.status import dead_run_message, run_status
+
+    for r in runs:
+        if run_status(db, r.id) in ("failed", "lost"):
+            raise AssertionError(f"run {r.id} {run_status(db, r.id)}: {dead_run_message(r)}")
+    return sorted(map(phase_of, dirs), key=str)
+
+
 def journey(served, page) -> None:
     from app_helpers import awaiting_review
     from playwright.sync_api import expect
@@ -145,11 +156,11 @@ def journey(served, page) -> None:
 
     # Home at each phase before the first step: one run builds the model, its twin waits for that build.
     if must_build:
-        wait(lambda: sorted(map(phase_of, dirs), key=str) in (["sft", "waiting"], ["variants", "waiting"]) or None,
+        wait(lambda: phases(db, [run, twin], dirs) in (["sft", "waiting"], ["variants", "waiting"]) or None,
              BUILD_S, "one run building the model and the other waiting for it", every=2)  # fmt: skip
         counts = home_says(pg, url, "home-build")
         assert counted(counts, "Building") == 1 and counted(counts, "Waiting for a build") == 1, counts
-        wait(lambda: "sft" in map(phase_of, dirs) or None, BUILD_S, "the warm start's SFT", every=2)
+        wait(lambda: "sft" in phases(db, [run, twin], dirs) or None, BUILD_S, "the warm start's SFT", every=2)
         counts = home_says(pg, url, "home-wait")
         assert counted(counts, "Building") == 1 and counted(counts, "Waiting for a build") == 1, counts
     else:
