@@ -269,21 +269,11 @@ def train(
         )  # fmt: skip
         callback = StepCallback(rods, recorder, evaluate, cfg.eval.every, ranks, tracker, watcher, log)
         trainer = RodsGRPOTrainer(
-            model=policy.model,
-            tokenizer=policy.tokenizer,
-            cfg=cfg,
-            out_dir=str(run_dir / "checkpoints"),
-            draw=rods.draw,
-            task_of=rods.task,
-            cost_of=rods.expected_tokens,
-            on_rollout=callback.rollout_done,
-            episode_cfg=policy.episode,
-            callbacks=[callback],
-            run_name=run_id,
-            ranks=ranks,
-            benchmark=episodes_bench,
-            scratch=scratch,
-        )
+            model=policy.model, tokenizer=policy.tokenizer, cfg=cfg, out_dir=str(run_dir / "checkpoints"),
+            draw=rods.draw, task_of=rods.task, cost_of=rods.expected_tokens, on_rollout=callback.rollout_done,
+            episode_cfg=policy.episode, callbacks=[callback], run_name=run_id, ranks=ranks,
+            benchmark=episodes_bench, scratch=scratch,
+        )  # fmt: skip
         install_stop_handler(callback)
         if watcher is not None:
             watcher.trainer_ready(trainer)

@@ -42,19 +42,19 @@ def _train(tmp_path, model_dir, run_id: str, deterministic: bool = True) -> list
 def _pair(tmp_path, model_dir, monkeypatch, deterministic: bool) -> tuple[list[dict], list[dict]]:
     """(quiet run, loaded run): the loaded one beside a CPU hog, its synthesis jobs 3 s slower (a step of the
     tiny model takes well under that), as a loaded machine's worker would be."""
-    from rods_core.synth import pipeline
+    from rods_core.benchmarks.synthesis import VariantsJob  # the worker's job for every benchmark
 
     tag = "det" if deterministic else "free"
     quiet = _train(tmp_path, model_dir, f"quiet_{tag}", deterministic)
-    job = pipeline._job
-    monkeypatch.setattr(pipeline, "_job", lambda *args: (time.sleep(3.0), job(*args))[1])
+    job = VariantsJob.__call__
+    monkeypatch.setattr(VariantsJob, "__call__", lambda *args: (time.sleep(3.0), job(*args))[1])
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         loaded = _train(tmp_path, model_dir, f"loaded_{tag}", deterministic)
     finally:
         hog.kill()
         hog.wait()
-        monkeypatch.setattr(pipeline, "_job", job)
+        monkeypatch.setattr(VariantsJob, "__call__", job)
     return quiet, loaded
 
 
