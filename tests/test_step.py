@@ -193,18 +193,6 @@ def test_a_steps_decisions_come_back_as_outcomes_and_events_and_pools_only_when_
         cur.close()
 
 
-def test_the_librarys_run_path_imports_no_storage():
-    import ast
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[1] / "rods_core"
-    for name in ("loop.py", "step.py", "recording.py"):
-        tree = ast.parse((root / name).read_text())
-        imported = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
-        imported += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
-        assert not [m for m in imported if m.split(".")[0] in ("storage", "bench", "rods_lab")], name
-
-
 def test_a_decisions_pool_moves_are_logged_at_its_step_in_the_order_of_its_decision_applied_rows():
     cur = rods_step(review="gated", synthesis={"parents_per_step": 0})
     seed, *others = demo_seeds()
