@@ -161,21 +161,26 @@ def by_run(
         name = str(g[color].iat[0])
         c = palette[keys.index(g[color].iat[0]) % len(palette)]
         first, _ = name not in named, named.add(name)
+        line = g[y].rolling(smooth, min_periods=1).mean() if smooth > 1 else g[y]
+        error = None  # one point has no area to shade: its interval is an error bar instead
         if band and g[band[0]].notna().any():
             lo, hi = g[band[0]], g[band[1]]
-            fig.add_scatter(
-                x=[*g[x], *g[x][::-1]], y=[*hi, *lo[::-1]], fill="toself", fillcolor=_rgba(c, 0.15),
-                line={"width": 0}, hoverinfo="skip", showlegend=False, legendgroup=name,
-            )  # fmt: skip
-        line = g[y].rolling(smooth, min_periods=1).mean() if smooth > 1 else g[y]
+            if len(g) == 1:
+                error = {"type": "data", "symmetric": False, "array": hi - line, "arrayminus": line - lo, "color": c}
+            else:
+                fig.add_scatter(
+                    x=[*g[x], *g[x][::-1]], y=[*hi, *lo[::-1]], mode="lines", fill="toself",
+                    fillcolor=_rgba(c, 0.15), line={"width": 0}, hoverinfo="skip", showlegend=False,
+                    legendgroup=name,
+                )  # fmt: skip
         if smooth > 1:
             fig.add_scatter(
                 x=g[x], y=g[y], mode="markers", marker={"color": c, "size": 5}, opacity=0.25,
                 name=f"{name} (raw)", legendgroup=name, showlegend=False,
             )  # fmt: skip
         fig.add_scatter(
-            x=g[x], y=line, mode="lines+markers" if markers and smooth <= 1 else "lines", line={"color": c},
-            name=name, legendgroup=name, showlegend=first,
+            x=g[x], y=line, mode="lines+markers" if (markers and smooth <= 1) or len(g) == 1 else "lines",
+            line={"color": c}, error_y=error, name=name, legendgroup=name, showlegend=first,
         )  # fmt: skip
     fig.update_xaxes(title=x_title or x)
     fig.update_yaxes(title=y + (f" (rolling mean of {smooth})" if smooth > 1 else ""))

@@ -69,10 +69,25 @@ def test_smoothed_curves_keep_the_raw_points_faint_and_bands_shade_each_run():
     f = compare.with_axes(frames())
     fig = charts.by_run(f.steps, "seconds_total", "informative_share", "t", smooth=2, x_title="seconds")
     raw = [t for t in fig.data if t.mode == "markers"]
-    lines = [t for t in fig.data if t.mode == "lines"]
-    assert {t.opacity for t in raw} == {0.25} and len(lines) == 2
+    lines = [t for t in fig.data if t.mode != "markers"]  # b's one point keeps its marker: a lone line draws nothing
+    assert {t.opacity for t in raw} == {0.25} and [t.mode for t in lines] == ["lines", "lines+markers"]
     a = next(t for t in lines if t.name == "a")
     assert list(a.y) == pytest.approx([0.1, 0.5, 0.55])  # trailing mean of 2
     assert fig.layout.xaxis.title.text == "seconds" and "rolling mean of 2" in fig.layout.yaxis.title.text
     banded = charts.by_run(f.evals, "trajectories_total", "accuracy", "t", band=("accuracy_lo", "accuracy_hi"))
     assert [t.fill for t in banded.data].count("toself") == 1  # run a only: b recorded no size
+
+
+def test_a_run_with_one_evaluation_shows_its_interval_as_an_error_bar_not_a_band():
+    """At step 0 a run has one held-out point: no area to shade, so its Wilson interval is an error bar (a
+    band's polygon would collapse to dots at its ends); two or more points shade a band drawn without markers."""
+    f = compare.with_axes(frames())
+    one = f.evals[(f.evals.run == "a") & (f.evals.step == 0)]
+    fig = charts.by_run(one, "trajectories_total", "accuracy", "t", band=("accuracy_lo", "accuracy_hi"))
+    (point,) = fig.data
+    lo, hi = compare.wilson(0, 19)
+    assert point.mode == "lines+markers" and list(point.error_y.array) == pytest.approx([hi])
+    assert list(point.error_y.arrayminus) == pytest.approx([0.0 - lo])
+    two = f.evals[f.evals.run == "a"]
+    band, line = charts.by_run(two, "trajectories_total", "accuracy", "t", band=("accuracy_lo", "accuracy_hi")).data
+    assert band.fill == "toself" and band.mode == "lines" and line.error_y.array is None
