@@ -23,7 +23,7 @@ from rods_core.benchmarks.registry import (
     unregister_benchmark,
 )
 from rods_core.config import RunConfig
-from tests.test_benchmark_training import Words, WordTask
+from tests.test_benchmark_training import WORDS_RUN, Words, WordTask
 
 BUILT_IN = ("bfcl_multi_turn", "bfcl_memory_kv", "bfcl_memory_rec_sum")
 
@@ -121,15 +121,7 @@ def test_a_benchmark_registered_in_a_test_trains_by_name_and_shows_in_the_app(wo
     from rods_lab.run import train
     from tests.conftest import smoke_config
 
-    overrides = {
-        "benchmark": "words",
-        "grpo.max_steps": 2,
-        "seeds.subset": "all",
-        "eval.split": "test",
-        "method": "uniform_synth",  # parents drawn whatever their region: variants at once
-        "synthesis.deterministic": True,  # step 1's variants are applied at step 2, whatever the load
-        "buffer.review": "gated",  # they wait in the review queue
-    }
+    overrides = {"benchmark": "words", **WORDS_RUN}
     cfg = RunConfig.model_validate(smoke_config(tmp_path, tiny_model_dir, **overrides))
     run_dir = train(cfg, run_id="words_run", log=lambda *_: None)
     assert (run_dir / "final" / "config.json").exists()

@@ -10,12 +10,9 @@ from pydantic import BaseModel
 
 from rods_core.benchmarks.protocols import (
     EpisodeScore,
+    RecordChecks,
     Step,
-    TaskFacts,
-    record_distance,
     scripted_policy,
-    verify_edit_problem,
-    verify_problem,
     verify_with,
 )
 from rods_core.config import EpisodeConfig, RunConfig
@@ -80,7 +77,7 @@ class WordVariants:
         return listed_result(task.id, made, n, pool_keys)
 
 
-class Words:
+class Words(RecordChecks):
     name, task_type, synthesizer, structure = "words", WordTask, WordVariants(), None
     WORDS = ("apple", "river", "stone", "cloud", "ember", "maple")
 
@@ -106,17 +103,16 @@ class Words:
     def group_of(self, task):
         return "all"
 
-    def import_problem(self, task, workdir):
-        return verify_problem(self, task, workdir)
 
-    def edit_problem(self, task, parent, workdir):
-        return verify_edit_problem(self, task, workdir)
-
-    def facts(self, task):
-        return TaskFacts(self.group_of(task))
-
-    def distance(self, parent, task):
-        return record_distance(parent, task)
+# Two steps of Words with synthesis at once and its variants waiting for review (the run and registry tests)
+WORDS_RUN = {
+    "grpo.max_steps": 2,
+    "seeds.subset": "all",
+    "eval.split": "test",
+    "method": "uniform_synth",  # parents drawn whatever their region: variants at once
+    "synthesis.deterministic": True,  # step 1's variants are applied at step 2, whatever the load
+    "buffer.review": "gated",  # they wait in the review queue
+}
 
 
 def test_grpo_trains_two_steps_on_a_benchmark_defined_in_a_test(tmp_path, tiny_model_dir):
@@ -164,15 +160,7 @@ def test_rods_train_runs_two_steps_on_a_benchmark_given_to_the_run(tmp_path, tin
         def after_step(self, row: dict, drawn: list) -> None:
             rows.append((row, drawn))
 
-    overrides = {
-        "grpo.max_steps": 2,
-        "seeds.subset": "all",
-        "eval.split": "test",
-        "method": "uniform_synth",  # parents drawn whatever their region: variants at once
-        "synthesis.deterministic": True,  # step 1's variants are applied at step 2, whatever the load
-        "buffer.review": "gated",  # they wait in the review queue
-    }
-    cfg = RunConfig.model_validate(smoke_config(tmp_path, tiny_model_dir, **overrides))
+    cfg = RunConfig.model_validate(smoke_config(tmp_path, tiny_model_dir, **WORDS_RUN))
     run_dir = train(cfg, run_id="words", log=lambda *_: None, watcher=Keep(), benchmark=Words())
     assert len(rows) == 2
     drawn = {t.id for _, d in rows for t in d}

@@ -29,13 +29,10 @@ from rods_core.benchmarks.protocols import (
     Benchmark,
     Environment,
     EpisodeScore,
+    RecordChecks,
     Step,
-    TaskFacts,
     evaluate,
-    record_distance,
     scripted_policy,
-    verify_edit_problem,
-    verify_problem,
     verify_with,
 )
 from rods_core.envs.checker import score_calls
@@ -83,7 +80,7 @@ class CounterEnv:
         return EpisodeScore(float(self.total == self.task.target) / 2 + float(ok) / 2, ok)
 
 
-class Counter:
+class Counter(RecordChecks):
     name, task_type, synthesizer, structure = "counter", CounterTask, None, None
 
     def seeds(self, split):
@@ -112,18 +109,6 @@ class Counter:
 
     def group_of(self, task):
         return "even" if task.target % 2 == 0 else "odd"
-
-    def import_problem(self, task, workdir):
-        return verify_problem(self, task, workdir)
-
-    def edit_problem(self, task, parent, workdir):
-        return verify_edit_problem(self, task, workdir)
-
-    def facts(self, task):
-        return TaskFacts(self.group_of(task))
-
-    def distance(self, parent, task):
-        return record_distance(parent, task)
 
 
 BENCHMARKS = {

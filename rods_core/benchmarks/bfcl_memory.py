@@ -19,19 +19,15 @@ from rods_core.benchmarks.memory_env import (
 from rods_core.benchmarks.memory_synth import MemoryTemplateSynthesizer
 from rods_core.benchmarks.memory_tasks import MemoryTask, load_memory_seeds, memory_leak_guard
 from rods_core.benchmarks.protocols import (
-    Distance,
     Player,
+    RecordChecks,
     Split,
-    TaskFacts,
     Verdict,
-    record_distance,
-    verify_edit_problem,
-    verify_problem,
     verify_with,
 )
 
 
-class BfclMemory:
+class BfclMemory(RecordChecks):  # no API classes: its sessions are shown as rendered
     """BFCL v4 memory with the kv or rec_sum backend: 155 questions, split by scenario (80 train / 75 test)."""
 
     task_type = MemoryTask
@@ -91,18 +87,6 @@ class BfclMemory:
 
     def group_of(self, task: MemoryTask) -> str:
         return task.scenario
-
-    def import_problem(self, task: MemoryTask, workdir: Path) -> tuple[str, str] | None:
-        return verify_problem(self, task, workdir)
-
-    def edit_problem(self, task: MemoryTask, parent: MemoryTask | None, workdir: Path) -> str | None:
-        return verify_edit_problem(self, task, workdir)
-
-    def facts(self, task: MemoryTask) -> TaskFacts:
-        return TaskFacts(task.scenario)  # no API classes; its sessions are shown as rendered
-
-    def distance(self, parent: MemoryTask | None, task: MemoryTask) -> Distance:
-        return record_distance(parent, task)
 
 
 def kv_memory(*, max_steps_per_turn: int = 4, prereq: Prereq = "all", scratch: Path | None = None) -> BfclMemory:

@@ -252,6 +252,24 @@ def record_distance(parent: Any | None, task: Any) -> Distance:
     return Distance(sum(new.get(k) != old.get(k) for k in new.keys() | old.keys()), 0, 0)
 
 
+class RecordChecks:
+    """The task-file door, the edit check, the app's facts and Review's distance of a benchmark whose tasks are
+    plain records (no API classes, calls or turns), by its own `verify`, `group_of` and record diff: a base
+    class for such benchmarks (memory's; one written in a test)."""
+
+    def import_problem(self, task: Any, workdir: Path) -> tuple[str, str] | None:
+        return verify_problem(self, task, workdir)
+
+    def edit_problem(self, task: Any, parent: Any, workdir: Path) -> str | None:
+        return verify_edit_problem(self, task, workdir)
+
+    def facts(self, task: Any) -> TaskFacts:
+        return TaskFacts(self.group_of(task))
+
+    def distance(self, parent: Any | None, task: Any) -> Distance:
+        return record_distance(parent, task)
+
+
 def evaluate(
     bench: Benchmark, make_policy: Callable[[Any], Player], tasks: Sequence[Any], workdir: Path
 ) -> dict[str, Any]:
