@@ -10,7 +10,8 @@ Run (a folder of your own, never the demo model's):
     python -m bench.sft_budget_bench score --out /tmp/sft-budget      # scores/, waits for snapshots until done
     python -m bench.sft_budget_bench pick --out /tmp/sft-budget       # the table and the rule's verdict
 Another arm against the same full build: `train --out /tmp/b --lr 1e-3 --tokens N`, then `score` and `pick` with
-`--out /tmp/b --reference /tmp/sft-budget`. A file scores/<snapshot>.lock keeps a snapshot unscored (a scorer
+`--out /tmp/b --reference /tmp/sft-budget`; its own end is scored as `end`. A decaying schedule (`--schedule
+cosine --every 100`) depends on its budget, so only that end is a budget's model: one run per budget. A file scores/<snapshot>.lock keeps a snapshot unscored (a scorer
 holds one while it scores; a second scorer takes the next snapshot).
 """
 
@@ -119,7 +120,7 @@ def _order(names: list[str]) -> list[str]:
     rule reads budgets from the top until one fails, and a well-trained model's episodes end early (fast)."""
 
     def key(name: str) -> tuple:
-        if name == "full":
+        if name in ("full", "end"):
             return (0, 0.0)
         epoch = float(name[1:])
         return (1 if epoch == int(epoch) else 2, -epoch)
@@ -144,7 +145,7 @@ def score(out: Path, config: Path, wait: bool, reference: Path | None = None) ->
     while True:
         names = [p.name for p in (out / "snapshots").glob("e*") if (p / "model.safetensors").exists()]
         done = (out / "sft.json").exists()
-        names += ["full"] if done and reference is None else []
+        names += ["full" if reference is None else "end"] if done else []  # "end": this run's own end
         todo = [n for n in _order(names) if not (scores / f"{n}.json").exists() and not (scores / f"{n}.lock").exists()]
         if done and not todo:
             return
@@ -156,7 +157,7 @@ def score(out: Path, config: Path, wait: bool, reference: Path | None = None) ->
         name = todo[0]
         (scores / f"{name}.lock").touch()  # a second scorer takes the next one
         full = json.loads(full_scores.read_text()) if name != "full" else None
-        model = out / ("full" if name == "full" else f"snapshots/{name}")
+        model = out / ("full" if name in ("full", "end") else f"snapshots/{name}")
         t0 = time.perf_counter()
         result = score_one(model, seeds, heldout, full)
         (scores / f"{name}.json").write_text(json.dumps(result, default=str) + "\n")
@@ -171,14 +172,11 @@ def pick(out: Path, reference: Path | None = None) -> dict:
 
     lines = (out / "snapshots.jsonl").read_text().splitlines()
     rows = [(out / "scores" / f"{r['name']}.json", r) for r in map(json.loads, lines)]
-    full = reference or out
-    sft = json.loads((full / "sft.json").read_text())
-    rows.append(
-        (
-            full / "scores" / "full.json",
-            {"epoch": sft["sft/epochs"], "step": sft["sft/steps"], "tokens": sft["sft/tokens"]},
-        )
-    )
+    ends = [(reference or out, "full")] + ([(out, "end")] if reference else [])
+    for folder, name in ends:
+        sft = json.loads((folder / "sft.json").read_text())
+        end = {"epoch": sft["sft/epochs"], "step": sft["sft/steps"], "tokens": sft["sft/tokens"]}
+        rows.append((folder / "scores" / f"{name}.json", end))
     scored = []
     for path, row in rows:
         if path.exists():
@@ -199,9 +197,16 @@ if __name__ == "__main__":
     p.add_argument("--reference", type=Path, default=None, help="score/pick: compare with this run's full build")
     p.add_argument("--lr", type=float, default=None, help="train: another SFT learning rate than the config's")
     p.add_argument("--tokens", type=int, default=None, help="train: another SFT token budget than the config's")
+    p.add_argument(
+        "--schedule",
+        choices=["constant_with_warmup", "cosine", "linear"],
+        default=None,
+        help="train: another learning-rate schedule (a decaying one depends on the budget: only the end is a "
+        "budget's model, scored as `end` against --reference)",
+    )
     a = p.parse_args()
     if a.what == "train":
-        changed = {"learning_rate": a.lr, "token_budget": a.tokens}
+        changed = {"learning_rate": a.lr, "token_budget": a.tokens, "lr_schedule": a.schedule}
         train(a.out, a.config, a.processes, a.every, {k: v for k, v in changed.items() if v is not None})
     elif a.what == "score":
         score(a.out, a.config, not a.no_wait, a.reference)

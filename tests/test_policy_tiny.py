@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from rods_core.policy.demo import demo_seeds
 from rods_core.policy.prompting import CHAT_FORMAT, IM_END
 from rods_core.policy.tiny import JSON_PIECES, MODEL_CARD, SPECIAL_TOKENS, load_policy
@@ -100,6 +102,31 @@ def test_sft_stops_at_the_loss_target(tiny_model_dir, tmp_path):
         show_progress=False,
     )
     assert fig["sft/epochs"] == 1.0 and fig["sft/reached_target"]
+
+
+@pytest.mark.parametrize("schedule", ["constant_with_warmup", "cosine", "linear"])
+def test_a_decaying_schedule_reaches_zero_at_the_end_of_the_token_budget(tiny_model_dir, tmp_path, schedule):
+    """The demo's warm start decays its learning rate over its token budget: the last step's rate is 0 (the
+    budget, not max_epochs, sets the horizon); a constant one keeps the configured rate."""
+    from transformers import TrainerCallback
+
+    from rods_core.config import SFTSettings
+    from rods_core.policy.sft import run_sft
+
+    rates = []
+
+    class Rates(TrainerCallback):
+        def on_step_end(self, args, state, control, lr_scheduler=None, **kw):
+            rates.append(lr_scheduler.get_last_lr()[0])
+
+    tasks = demo_seeds()[:2]
+    settings = SFTSettings(
+        max_epochs=50, learning_rate=2e-3, warmup_steps=1, loss_target=1e-9, lr_schedule=schedule, token_budget=3000
+    )
+    fig = run_sft(tiny_model_dir, tmp_path / "sft", tasks, settings, show_progress=False, callbacks=[Rates()])
+    assert fig["sft/steps"] == len(rates) >= 4
+    assert rates[-1] == (2e-3 if schedule == "constant_with_warmup" else 0.0)
+    assert max(rates) == pytest.approx(2e-3, rel=0.2)
 
 
 def test_evaluate_reports_per_category(tiny_model_dir, train_seeds):

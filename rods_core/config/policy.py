@@ -71,6 +71,11 @@ class SFTSettings(BaseModel):
     max_epochs: int = Field(60, ge=1, description="upper bound on epochs")
     learning_rate: float = Field(2e-3, gt=0, description="AdamW learning rate (constant after warmup)")
     warmup_steps: int = Field(20, ge=0, description="linear warmup steps")
+    lr_schedule: Literal["constant_with_warmup", "cosine", "linear"] = Field(
+        "constant_with_warmup",
+        description="the learning rate after warmup: constant, or decayed to 0 at the end of the token budget "
+        "(cosine or linear; with no token_budget, at max_epochs)",
+    )
     batch_size: int = Field(1, ge=1, description="conversations per step (1 avoids padding on CPU)")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay")
     seed: int = Field(0, description="data order and dropout seed")

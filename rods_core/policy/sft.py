@@ -161,7 +161,7 @@ def run_sft(
         ddp_find_unused_parameters=False,  # every parameter is used; True costs an extra graph walk a step
         per_device_train_batch_size=settings.batch_size,
         learning_rate=settings.learning_rate,
-        lr_scheduler_type="constant_with_warmup",
+        lr_scheduler_type=settings.lr_schedule,
         warmup_steps=settings.warmup_steps,
         weight_decay=settings.weight_decay,
         logging_strategy="epoch",
