@@ -170,7 +170,8 @@ def pick(out: Path, reference: Path | None = None) -> dict:
     the snapshots are compared with (default: this run's own)."""
     from bench.sft_budget import Scored, budget_table, pick_budget
 
-    lines = (out / "snapshots.jsonl").read_text().splitlines()
+    snapshots = out / "snapshots.jsonl"  # none with a decaying schedule (only its end is a budget's model)
+    lines = snapshots.read_text().splitlines() if snapshots.exists() else []
     rows = [(out / "scores" / f"{r['name']}.json", r) for r in map(json.loads, lines)]
     ends = [(reference or out, "full")] + ([(out, "end")] if reference else [])
     for folder, name in ends:
