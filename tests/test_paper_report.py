@@ -134,15 +134,16 @@ def test_every_arm_of_one_figure_has_its_own_line_colour():
     assert len(set(colours.values())) == len(arms), colours
 
 
-def designed_experiment(tmp_path):
+def designed_experiment(tmp_path, static_final=0.3):
     """rods, static and offline_small over run seeds 0-2 with the manifest `rods bench paper` writes: the pool,
     the held-out sets, each run's load at its start and the offline arm's M. rods trains on a new variant each
-    step and ends 0.2 + 0.01 x seed above static; offline_small ends 0.1 above static."""
+    step and ends 0.5 + 0.01 x seed; static ends at `static_final` (0.1: flat from its step 0), offline_small
+    at 0.4."""
     folder, runs = tmp_path / "exp", []
     for k in range(3):
         for arm, final, played in (
             ("rods", 0.5 + 0.01 * k, ("v1", "v2", "v3", "v4")),
-            ("static", 0.3, ("s1",) * 4),
+            ("static", static_final, ("s1",) * 4),
             ("offline_small", 0.4, ("s1", "o1", "o2", "s1")),
         ):
             method = "rods" if arm == "rods" else "static"
@@ -214,3 +215,15 @@ def test_paper_report_states_the_sizes_the_load_per_run_and_the_pre_registered_c
         "- Checked, not gating: P_max binds in rods' runs: 2 offer/budget refusals (rods_r0 0, rods_r1 2, rods_r2 0)."
         in md
     )
+
+
+def test_against_a_static_that_did_not_rise_the_sample_efficiency_fractions_are_no_claim(tmp_path):
+    """The design makes no sample-efficiency claim when static's H1 does not rise (the gate fails): reaching a
+    flat static's final figure is reaching its step-0 figure. The report says so above the fractions."""
+    flat = write(designed_experiment(tmp_path / "flat", static_final=0.1), tmp_path / "d1", png=False, log=print)
+    rising = write(designed_experiment(tmp_path / "rising"), tmp_path / "d2", png=False, log=print)
+    section = "## Sample efficiency (rods against static's and the offline arms' final held-out progress)\n\n"
+    flat_md, rising_md = (flat / "summary.md").read_text(), (rising / "summary.md").read_text()
+    assert section + "**Not a claim:** static's H1 progress did not rise by the gate's amount" in flat_md
+    assert "- rods was at or above static's final held-out 0.100 before training" in flat_md  # for the record
+    assert section + "- rods reached static's final held-out" in rising_md and "Not a claim" not in rising_md
