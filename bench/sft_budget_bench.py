@@ -198,6 +198,7 @@ if __name__ == "__main__":
     p.add_argument("--reference", type=Path, default=None, help="score/pick: compare with this run's full build")
     p.add_argument("--lr", type=float, default=None, help="train: another SFT learning rate than the config's")
     p.add_argument("--tokens", type=int, default=None, help="train: another SFT token budget than the config's")
+    p.add_argument("--seed", type=int, default=None, help="train: another SFT seed (data order) than the config's")
     p.add_argument(
         "--schedule",
         choices=["constant_with_warmup", "cosine", "linear"],
@@ -207,7 +208,7 @@ if __name__ == "__main__":
     )
     a = p.parse_args()
     if a.what == "train":
-        changed = {"learning_rate": a.lr, "token_budget": a.tokens, "lr_schedule": a.schedule}
+        changed = {"learning_rate": a.lr, "token_budget": a.tokens, "lr_schedule": a.schedule, "seed": a.seed}
         train(a.out, a.config, a.processes, a.every, {k: v for k, v in changed.items() if v is not None})
     elif a.what == "score":
         score(a.out, a.config, not a.no_wait, a.reference)

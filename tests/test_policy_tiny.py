@@ -244,3 +244,18 @@ def test_model_demo_warm_starts_on_a_memory_benchmarks_seeds_through_its_protoco
     stage = json.loads((out / MODEL_CARD).read_text())["stages"][-1]
     assert stage["stage"] == "sft" and stage["task_ids"] == ids and stage["sft/steps"] >= 1
     assert not (tmp_path / "unused").exists()  # --out, not the config's model.path
+
+
+def test_rods_sft_takes_the_schedule_and_refuses_an_unknown_one(tiny_model_dir, tmp_path):
+    """`rods sft --lr-schedule` reaches the warm start (the model card records it); a typo exits 2."""
+    from typer.testing import CliRunner
+
+    from rods_lab.cli import app
+
+    base = ["sft", "--model", str(tiny_model_dir), "--demo", "--samples", "0", "--max-epochs", "1", "--json"]
+    ok = CliRunner().invoke(app, [*base, "--out", str(tmp_path / "a"), "--lr-schedule", "cosine"])
+    assert ok.exit_code == 0, ok.output
+    card = json.loads((tmp_path / "a" / MODEL_CARD).read_text())
+    assert card["stages"][-1]["settings"]["lr_schedule"] == "cosine"
+    bad = CliRunner().invoke(app, [*base, "--out", str(tmp_path / "b"), "--lr-schedule", "cosin"])
+    assert bad.exit_code == 2 and not (tmp_path / "b").exists()

@@ -164,6 +164,9 @@ def run_sft(
         lr_scheduler_type=settings.lr_schedule,
         warmup_steps=settings.warmup_steps,
         weight_decay=settings.weight_decay,
+        # one fused kernel for every parameter: 3 ms a step on the demo model's CPU build against 11-14 ms for
+        # torch's default per-parameter loop (docs/measurements.md); the same AdamW update
+        optim="adamw_torch_fused",
         logging_strategy="epoch",
         save_strategy="no",
         report_to=report_to,

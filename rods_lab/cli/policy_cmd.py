@@ -8,6 +8,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import get_args
 
 import typer
 
@@ -20,6 +21,7 @@ _S = SFTSettings()
 _C = ComputeSettings()
 _E = EvalConfig()
 PrereqChoice = choices("PrereqChoice", ("all", "fact"))
+LrSchedule = choices("LrSchedule", get_args(SFTSettings.model_fields["lr_schedule"].annotation))
 
 
 def _load_tasks(tasks_file: Path | None, demo: bool, where: str, benchmark=None):
@@ -98,6 +100,9 @@ def sft(
     loss_target: float = typer.Option(_S.loss_target, help="stop when an epoch's mean loss reaches this"),
     max_epochs: int = typer.Option(_S.max_epochs, help="upper bound on epochs"),
     lr: float = typer.Option(_S.learning_rate, help="learning rate"),
+    lr_schedule: LrSchedule = typer.Option(
+        _S.lr_schedule, "--lr-schedule", help="after warmup: constant, or decayed to 0 at the token budget's end"
+    ),
     batch_size: int = typer.Option(_S.batch_size, help="conversations per step"),
     token_budget: int = typer.Option(
         None, "--token-budget", min=1, help="train on about this many tokens, then stop (equal-compute comparisons)"
@@ -139,6 +144,7 @@ def sft(
         loss_target=loss_target,
         max_epochs=max_epochs,
         learning_rate=lr,
+        lr_schedule=lr_schedule.value,
         batch_size=batch_size,
         token_budget=token_budget,
     )
