@@ -86,7 +86,7 @@ test: $(STAMP)
 test-vllm: $(VLLM_STAMP)
 	HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -m vllm tests/test_vllm.py
 
-# The demo's warm-started tiny model (models/tiny-demo, 6-10 min on 2 cores); `rods train` builds it too when missing.
+# The demo's warm-started tiny model (models/tiny-demo, ~5 min on 2 cores); `rods train` builds it too when missing.
 demo-model: $(STAMP)
 	$(BIN)/rods model demo --config configs/demo-cpu.yaml
 
@@ -103,7 +103,7 @@ test-browser-login: $(STAMP)
 
 # The newcomer's journey against a real demo-cpu run and its static twin: Home's counters at the build, wait,
 # start-up, training and finished phases, then Boundary, Review, Compare, Buffer export and Seeds import. The
-# runs build the demo model when it is missing (6-10 min on 2 cores), as on a clean clone; .ci/run runs it.
+# runs build the demo model when it is missing (~5 min on 2 cores), as on a clean clone; .ci/run runs it.
 test-browser-demo: $(STAMP)
 	RODS_BROWSER_REQUIRED=1 $(BIN)/python -m pytest -q -m browser tests/test_browser.py
 

@@ -73,7 +73,7 @@ def test_launch_watch_review_export_import(served, page):
         raise
 
 
-BUILD_S = 1500  # the demo model's build on 2 loaded cores (6-10 min measured), with room
+BUILD_S = 1500  # the demo model's build on 2 loaded cores (~5 min quiet, more loaded), with room
 
 
 def home_says(pg, url: str, name: str) -> dict[str, int]:
