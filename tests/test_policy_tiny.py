@@ -259,3 +259,24 @@ def test_rods_sft_takes_the_schedule_and_refuses_an_unknown_one(tiny_model_dir, 
     assert card["stages"][-1]["settings"]["lr_schedule"] == "cosine"
     bad = CliRunner().invoke(app, [*base, "--out", str(tmp_path / "b"), "--lr-schedule", "cosin"])
     assert bad.exit_code == 2 and not (tmp_path / "b").exists()
+
+
+def test_the_sft_seed_orders_the_data_of_a_several_process_build(tiny_model_dir, tmp_path):
+    """A build with several processes samples with transformers' BatchRebalanceSampler, which its Trainer
+    makes without a seed (always 42): the warm start's trainer hands it `args.seed`, so seeds differ."""
+    from datasets import Dataset
+    from trl import SFTConfig
+
+    from rods_core.policy.sft import _trainer_class, tokenize_demonstrations
+
+    model, tok, prompt = load_policy(tiny_model_dir)
+    rows = tokenize_demonstrations(demo_seeds()[:6], tok, prompt)
+    orders = {}
+    for seed in (7, 8):
+        args = SFTConfig(output_dir=str(tmp_path / str(seed)), train_sampling_strategy="batch_rebalance", seed=seed,
+                         use_cpu=True, report_to="none", max_length=None, per_device_train_batch_size=1)  # fmt: skip
+        trainer = _trainer_class()(model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tok)
+        sampler = trainer._get_train_sampler()
+        assert type(sampler).__name__ == "BatchRebalanceSampler" and sampler.seed == seed
+        orders[seed] = [i for batch in sampler for i in batch]  # it yields each step's indices
+    assert orders[7] != orders[8] and sorted(orders[7]) == sorted(orders[8]) == list(range(6))

@@ -70,7 +70,15 @@ def _trainer_class():
     from trl import SFTTrainer
 
     class ScoredPositionsSFTTrainer(SFTTrainer):
-        """TRL's SFTTrainer with `scored_positions_loss` as its loss."""
+        """TRL's SFTTrainer with `scored_positions_loss` as its loss, and `args.seed` ordering the data of a
+        several-process build too: transformers 5.17's Trainer builds its BatchRebalanceSampler without a seed,
+        so every seed drew the sampler's default order (42)."""
+
+        def _get_train_sampler(self, *args, **kwargs):
+            sampler = super()._get_train_sampler(*args, **kwargs)
+            if hasattr(sampler, "set_epoch") and hasattr(sampler, "seed"):
+                sampler.seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
+            return sampler
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             loss, outputs = scored_positions_loss(
