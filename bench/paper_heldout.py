@@ -68,7 +68,7 @@ def markdown(data: dict) -> list[str]:
     lines = ["## Held-out sets", ""]
     sets = data.get("heldout_sets") or {}
     if sets:
-        lines += [f"- {k}: {v['n']} tasks (sha256 {v['sha256'][:12]}…)" for k, v in sets.items()]
+        lines += [f"- {k}: {v['n']} tasks (its sha256 under Sizes)" for k, v in sets.items()]
         lines += ["", "Shared by every arm and run seed; H1 scored in-run, H2 and H3 on each saved checkpoint.", ""]
     else:
         lines += ["No experiment-level held-out sets: each run's own `eval` (see the settings).", ""]
