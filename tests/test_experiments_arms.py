@@ -56,7 +56,11 @@ def test_an_experiment_shares_its_held_out_sets_scores_every_checkpoint_and_runs
     from bench.paper_report import write
 
     text = (write(out, tmp_path / "report", png=False, log=lambda *_: None) / "summary.md").read_text()
-    assert "- H1: 6 tasks (sha256" in text and "## Transfer (last checkpoint)" in text
+    assert (
+        "- H1: 6 tasks (its sha256 under Sizes)" in text
+        and "- H1: 6 tasks, sha256 `" in text
+        and "## Transfer (last checkpoint)" in text
+    )
     assert "| H3 | offline_small | 2 |" in text and "## Synthesized tasks trained on" in text
     assert "- offline_small: " in text and "distinct tasks outside the seeds" in text
     assert f"- offline_small_r0: {meta['offline']['made']} of M = {meta['offline']['asked']} variants" in text
