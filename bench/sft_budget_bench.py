@@ -11,8 +11,9 @@ Run (a folder of your own, never the demo model's):
     python -m bench.sft_budget_bench pick --out /tmp/sft-budget       # the table and the rule's verdict
 Another arm against the same full build: `train --out /tmp/b --lr 1e-3 --tokens N`, then `score` and `pick` with
 `--out /tmp/b --reference /tmp/sft-budget`; its own end is scored as `end`. A decaying schedule (`--schedule
-cosine --every 100`) depends on its budget, so only that end is a budget's model: one run per budget. A file scores/<snapshot>.lock keeps a snapshot unscored (a scorer
-holds one while it scores; a second scorer takes the next snapshot).
+cosine --every 100`) depends on its budget, so only that end is a budget's model: one run per budget. A file
+scores/<snapshot>.lock keeps a snapshot unscored (a scorer holds one while it scores; a second scorer takes the
+next snapshot).
 """
 
 from __future__ import annotations
@@ -188,6 +189,10 @@ def pick(out: Path, reference: Path | None = None) -> dict:
 
 
 if __name__ == "__main__":
+    from typing import get_args
+
+    from rods_core.config import SFTSettings
+
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("what", choices=["train", "score", "pick"])
     p.add_argument("--out", type=Path, required=True, help="a folder of your own (never models/tiny-demo)")
@@ -201,7 +206,7 @@ if __name__ == "__main__":
     p.add_argument("--seed", type=int, default=None, help="train: another SFT seed (data order) than the config's")
     p.add_argument(
         "--schedule",
-        choices=["constant_with_warmup", "cosine", "linear"],
+        choices=get_args(SFTSettings.model_fields["lr_schedule"].annotation),
         default=None,
         help="train: another learning-rate schedule (a decaying one depends on the budget: only the end is a "
         "budget's model, scored as `end` against --reference)",

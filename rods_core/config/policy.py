@@ -69,7 +69,9 @@ class SFTSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
     loss_target: float = Field(0.02, gt=0, description="stop once an epoch's mean training loss is at or below this")
     max_epochs: int = Field(60, ge=1, description="upper bound on epochs")
-    learning_rate: float = Field(2e-3, gt=0, description="AdamW learning rate (constant after warmup)")
+    learning_rate: float = Field(
+        2e-3, gt=0, description="AdamW learning rate after warmup (its peak when lr_schedule decays)"
+    )
     warmup_steps: int = Field(20, ge=0, description="linear warmup steps")
     lr_schedule: Literal["constant_with_warmup", "cosine", "linear"] = Field(
         "constant_with_warmup",
