@@ -23,6 +23,7 @@ from bench.experiments_heldout import SCORES, SETS, HeldOutSpec, score_checkpoin
 from bench.experiments_heldout import build as build_heldout
 from bench.experiments_heldout import load as load_heldout
 from bench.experiments_offline import OFFLINE_ARMS, offline_m, offline_variants, write_offline_seeds
+from rods_core.checkpoint import checkpoint_step, last_checkpoint
 from rods_core.config import METHODS, RunConfig
 from rods_core.tasksets import select_seeds
 from storage.reader import RunReader
@@ -123,7 +124,8 @@ def run(
     log=print,
     heldout: HeldOutSpec | None = None,
 ) -> Path:
-    """Run every arm x repeat into `out` (skipping runs already complete there); returns the folder. With
+    """Run every arm x repeat into `out` (skipping runs already complete there, resuming runs cut short from their
+    last checkpoint); returns the folder. With
     `heldout`, the experiment's held-out sets are made once (or read back, hash-checked) before any run, every
     run is evaluated on H1 in-run and each of its checkpoints on H2 and H3 after it."""
     sets = dict(sets or {})
@@ -160,12 +162,17 @@ def run(
         settings["heldout_sets"] = {k: {"n": v["n"], "sha256": v["sha256"]} for k, v in held[0]["sets"].items()}
     t0, spent = time.perf_counter(), []
     for i, (run_id, arm, k, cfg) in enumerate(todo):
-        shutil.rmtree(out / "runs" / run_id, ignore_errors=True)  # a run cut short restarts from scratch
+        # a run cut short resumes from its last checkpoint (the figures of the run uninterrupted: tests/
+        # test_resume_exact.py); one cut before its first checkpoint starts again from nothing
+        ckpt = last_checkpoint(out / "runs" / run_id)
+        if ckpt is None:
+            shutil.rmtree(out / "runs" / run_id, ignore_errors=True)
         extra = prepare_offline(out, arm, k, cfg, pool, held[1] if held else {}, log) if arm in OFFLINE_ARMS else {}
         load = os.getloadavg()[0]  # what else ran as this run started (the report says whether it was quiet)
         # "method" names the arm, so `rods bench curriculum-pool` numbers an ablation's repeats apart from rods'
         meta = {
-            **launch(run_id, cfg, out, timeout_s, log),
+            **launch(run_id, cfg, out, timeout_s, log, resume=ckpt is not None),
+            "resumed_from": checkpoint_step(ckpt) if ckpt else None,
             "method": arm,
             "arm": arm,
             "load_1min_at_start": round(load, 2),

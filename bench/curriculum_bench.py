@@ -77,16 +77,18 @@ def run_configs(
     return plans
 
 
-def launch(run_id: str, cfg: RunConfig, out: Path, timeout_s: float | None, log=print) -> dict:
-    """One `rods train` subprocess; its output goes to logs/<run id>.log."""
+def launch(run_id: str, cfg: RunConfig, out: Path, timeout_s: float | None, log=print, resume: bool = False) -> dict:
+    """One `rods train` subprocess (`resume`: of the run folder there, from its last checkpoint); its output goes to
+    logs/<run id>.log, appended to on a resume."""
     cfg_file = out / "configs" / f"{run_id}.yaml"
     cfg_file.parent.mkdir(parents=True, exist_ok=True)
     cfg_file.write_text(dump_config(cfg))
     log_file = out / "logs" / f"{run_id}.log"
     log_file.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "rods_lab.cli", "train", "--config", str(cfg_file), "--run-id", run_id]
+    how = ["--resume", run_id] if resume else ["--run-id", run_id]
+    cmd = [sys.executable, "-m", "rods_lab.cli", "train", "--config", str(cfg_file), *how]
     t0 = time.perf_counter()
-    with log_file.open("w") as fh:
+    with log_file.open("a" if resume else "w") as fh:
         try:
             rc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout_s).returncode
         except subprocess.TimeoutExpired:

@@ -20,10 +20,15 @@ def checkpoint_dir(run_dir: str | Path, step: int) -> Path:
     return Path(run_dir) / "checkpoints" / f"checkpoint-{step}"
 
 
+def checkpoint_step(ckpt: Path) -> int:
+    """The step a checkpoint folder (`checkpoint-N`) was saved at."""
+    return int(ckpt.name.split("-")[1])
+
+
 def last_checkpoint(run_dir: str | Path) -> Path | None:
     """The newest checkpoint whose RODS state was written completely, or None."""
     ckpts = [c for c in (Path(run_dir) / "checkpoints").glob("checkpoint-*") if c.name.split("-")[1].isdigit()]
-    ckpts = sorted((c for c in ckpts if (c / STATE_FILE).exists()), key=lambda c: int(c.name.split("-")[1]))
+    ckpts = sorted((c for c in ckpts if (c / STATE_FILE).exists()), key=checkpoint_step)
     return ckpts[-1] if ckpts else None
 
 

@@ -11,7 +11,7 @@ run the same code with a source that never changes.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,18 @@ from rods_core.trainer import RolloutReport
 
 MAX_DECISION_PAYLOAD = 1_000_000  # characters of JSON; an edited task is a few KB
 MAX_REASON = 2_000  # a reason is shown in the app and stored in the database: bounded
+
+
+@dataclass
+class Asked:
+    """A synthesis job asked of the worker and not yet taken back: what a resumed run asks again, exactly."""
+
+    parent: str
+    n: int
+    seed: int
+    due: int  # synthesis.deterministic: the step it is taken back at
+    known: int  # variants the worker had handed out when it was asked: the job saw only those
+    task: Task  # the parent as asked (a decision may remove it from the pools before the job is back)
 
 
 @dataclass
@@ -75,8 +87,7 @@ class RodsStep:
             self.worker = SynthWorker(cfg.synthesis, pool_keys={t.content_key() for t in seeds}, job=job)
             # the leak guard's test keys (BFCL's: ~0.3 s) built here, not inside the first step that synthesizes
             self.leak_reason(seeds[0])
-        self._asked: list[tuple[str, int]] = []  # (parent, variants) asked of the worker, not yet back
-        self._due: list[int] = []  # synthesis.deterministic: the step each job in `_asked` is taken back at
+        self._asked: list[Asked] = []  # jobs asked of the worker, not yet back, in the order asked
         self.heldout = heldout_keys(cfg.synthesis.exclude, bench)  # content key -> the held-out set's name
         self._pools_version: str | None = None  # the pools last reported in a StepOutcome
 
@@ -128,7 +139,7 @@ class RodsStep:
         out.events["buffer"] = [_move_row(m) for m in moves]
         out.metrics = {**self._metrics(report, matrix), **synth_metrics}
         out.pools = self._changed_pools()
-        out.digest = digest(self.state_dict())
+        out.digest = digest(self._shared_state())
         return out
 
     def _task_row(self, step: int, tid: str, n: int) -> dict:
@@ -194,7 +205,7 @@ class RodsStep:
             return [], [], [], {}
         n = self.cfg.synthesis.n_per_parent
         # admission control: ask only for what the buffer could still admit, counting what is in flight
-        room = self.source.room() - sum(k for _, k in self._asked)
+        room = self.source.room() - sum(a.n for a in self._asked)
         k = min(self.cfg.synthesis.parents_per_step, max(0, math.ceil(room / n)))
         parents = self.source.boundary_tasks(k)  # every rank: keeps the buffer's RNGs in step
         accepted, rows, refused = [], [], 0
@@ -210,9 +221,9 @@ class RodsStep:
                     continue
                 # a repeatable run counts its own untaken jobs against the queue, never what happens to be done
                 full = fixed and len(self._asked) >= self.cfg.synthesis.queue_size
-                if not full and self.worker.submit(self.source.task(tid), n, seed=seed):
-                    self._asked.append((tid, n))
-                    self._due.append(step + self.cfg.synthesis.apply_after)
+                parent, known = self.source.task(tid), len(self.worker.handed_out)
+                if not full and self.worker.submit(parent, n, seed=seed):
+                    self._asked.append(Asked(tid, n, seed, step + self.cfg.synthesis.apply_after, known, parent))
                 else:
                     refused += 1
             for result in self._results(step):
@@ -244,13 +255,13 @@ class RodsStep:
         the order asked (waiting for a late one); else whatever has finished."""
         if not self.cfg.synthesis.deterministic:
             return self.worker.drain()
-        due = sum(d <= step for d in self._due)  # a prefix: jobs fall due in the order they were asked
-        del self._due[:due]
+        # a prefix: jobs fall due in the order they were asked; each is forgotten as its result is applied
+        due = next((i for i, a in enumerate(self._asked) if a.due > step), len(self._asked))
         return self.worker.collect(due)
 
     def _forget_asked(self, parent_id: str) -> None:
-        for i, (tid, _) in enumerate(self._asked):
-            if tid == parent_id:
+        for i, a in enumerate(self._asked):
+            if a.parent == parent_id:
                 del self._asked[i]
                 return
 
@@ -284,14 +295,34 @@ class RodsStep:
         return {self.source.task(t).content_key() for t in self.all_ids()}
 
     # ----- checkpoint ----------------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
+    def _shared_state(self) -> dict[str, Any]:
+        """The state every rank holds alike (its digest is compared across ranks)."""
         return {"source": self.source.state_dict(), "trajectories": self.trajectories, "tokens": self.tokens}
+
+    def state_dict(self) -> dict[str, Any]:
+        """The shared state, and on the rank that synthesizes, the worker's: the variants it handed out and the
+        jobs in flight with their parents, so a resumed run asks them again as they were first asked."""
+        state = self._shared_state()
+        if self.worker is not None:
+            state["synthesis"] = {
+                "handed_out": list(self.worker.handed_out),
+                "asked": [{**asdict(a), "task": a.task.to_record()} for a in self._asked],
+            }
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.source.load_state_dict(state["source"])
         self.trajectories = int(state["trajectories"])
         # a checkpoint may hold no token counts: they start empty
         self.tokens = {str(k): float(v) for k, v in state.get("tokens", {}).items()}
+        synthesis = state.get("synthesis")  # absent from a checkpoint written before the worker's state was kept
+        if self.worker is None or synthesis is None:
+            return
+        self.worker.restore(synthesis["handed_out"])
+        for job in synthesis["asked"]:
+            asked = Asked(**{**job, "task": self.task_type.model_validate(job["task"])})
+            if self.worker.submit(asked.task, asked.n, seed=asked.seed, known=asked.known):
+                self._asked.append(asked)
 
     def close(self) -> None:
         if self.worker is not None:

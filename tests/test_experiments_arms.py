@@ -64,3 +64,26 @@ def test_an_experiment_shares_its_held_out_sets_scores_every_checkpoint_and_runs
     assert "| H3 | offline_small | 2 |" in text and "## Synthesized tasks trained on" in text
     assert "- offline_small: " in text and "distinct tasks outside the seeds" in text
     assert f"- offline_small_r0: {meta['offline']['made']} of M = {meta['offline']['asked']} variants" in text
+
+
+def test_a_run_cut_short_resumes_from_its_last_checkpoint_when_the_experiment_is_run_again(
+    tmp_path, tiny_model_dir, monkeypatch
+):
+    base = tmp_path / "base.yaml"
+    base.write_text(yaml.safe_dump(smoke_config(tmp_path, tiny_model_dir)))
+    spec = HeldOutSpec(h1_per_seed=1, h2_seeds=1, h2_per_seed=2, h3=2)
+    args = (16, ["static"], 1, base, 2)  # 4 steps; with held-out sets, a checkpoint at each evaluation (2, 4)
+    monkeypatch.setenv("RODS_FAULT", "step_end:3")  # rods_core.loop._fault: SIGKILL in step 3, after checkpoint-2
+    out = run(*args, out=tmp_path / "exp", log=lambda *_: None, heldout=spec)
+    (meta,) = json.loads((out / "manifest.json").read_text())["runs"]
+    assert meta["status"] == "failed (-9)" and meta["resumed_from"] is None
+    monkeypatch.delenv("RODS_FAULT")
+
+    run(*args, out=out, log=lambda *_: None, heldout=spec)
+    (meta,) = json.loads((out / "manifest.json").read_text())["runs"]
+    assert meta["status"] == "finished" and meta["resumed_from"] == 2
+    log = (out / "logs" / "static_r0.log").read_text()
+    assert "resuming static_r0 from checkpoint-2" in log
+    reader = RunReader(out / "runs" / "static_r0")
+    assert reader.query("select step from step order by step").step.tolist() == [1, 2, 3, 4]
+    assert reader.eval_curve().step.tolist() == [0, 2, 4]

@@ -260,6 +260,8 @@ class SynthWorker:
         self.cfg = cfg or SynthesisConfig()
         self._job = job or _job
         self.pool_keys: set[str] = set(pool_keys or ())
+        self._given = frozenset(self.pool_keys)
+        self.handed_out: list[str] = []  # content keys of the variants handed out, in order (a job sees a prefix)
         self._pending: list[tuple[Future, str]] = []
         self._executor: Executor = (
             # spawn, not fork: forking a trainer that holds torch threads can deadlock the child.
@@ -270,8 +272,10 @@ class SynthWorker:
         self.submitted = 0
         self.refused = 0
 
-    def submit(self, parent: Task, n: int | None = None, seed: int | None = None) -> bool:
-        """Queue a parent (`n` variants, default n_per_parent; `seed`, default the config's).
+    def submit(self, parent: Task, n: int | None = None, seed: int | None = None, known: int | None = None) -> bool:
+        """Queue a parent (`n` variants, default n_per_parent; `seed`, default the config's). `known`: the job
+        avoids only the first `known` variants handed out (a resumed run asking again what it asked before its
+        checkpoint, when fewer had been handed out); default all of them.
 
         Returns False, queueing nothing, when `queue_size` jobs are already waiting or running: the
         caller never blocks, and a refused parent is simply not synthesized this time (`refused` counts
@@ -281,7 +285,8 @@ class SynthWorker:
             self.refused += 1
             return False
         cfg = self.cfg if seed is None else self.cfg.model_copy(update={"seed": seed})
-        fut = self._executor.submit(self._job, parent, n or self.cfg.n_per_parent, set(self.pool_keys), cfg)
+        keys = set(self.pool_keys) if known is None else self._given | set(self.handed_out[:known])
+        fut = self._executor.submit(self._job, parent, n or self.cfg.n_per_parent, keys, cfg)
         self._pending.append((fut, parent.id))
         self.submitted += 1
         return True
@@ -310,7 +315,13 @@ class SynthWorker:
                 attempt.outcomes[-1] = StageOutcome("augment", False, "duplicates a variant handed out earlier")
             else:
                 self.pool_keys.add(key)
+                self.handed_out.append(key)
         return res
+
+    def restore(self, handed_out: list[str]) -> None:
+        """A resumed run's worker: the variants handed out before its checkpoint count as handed out."""
+        self.handed_out = list(handed_out)
+        self.pool_keys = set(self._given) | set(handed_out)
 
     @property
     def in_flight(self) -> int:

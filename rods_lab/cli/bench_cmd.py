@@ -100,7 +100,9 @@ def paper(
     config: Path = typer.Option(Path("configs/demo-cpu.yaml"), "--config", "-c", help="the base run config"),
     evals: int = typer.Option(6, min=1, help="held-out evaluations per run (plus step 0)"),
     sets: list[str] = typer.Option([], "--set", help="override a field of every run, e.g. --set eval.limit=100"),
-    out: Path = typer.Option(None, help="output folder; the same folder again reruns only the unfinished runs"),
+    out: Path = typer.Option(
+        None, help="output folder; the same folder again resumes each unfinished run from its last checkpoint"
+    ),
     timeout: float = typer.Option(None, help="seconds allowed per run (default: no limit)"),
     heldout: str = typer.Option(
         "h1=8,h2=16x4,h3=100",
