@@ -160,6 +160,10 @@ def run(
     held = prepare_heldout(plans[0][3], pool, heldout, out / "heldout", log) if heldout else None
     if held is not None:
         settings["heldout_sets"] = {k: {"n": v["n"], "sha256": v["sha256"]} for k, v in held[0]["sets"].items()}
+    if held is not None:  # a run that finished training but was cut short while its checkpoints were scored
+        for run_id, _, _, cfg in plans:
+            if is_complete(out / "runs" / run_id, steps) and not (out / "runs" / run_id / SCORES).is_file():
+                score_checkpoints(out / "runs" / run_id, {n: held[1][n] for n in ("H2", "H3")}, cfg, log)
     t0, spent = time.perf_counter(), []
     for i, (run_id, arm, k, cfg) in enumerate(todo):
         # a run cut short resumes from its last checkpoint (the figures of the run uninterrupted: tests/

@@ -87,3 +87,9 @@ def test_a_run_cut_short_resumes_from_its_last_checkpoint_when_the_experiment_is
     reader = RunReader(out / "runs" / "static_r0")
     assert reader.query("select step from step order by step").step.tolist() == [1, 2, 3, 4]
     assert reader.eval_curve().step.tolist() == [0, 2, 4]
+    # cut short again after training, while its checkpoints were scored: the next run of the experiment scores them
+    scores = out / "runs" / "static_r0" / SCORES
+    written = scores.read_text()
+    scores.unlink()
+    run(*args, out=out, log=lambda *_: None, heldout=spec)
+    assert scores.read_text() == written
