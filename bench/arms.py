@@ -123,9 +123,11 @@ def run(
     timeout_s: float | None = None,
     log=print,
     heldout: HeldOutSpec | None = None,
+    only: list[str] | None = None,
 ) -> Path:
     """Run every arm x repeat into `out` (skipping runs already complete there, resuming runs cut short from their
-    last checkpoint); returns the folder. With
+    last checkpoint); returns the folder. `only` names the runs of the plan to run now (one repeat per machine or
+    per sitting); the others are left as they are, and the manifest lists them as not run. With
     `heldout`, the experiment's held-out sets are made once (or read back, hash-checked) before any run, every
     run is evaluated on H1 in-run and each of its checkpoints on H2 and H3 after it."""
     sets = dict(sets or {})
@@ -134,10 +136,16 @@ def run(
     steps, every, per_step = plan_steps(plans[0][3], budget, evals)
     n_evals = len(range(every, steps + 1, every)) + (steps % every != 0)
     eval_tasks = plans[0][3].eval.limit or 0
-    todo = [p for p in plans if not is_complete(out / "runs" / p[0], steps)]
+    unknown = sorted(set(only or ()) - {p[0] for p in plans})
+    if unknown:
+        raise ValueError(f"--only: {', '.join(unknown)} not in this plan (its runs: {', '.join(p[0] for p in plans)})")
+    unfinished = [p for p in plans if not is_complete(out / "runs" / p[0], steps)]
+    todo = [p for p in unfinished if not only or p[0] in only]
     est = estimate_s(arms, repeats, steps, n_evals, eval_tasks) * len(todo) / len(plans)
     log(
-        f"paper: {len(plans)} runs ({len(plans) - len(todo)} already complete) x {steps} steps x {per_step} "
+        f"paper: {len(plans)} runs ({len(plans) - len(unfinished)} already complete"
+        f"{f', {len(unfinished) - len(todo)} left for later (--only)' if len(unfinished) > len(todo) else ''}) "
+        f"x {steps} steps x {per_step} "
         f"trajectories, {n_evals} evaluations (and one at step 0) of {eval_tasks or 'the H1'} tasks each; estimated "
         f"{est / 60:.0f} min (figures of a loaded 2-core machine; the log updates the estimate after each run) into {out}"
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import yaml
 
 from bench.arms import offline_file, run
@@ -93,3 +94,19 @@ def test_a_run_cut_short_resumes_from_its_last_checkpoint_when_the_experiment_is
     scores.unlink()
     run(*args, out=out, log=lambda *_: None, heldout=spec)
     assert scores.read_text() == written
+
+
+def test_only_runs_the_named_runs_of_the_plan_and_lists_the_others_as_not_run(tmp_path, tiny_model_dir):
+    base = tmp_path / "base.yaml"
+    base.write_text(yaml.safe_dump(smoke_config(tmp_path, tiny_model_dir)))
+    args = (8, ["static"], 2, base, 1)  # 2 steps, repeats 0 and 1
+    with pytest.raises(ValueError, match="static_r2 not in this plan"):
+        run(*args, out=tmp_path / "exp", log=lambda *_: None, only=["static_r2"])
+    assert not (tmp_path / "exp").exists()  # refused before anything was written
+
+    lines = []
+    out = run(*args, out=tmp_path / "exp", log=lines.append, only=["static_r1"])
+    assert "2 runs (0 already complete, 1 left for later (--only))" in lines[0]
+    runs = {m["run"]: m for m in json.loads((out / "manifest.json").read_text())["runs"]}
+    assert runs["static_r1"]["status"] == "finished" and runs["static_r0"]["status"] == "not run"
+    assert not (out / "runs" / "static_r0").exists()

@@ -109,6 +109,9 @@ def paper(
         help="held-out sets made once and shared by every run: H1 variants per pool seed, H2 seeds x variants "
         "outside the pool, H3 test-split tasks (bench/experiments_heldout.py); none = the config's eval",
     ),
+    only: str = typer.Option(
+        None, help="comma-separated run ids of the plan (e.g. static_r1) to run now; the others are left as they are"
+    ),
 ) -> None:
     """The paper's comparison: arms x K repeats on one budget, with a time estimate; restartable per run.
 
@@ -121,9 +124,9 @@ def paper(
 
     try:
         spec = parse_spec(heldout)
-        folder = run(
-            budget, parse_arms(arms), repeats, config, evals, parse_overrides(sets), out, timeout, typer.echo, spec
-        )
+        runs = [r.strip() for r in only.split(",") if r.strip()] if only else None
+        overrides = parse_overrides(sets)
+        folder = run(budget, parse_arms(arms), repeats, config, evals, overrides, out, timeout, typer.echo, spec, runs)
         write(folder, folder / "report", log=typer.echo)
     except (ValueError, ConfigError) as e:
         fail(str(e))
