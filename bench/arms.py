@@ -10,6 +10,7 @@ every run whose event log holds all its steps and reruns the others from scratch
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -19,10 +20,19 @@ from pathlib import Path
 
 from bench.curriculum_bench import design_settings, ensure_model_once, launch, plan_steps, run_configs
 from bench.experiments import EXPERIMENTS
-from bench.experiments_heldout import SCORES, SETS, HeldOutSpec, score_checkpoints, score_folders, warm_start_tasks
+from bench.experiments_heldout import (
+    SCORES,
+    SETS,
+    HeldOutSpec,
+    score_checkpoints,
+    score_folders,
+    sha256,
+    warm_start_tasks,
+)
 from bench.experiments_heldout import build as build_heldout
 from bench.experiments_heldout import load as load_heldout
 from bench.experiments_offline import OFFLINE_ARMS, offline_m, offline_variants, write_offline_seeds
+from bench.machine import cpu_kernels
 from rods_core.checkpoint import checkpoint_step, last_checkpoint
 from rods_core.config import METHODS, RunConfig
 from rods_core.tasksets import select_seeds
@@ -163,6 +173,9 @@ def run(
     if changed:
         raise ValueError(f"{out}: holds runs of another design ({', '.join(changed)} differ); give a new --out")
     ensure_model_once(plans[0][3], log)
+    model = Path(plans[0][3].model.path)
+    settings |= {"model": str(model), "model_sha256": weights_sha256(model), "cpu_kernels": cpu_kernels()}
+    check_repeatable(before["settings"], settings, out)
     pool = select_seeds(plans[0][3])
     settings["pool"] = [t.id for t in pool]
     held = prepare_heldout(plans[0][3], pool, heldout, out / "heldout", log) if heldout else None
@@ -201,6 +214,34 @@ def run(
     runs = [done.get(p[0]) or {"run": p[0], "arm": p[1], "status": _status(out / "runs" / p[0], steps)} for p in plans]
     manifest.write_text(json.dumps({"settings": settings, "runs": runs}, indent=2))
     return out
+
+
+def weights_sha256(folder: Path) -> str | None:
+    """sha256 of a model folder's weights: of model.safetensors itself where there is one file (the figure the
+    experiment docs quote), else of the shards' names and hashes; None for a folder with no safetensors."""
+    files = sorted(Path(folder).glob("*.safetensors")) if Path(folder).is_dir() else []
+    if len(files) == 1:
+        return sha256(files[0])
+    shards = "\n".join(f"{f.name} {sha256(f)}" for f in files)
+    return hashlib.sha256(shards.encode()).hexdigest() if files else None
+
+
+def check_repeatable(recorded: dict, now: dict, out: Path) -> None:
+    """Refuse runs that could not repeat the folder's runs: another model (its weights' sha256) or another set of
+    torch's CPU kernels (bench/machine.py). A folder that recorded neither (older code) is not checked."""
+    problems = []
+    if recorded.get("cpu_kernels") and recorded["cpu_kernels"] != now["cpu_kernels"]:
+        problems.append(
+            f"its runs used torch's {recorded['cpu_kernels']} CPU kernels and this machine's are "
+            f"{now['cpu_kernels']}, which round differently (set ATEN_CPU_CAPABILITY={recorded['cpu_kernels'].lower()})"
+        )
+    if recorded.get("model_sha256") and recorded["model_sha256"] != now["model_sha256"]:
+        problems.append(
+            f"its runs trained weights of sha256 {recorded['model_sha256']} and {now['model']} holds "
+            f"{now['model_sha256']} (rebuild that model, with the kernels it was built with)"
+        )
+    if problems:
+        raise ValueError(f"{out}: runs here would not repeat its runs: {'; '.join(problems)}; or give a new --out")
 
 
 def prepare_heldout(cfg: RunConfig, pool: list, spec: HeldOutSpec, folder: Path, log=print) -> tuple[dict, dict]:

@@ -38,6 +38,19 @@ def _version(pkg: str) -> str | None:
         return None
 
 
+def cpu_kernels() -> str | None:
+    """The vector instruction set torch's own CPU kernels dispatch to ("AVX2", "AVX512", ...), or None without
+    torch. Softmax, norms and reductions round differently under each, so a CPU run repeats bit for bit only
+    under one set; ATEN_CPU_CAPABILITY=avx2 gives an AVX-512 machine an AVX2 machine's kernels
+    (docs/experiments/determinism.md)."""
+    try:
+        import torch
+
+        return torch.backends.cpu.get_cpu_capability()
+    except Exception:  # noqa: BLE001 - a broken torch install must not stop a report
+        return None
+
+
 def describe() -> dict:
     """CPU, cores, RAM, the 1-minute load average when measured (other jobs share the cores) and versions."""
     load = psutil.getloadavg()[0]
@@ -53,6 +66,7 @@ def describe() -> dict:
         "cores": psutil.cpu_count(),
         "ram_gib": _ram_gib(),
         "gpu": gpu,
+        "cpu_kernels": cpu_kernels(),
         "load_1min": round(load, 2) if load is not None else None,
         "python": platform.python_version(),
         **{pkg: _version(pkg) for pkg in ("torch", "trl", "transformers", "duckdb")},

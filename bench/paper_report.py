@@ -277,6 +277,11 @@ def markdown(data: dict, figures: list[str]) -> str:
         f"Arms {', '.join(s.get('arms') or s.get('methods') or [])}; K = {s.get('repeats')}; "
         f"{s.get('max_steps')} steps x {s.get('trajectories_per_step')} trajectories per run; "
         f"held-out evaluation every {s.get('eval_every')} steps; machine {data['machine']}.",
+        *(  # what else fixes every run's floats (recorded since the restart check; bench/arms.py)
+            [f"Model `{s['model']}`, weights sha256 `{s['model_sha256']}`; torch's CPU kernels {s['cpu_kernels']}."]
+            if s.get("model_sha256")
+            else []
+        ),
         "",
         *criteria_markdown(data["criteria"], data["side_checks"]),
         *paired_markdown(data),

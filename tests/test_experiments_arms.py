@@ -5,12 +5,16 @@ M measured from rods' run of the same repeat; the report says all of it (static'
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 import yaml
 
 from bench.arms import offline_file, run
-from bench.experiments_heldout import SCORES, HeldOutSpec, load, parse_spec
+from bench.experiments_heldout import SCORES, HeldOutSpec, load, parse_spec, sha256
+from bench.machine import cpu_kernels
 from storage.reader import RunReader
 from tests.app_helpers import smoke_config
 
@@ -63,6 +67,9 @@ def test_an_experiment_shares_its_held_out_sets_scores_every_checkpoint_and_runs
         and "## Transfer (last checkpoint)" in text
     )
     assert "| H3 | offline_small | 2 |" in text and "## Synthesized tasks trained on" in text
+    assert (
+        f"weights sha256 `{sha256(tiny_model_dir / 'model.safetensors')}`; torch's CPU kernels {cpu_kernels()}." in text
+    )
     assert "- offline_small: " in text and "distinct tasks outside the seeds" in text
     assert f"- offline_small_r0: {meta['offline']['made']} of M = {meta['offline']['asked']} variants" in text
 
@@ -110,3 +117,24 @@ def test_only_runs_the_named_runs_of_the_plan_and_lists_the_others_as_not_run(tm
     runs = {m["run"]: m for m in json.loads((out / "manifest.json").read_text())["runs"]}
     assert runs["static_r1"]["status"] == "finished" and runs["static_r0"]["status"] == "not run"
     assert not (out / "runs" / "static_r0").exists()
+
+    # what else fixes the floats is recorded; a restart under other CPU kernels or another model is refused
+    manifest = json.loads((out / "manifest.json").read_text())
+    kernels, model_sha = manifest["settings"]["cpu_kernels"], manifest["settings"]["model_sha256"]
+    assert kernels and model_sha == sha256(tiny_model_dir / "model.safetensors")
+    for field, other, fix in (
+        ("cpu_kernels", "SVE256", "ATEN_CPU_CAPABILITY=sve256"),
+        ("model_sha256", "0" * 64, "rebuild"),
+    ):
+        (out / "manifest.json").write_text(json.dumps({**manifest, "settings": {**manifest["settings"], field: other}}))
+        with pytest.raises(ValueError, match=f"would not repeat its runs: .*{fix}"):
+            run(*args, out=out, log=lambda *_: None, only=["static_r0"])
+        assert not (out / "runs" / "static_r0").exists()
+
+
+def test_cpu_kernels_names_the_instruction_set_torch_dispatches_to_and_follows_its_cap():
+    code = "from bench.machine import cpu_kernels; print(cpu_kernels())"
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": "default"}
+    capped = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert capped.stdout.strip() == "DEFAULT"  # the portable kernels, on any machine
+    assert cpu_kernels() not in (None, "")
