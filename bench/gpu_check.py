@@ -1,5 +1,5 @@
 """The GPU check: one prepared script for one CUDA GPU, with no hub access, that runs the project's real path at a
-real model size and fits in 8 minutes on an H100/H200 (about 5 measured nowhere yet: no GPU ran it).
+real model size and fits in 8 minutes on an H100/H200 (237 s on an H200 with --no-vllm: docs/measurements.md).
 
 1. the policy: `--model` (a folder, or a hub id already in the local Hugging Face cache), else a ~0.5B-parameter
    Qwen3-architecture model built from a config (the tiny model's tokenizer, `--hidden 1536 --layers 16`) and
