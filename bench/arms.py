@@ -185,6 +185,9 @@ def run(
         for run_id, _, _, cfg in plans:
             if is_complete(out / "runs" / run_id, steps) and not (out / "runs" / run_id / SCORES).is_file():
                 score_checkpoints(out / "runs" / run_id, {n: held[1][n] for n in ("H2", "H3")}, cfg, log)
+    # recorded before any run starts: a bench killed mid-run (a machine handed back) leaves the kernels and the
+    # model its run used, so that run's resume is checked as a finished run's would be
+    write_manifest(manifest, settings, [done[p[0]] for p in plans if p[0] in done])
     t0, spent = time.perf_counter(), []
     for i, (run_id, arm, k, cfg) in enumerate(todo):
         # a run cut short resumes from its last checkpoint (the figures of the run uninterrupted: tests/
@@ -208,12 +211,19 @@ def run(
         spent.append(meta["wall_s"])
         left = (len(todo) - i - 1) * sum(spent) / len(spent)
         log(f"  {i + 1}/{len(todo)} done; about {left / 60:.0f} min left at the measured pace")
-        runs = [done[p[0]] for p in plans if p[0] in done]
-        manifest.write_text(json.dumps({"settings": settings, "runs": runs}, indent=2))
+        write_manifest(manifest, settings, [done[p[0]] for p in plans if p[0] in done])
     settings["wall_s"] = round(time.perf_counter() - t0, 1)
     runs = [done.get(p[0]) or {"run": p[0], "arm": p[1], "status": _status(out / "runs" / p[0], steps)} for p in plans]
-    manifest.write_text(json.dumps({"settings": settings, "runs": runs}, indent=2))
+    write_manifest(manifest, settings, runs)
     return out
+
+
+def write_manifest(path: Path, settings: dict, runs: list[dict]) -> None:
+    """The experiment's record, replaced whole (temp file + rename): a bench killed while writing it leaves the
+    previous one."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps({"settings": settings, "runs": runs}, indent=2))
+    os.replace(tmp, path)
 
 
 def weights_sha256(folder: Path) -> str | None:

@@ -12,6 +12,7 @@ import sys
 import pytest
 import yaml
 
+from bench import arms
 from bench.arms import offline_file, run
 from bench.experiments_heldout import SCORES, HeldOutSpec, load, parse_spec, sha256
 from bench.machine import cpu_kernels
@@ -103,13 +104,26 @@ def test_a_run_cut_short_resumes_from_its_last_checkpoint_when_the_experiment_is
     assert scores.read_text() == written
 
 
-def test_only_runs_the_named_runs_of_the_plan_and_lists_the_others_as_not_run(tmp_path, tiny_model_dir):
+def test_only_runs_the_named_runs_of_the_plan_and_lists_the_others_as_not_run(tmp_path, tiny_model_dir, monkeypatch):
     base = tmp_path / "base.yaml"
     base.write_text(yaml.safe_dump(smoke_config(tmp_path, tiny_model_dir)))
     args = (8, ["static"], 2, base, 1)  # 2 steps, repeats 0 and 1
     with pytest.raises(ValueError, match="static_r2 not in this plan"):
         run(*args, out=tmp_path / "exp", log=lambda *_: None, only=["static_r2"])
     assert not (tmp_path / "exp").exists()  # refused before anything was written
+
+    # a bench killed in its first run (KeyboardInterrupt stands in for the kill) has already recorded what fixes
+    # the floats, so that run's resume is checked below as a finished run's is
+    def killed(*_a, **_k):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(arms, "launch", killed)
+        with pytest.raises(KeyboardInterrupt):
+            run(*args, out=tmp_path / "exp", log=lambda *_: None, only=["static_r1"])
+    recorded = json.loads((tmp_path / "exp" / "manifest.json").read_text())
+    assert recorded["runs"] == [] and recorded["settings"]["cpu_kernels"] == cpu_kernels()
+    assert recorded["settings"]["model_sha256"] == sha256(tiny_model_dir / "model.safetensors")
 
     lines = []
     out = run(*args, out=tmp_path / "exp", log=lines.append, only=["static_r1"])
