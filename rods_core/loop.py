@@ -27,7 +27,7 @@ from rods_core.benchmarks.protocols import Benchmark
 from rods_core.benchmarks.scratch import run_scratch
 from rods_core.checkpoint import checkpoint_dir, last_checkpoint, load_state, save_state
 from rods_core.config import RunConfig, dump_config
-from rods_core.ranks import Ranks, sharding_refusal
+from rods_core.ranks import Ranks, launch_refusal
 from rods_core.recording import Decision, NullRecorder, OpenRecorder, RunRecorder
 from rods_core.rollout import episode_benchmark
 from rods_core.step import RodsStep, StepOutcome
@@ -305,7 +305,7 @@ def check_run_inputs(
     from rods_core.tasks import TaskFileError
     from rods_core.tasksets import TaskSetError, select_seeds
 
-    refusal = sharding_refusal(os.environ, cfg.grpo.use_cpu)
+    refusal = launch_refusal(os.environ, cfg.grpo.use_cpu, cfg.grpo.bf16, cfg.grpo.shared_prompt)
     if refusal:
         raise RunSetupError(refusal)
     run_id = ranks.share(run_id or new_run_id(cfg.name))

@@ -96,18 +96,40 @@ def digest(state: Any) -> str:
     return hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def sharding_refusal(environ: dict[str, str] | os._Environ, use_cpu: bool) -> str | None:
-    """Why a launch cannot train as its accelerate config asks, else None: accelerate shards (FSDP, DeepSpeed)
-    only GPU processes; on CPU (grpo.use_cpu) it ignores the request and trains unsharded with DDP."""
-    if not use_cpu:
-        return None
-    for var, name in (("ACCELERATE_USE_FSDP", "FSDP"), ("ACCELERATE_USE_DEEPSPEED", "DeepSpeed")):
-        if environ.get(var, "false").lower() == "true":
-            return (
-                f"the accelerate config asks for {name}, but grpo.use_cpu is true: accelerate shards GPU processes "
-                "only (on CPU it would train unsharded, with DDP); on CPU launch with configs/accelerate/cpu.yaml, "
-                "on GPUs set grpo.use_cpu: false"
-            )
+def launch_refusal(
+    environ: dict[str, str] | os._Environ, use_cpu: bool, bf16: bool, shared_prompt: bool = False
+) -> str | None:
+    """Why a launch cannot train as its accelerate config asks, else None:
+    - accelerate shards (FSDP, DeepSpeed) only GPU processes; on CPU (grpo.use_cpu) it ignores the request and
+      trains unsharded with DDP;
+    - FSDP2 frees each layer's gathered weights after its forward call and gathers them once for the backward,
+      so the shared-prompt pass (many forward calls, then one backward) finds them freed ("setStorage: ...
+      out of bounds for storage of size 0": tests/test_scale.py, and a lent H200);
+    - under DeepSpeed, accelerate writes the launch's mixed_precision into DeepSpeed's `bf16.enabled` /
+      `fp16.enabled`, and transformers' Trainer refuses one whose `bf16` differs, after the model has loaded."""
+    deepspeed = environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true"
+    if use_cpu:
+        for var, name in (("ACCELERATE_USE_FSDP", "FSDP"), ("ACCELERATE_USE_DEEPSPEED", "DeepSpeed")):
+            if environ.get(var, "false").lower() == "true":
+                return (
+                    f"the accelerate config asks for {name}, but grpo.use_cpu is true: accelerate shards GPU "
+                    "processes only (on CPU it would train unsharded, with DDP); on CPU launch with "
+                    "configs/accelerate/cpu.yaml, on GPUs set grpo.use_cpu: false"
+                )
+    if shared_prompt and environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true":
+        return (
+            "grpo.shared_prompt cannot train under FSDP2: it makes many forward calls before one backward, and "
+            "FSDP2 frees each layer's gathered weights after every forward; set grpo.shared_prompt: false "
+            "(TRL's batched passes, the faster choice on GPUs anyway)"
+        )
+    mixed = environ.get("ACCELERATE_MIXED_PRECISION", "no").lower()
+    if deepspeed and (mixed not in ("bf16", "no") or (mixed == "bf16") != bf16):
+        return (
+            f"the accelerate config's mixed_precision is {mixed!r} and grpo.bf16 is {str(bf16).lower()}: under "
+            "DeepSpeed they must agree (accelerate writes mixed_precision into DeepSpeed's config, and the "
+            "trainer refuses a different bf16); set grpo.bf16: true with mixed_precision: bf16 "
+            "(configs/accelerate/zero3.yaml), or grpo.bf16: false with mixed_precision: 'no'"
+        )
     return None
 
 
