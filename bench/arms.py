@@ -185,8 +185,7 @@ def run(
         for run_id, _, _, cfg in plans:
             if is_complete(out / "runs" / run_id, steps) and not (out / "runs" / run_id / SCORES).is_file():
                 score_checkpoints(out / "runs" / run_id, {n: held[1][n] for n in ("H2", "H3")}, cfg, log)
-    # recorded before any run starts: a bench killed mid-run (a machine handed back) leaves the kernels and the
-    # model its run used, so that run's resume is checked as a finished run's would be
+    # recorded before any run starts, so a run cut short resumes only under the kernels and model it began with
     write_manifest(manifest, settings, [done[p[0]] for p in plans if p[0] in done])
     t0, spent = time.perf_counter(), []
     for i, (run_id, arm, k, cfg) in enumerate(todo):
