@@ -113,6 +113,31 @@ def estimate_s(arms: list[str], repeats: int, steps: int, evals: int, eval_tasks
     return repeats * sum(s + (evals + 1) * per_eval + EST_RUN_OVERHEAD_S for s in per_arm)
 
 
+def measured_s(runs: list[dict], arm: str) -> float | None:
+    """Mean seconds of the runs a folder's manifest records as run whole (not resumed), training plus scoring
+    their checkpoints: of the same arm where there is one, else of any arm; None before any was measured. A
+    model other than the demo's, or another machine, is then estimated from what it really took."""
+    whole = [r for r in runs if r.get("wall_s") and r.get("resumed_from") is None]
+    same = [r for r in whole if r.get("arm") == arm] or whole
+    return sum(r["wall_s"] + r.get("score_s", 0.0) for r in same) / len(same) if same else None
+
+
+def estimate_todo(runs: list[dict], todo: list[tuple], printed_per_run: float) -> tuple[float, str]:
+    """(seconds, where the figure comes from) for the runs left: this folder's measured runs where it has any,
+    else the printed EST_* figures."""
+    measured = [measured_s(runs, plan[1]) for plan in todo]
+    if todo and None not in measured:
+        return sum(measured), "measured on this folder's runs"
+    return printed_per_run * len(todo), "figures of a loaded 2-core machine"
+
+
+def score_run(run_dir: Path, sets: dict, cfg: RunConfig, log=print) -> float:
+    """Seconds spent scoring a run's checkpoints on H2 and H3 (part of what a run costs)."""
+    t0 = time.perf_counter()
+    score_checkpoints(run_dir, {n: sets[n] for n in ("H2", "H3")}, cfg, log)
+    return round(time.perf_counter() - t0, 1)
+
+
 def is_complete(run_dir: Path, max_steps: int) -> bool:
     """Whether a run folder's event log holds every step (a finished run, kept on restart)."""
     return run_dir.is_dir() and (RunReader(run_dir).latest_step() or 0) >= max_steps
@@ -151,18 +176,18 @@ def run(
         raise ValueError(f"--only: {', '.join(unknown)} not in this plan (its runs: {', '.join(p[0] for p in plans)})")
     unfinished = [p for p in plans if not is_complete(out / "runs" / p[0], steps)]
     todo = [p for p in unfinished if not only or p[0] in only]
-    est = estimate_s(arms, repeats, steps, n_evals, eval_tasks) * len(todo) / len(plans)
-    log(
-        f"paper: {len(plans)} runs ({len(plans) - len(unfinished)} already complete"
-        f"{f', {len(unfinished) - len(todo)} left for later (--only)' if len(unfinished) > len(todo) else ''}) "
-        f"x {steps} steps x {per_step} "
-        f"trajectories, {n_evals} evaluations (and one at step 0) of {eval_tasks or 'the H1'} tasks each; estimated "
-        f"{est / 60:.0f} min (figures of a loaded 2-core machine; the log updates the estimate after each run) into {out}"
-    )
-    out.mkdir(parents=True, exist_ok=True)
     manifest = out / "manifest.json"
     before = json.loads(manifest.read_text()) if manifest.exists() else {"settings": {}, "runs": []}
     done = {m["run"]: m for m in before["runs"]}
+    est, how = estimate_todo(before["runs"], todo, estimate_s(arms, repeats, steps, n_evals, eval_tasks) / len(plans))
+    log(
+        f"paper: {len(plans)} runs ({len(plans) - len(unfinished)} already complete"
+        f"{f', {len(unfinished) - len(todo)} left for later (--only)' if len(unfinished) > len(todo) else ''}) "
+        f"x {steps} steps x {per_step} trajectories, {n_evals} evaluations (and one at step 0) of "
+        f"{eval_tasks or 'the H1'} tasks each; estimated {est / 60:.0f} min ({how}; the log updates the estimate "
+        f"after each run) into {out}"
+    )
+    out.mkdir(parents=True, exist_ok=True)
     settings = {
         **design_settings(plans[0][3], budget, arms, repeats, config, evals, sets),
         "arms": arms,
@@ -184,7 +209,7 @@ def run(
     if held is not None:  # a run that finished training but was cut short while its checkpoints were scored
         for run_id, _, _, cfg in plans:
             if is_complete(out / "runs" / run_id, steps) and not (out / "runs" / run_id / SCORES).is_file():
-                score_checkpoints(out / "runs" / run_id, {n: held[1][n] for n in ("H2", "H3")}, cfg, log)
+                score_run(out / "runs" / run_id, held[1], cfg, log)
     # recorded before any run starts, so a run cut short resumes only under the kernels and model it began with
     write_manifest(manifest, settings, [done[p[0]] for p in plans if p[0] in done])
     t0, spent = time.perf_counter(), []
@@ -205,9 +230,9 @@ def run(
             "load_1min_at_start": round(load, 2),
         }
         if held is not None and (out / "runs" / run_id).is_dir():
-            score_checkpoints(out / "runs" / run_id, {n: held[1][n] for n in ("H2", "H3")}, cfg, log)
+            meta["score_s"] = score_run(out / "runs" / run_id, held[1], cfg, log)
         done[run_id] = {**meta, **extra}
-        spent.append(meta["wall_s"])
+        spent.append(meta["wall_s"] + meta.get("score_s", 0.0))
         left = (len(todo) - i - 1) * sum(spent) / len(spent)
         log(f"  {i + 1}/{len(todo)} done; about {left / 60:.0f} min left at the measured pace")
         write_manifest(manifest, settings, [done[p[0]] for p in plans if p[0] in done])

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from bench.ablation import ablation_table, comparisons, landing_by_run, markdown_table
-from bench.arms import ABLATIONS, arm_overrides, estimate_s, is_complete, parse_arms, plan_arms
+from bench.arms import ABLATIONS, arm_overrides, estimate_s, is_complete, measured_s, parse_arms, plan_arms
 
 
 def _runs(values: dict[str, list[tuple[float, float]]]) -> pd.DataFrame:
@@ -89,6 +89,18 @@ def test_estimate_grows_with_runs_steps_and_evaluations_and_is_complete_reads_th
     assert estimate_s(["rods", "static"], 2, 10, 2, 24) == pytest.approx(2 * one)
     assert estimate_s(["rods", "static"], 1, 20, 2, 24) > one and estimate_s(["rods", "static"], 1, 10, 5, 24) > one
     assert not is_complete(tmp_path / "missing", 3)
+
+
+def test_a_folder_estimates_from_its_own_whole_runs_of_the_same_arm_first():
+    runs = [
+        {"run": "rods_r0", "arm": "rods", "wall_s": 6000.0, "score_s": 2000.0, "resumed_from": None},
+        {"run": "static_r0", "arm": "static", "wall_s": 5000.0, "resumed_from": None},
+        {"run": "static_r1", "arm": "static", "wall_s": 900.0, "resumed_from": 130},  # only its last part
+        {"run": "rods_r1", "arm": "rods", "status": "not run"},
+    ]
+    assert measured_s(runs, "rods") == 8000.0 and measured_s(runs, "static") == 5000.0
+    assert measured_s(runs, "offline_small") == pytest.approx(6500.0)  # no run of that arm: any whole run
+    assert measured_s(runs[2:], "static") is None  # nothing run whole here: the printed figures are used
 
 
 def test_comparisons_with_fewer_than_three_runs_a_side_are_not_decided():

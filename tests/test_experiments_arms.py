@@ -128,8 +128,11 @@ def test_only_runs_the_named_runs_of_the_plan_and_lists_the_others_as_not_run(tm
     lines = []
     out = run(*args, out=tmp_path / "exp", log=lines.append, only=["static_r1"])
     assert "2 runs (0 already complete, 1 left for later (--only))" in lines[0]
+    assert "(figures of a loaded 2-core machine;" in lines[0]  # nothing measured in this folder yet
     runs = {m["run"]: m for m in json.loads((out / "manifest.json").read_text())["runs"]}
     assert runs["static_r1"]["status"] == "finished" and runs["static_r0"]["status"] == "not run"
+    # the next invocation estimates from what static_r1 took here, training and checkpoint scoring
+    took = (runs["static_r1"]["wall_s"] + runs["static_r1"].get("score_s", 0.0)) / 60
     assert not (out / "runs" / "static_r0").exists()
 
     # what else fixes the floats is recorded; a restart under other CPU kernels or another model is refused
@@ -141,8 +144,10 @@ def test_only_runs_the_named_runs_of_the_plan_and_lists_the_others_as_not_run(tm
         ("model_sha256", "0" * 64, "rebuild"),
     ):
         (out / "manifest.json").write_text(json.dumps({**manifest, "settings": {**manifest["settings"], field: other}}))
+        lines = []
         with pytest.raises(ValueError, match=f"would not repeat its runs: .*{fix}"):
-            run(*args, out=out, log=lambda *_: None, only=["static_r0"])
+            run(*args, out=out, log=lines.append, only=["static_r0"])
+        assert f"estimated {took:.0f} min (measured on this folder's runs;" in lines[0]
         assert not (out / "runs" / "static_r0").exists()
 
 
