@@ -197,7 +197,7 @@ def run(
     changed = [k for k in RESTART_SAME if before["settings"] and before["settings"].get(k) != settings.get(k)]
     if changed:
         raise ValueError(f"{out}: holds runs of another design ({', '.join(changed)} differ); give a new --out")
-    ensure_model_once(plans[0][3], log)
+    ensure_model_once(plans[0][3], out, log)
     model = Path(plans[0][3].model.path)
     settings |= {"model": str(model), "model_sha256": weights_sha256(model), "cpu_kernels": cpu_kernels()}
     check_repeatable(before["settings"], settings, out)

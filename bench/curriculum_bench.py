@@ -109,11 +109,24 @@ def launch(run_id: str, cfg: RunConfig, out: Path, timeout_s: float | None, log=
     }
 
 
-def ensure_model_once(cfg: RunConfig, log=print) -> None:
-    """Build the tiny model before the runs (if allowed and missing), so runs never race to build it."""
-    from rods_core.policy.build import ensure_model
+def ensure_model_once(cfg: RunConfig, out: Path, log=print) -> None:
+    """Build the tiny model before the runs (if allowed and missing), so runs never race to build it, and in the
+    processes the runs' own `rods train` would build it in (`build_processes`): the warm start is data-parallel,
+    so a build in this one process would be another model than the one a 2-process run of the config builds."""
+    from rods_core.policy.build import build_processes, ensure_model, usable_cores
+    from rods_core.policy.tiny import ModelFolderError
 
-    ensure_model(cfg, log)
+    cfg_file = out / "configs" / "model-build.yaml"
+
+    def build() -> None:
+        cfg_file.parent.mkdir(parents=True, exist_ok=True)
+        cfg_file.write_text(dump_config(cfg))
+        n = build_processes(cfg, usable_cores())
+        cmd = [sys.executable, "-m", "rods_lab.cli", "model", "demo", "--config", str(cfg_file), "--processes", str(n)]
+        if subprocess.run(cmd, check=False).returncode != 0:
+            raise ModelFolderError(f"the model build `rods {' '.join(cmd[3:])}` failed (its output is above)")
+
+    ensure_model(cfg, log, delegate=build)
 
 
 def run(
@@ -134,7 +147,7 @@ def run(
     out = Path(out or RESULTS / time.strftime("%Y%m%d-%H%M%S"))
     out.mkdir(parents=True, exist_ok=True)
     plans = run_configs(Path(config), out, methods, repeats, budget, evals, sets)
-    ensure_model_once(plans[0][3], log)
+    ensure_model_once(plans[0][3], out, log)
     settings = design_settings(plans[0][3], budget, methods, repeats, config, evals, sets)
     steps, per_step = settings["max_steps"], settings["trajectories_per_step"]
     log(f"curriculum: {len(plans)} runs x {steps} steps ({steps * per_step} trajectories each) into {out}")

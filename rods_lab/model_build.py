@@ -4,29 +4,24 @@ pair) would build on one core while the others idle."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from rods_core.config import RunConfig
+from rods_core.policy.build import build_processes, usable_cores
 from rods_core.policy.tiny import ModelFolderError
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity, which a container or taskset narrows)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def every_core_build(cfg: RunConfig, run_dir: Path) -> Callable[[], None] | None:
     """The delegate `ensure_model` calls to build the run's missing model with every core, or None when the
     run's own processes already use them (or it trains on GPUs, where the build's processes are its GPUs)."""
-    cores = usable_cores()
-    if not cfg.grpo.use_cpu or cfg.compute.processes >= cores:
+    n = build_processes(cfg, usable_cores())
+    if n == cfg.compute.processes:
         return None
     cmd = [sys.executable, "-m", "rods_lab.cli", "model", "demo", "--config", str(run_dir / "config.yaml")]
-    cmd += ["--processes", str(cores), "--for-run", str(run_dir)]
+    cmd += ["--processes", str(n), "--for-run", str(run_dir)]
 
     def build() -> None:
         # same stdout/stderr as the run (its log), same process group (the app's Stop ends both)

@@ -8,13 +8,13 @@ import time
 
 from polling import wait_until
 
+from bench.curriculum_bench import ensure_model_once
 from rods_core.config import RunConfig
-from rods_core.policy.build import build_lock, lock_holder, lock_path
+from rods_core.policy.build import build_lock, build_processes, lock_holder, lock_path, usable_cores
 from rods_core.policy.tiny import read_card
 from rods_lab.configs import build_config
 from rods_lab.identity import local
 from rods_lab.launch import launch_pair
-from rods_lab.model_build import usable_cores
 from rods_lab.paths import AppPaths
 from rods_lab.status import run_status
 from storage.build_progress import read_build_progress
@@ -76,3 +76,24 @@ def test_a_pair_launched_on_a_missing_model_builds_it_once_and_both_train(tmp_pa
     # each run has one process, yet the build's warm start ran in as many processes as there are cores
     (sft,) = [s for s in read_card(model)["stages"] if s["stage"] == "sft"]
     assert sft["sft/processes"] == usable_cores()
+
+
+def test_a_missing_model_builds_in_the_runs_own_processes_or_every_core_for_a_one_process_cpu_run(tmp_path):
+    def cfg(processes: int, cpu: bool = True) -> RunConfig:
+        data = smoke_config(tmp_path, tmp_path / "m", **{"compute.processes": processes, "grpo.use_cpu": cpu})
+        return RunConfig.model_validate(data)
+
+    assert build_processes(cfg(1), 4) == 4  # a one-process run hands its build to every core
+    assert build_processes(cfg(1), 1) == 1
+    assert build_processes(cfg(2), 16) == 2  # a launched run builds in its own processes
+    assert build_processes(cfg(4, cpu=False), 16) == 4  # on GPUs: one process a GPU
+
+
+def test_the_bench_builds_the_model_its_runs_would_build(tmp_path):
+    # `rods bench` runs in one process; its runs here in two. The warm start is data-parallel, so a build in the
+    # bench's own process made another model than a run of the same config does.
+    model = tmp_path / "models" / "tiny-fast"
+    cfg = RunConfig.model_validate(smoke_config(tmp_path, model, **FAST_BUILD, **{"compute.processes": 2}))
+    ensure_model_once(cfg, tmp_path / "experiment", log=lambda *_: None)
+    (sft,) = [s for s in read_card(model)["stages"] if s["stage"] == "sft"]
+    assert sft["sft/processes"] == 2

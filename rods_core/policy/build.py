@@ -78,6 +78,18 @@ def wait_for_turn(model: Path, holder: str, poll_s: float = 1.0) -> None:
 Progress = Callable[..., None]  # progress(phase, **fields): the build's phase, for the run's Home card
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which a container or taskset narrows)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def build_processes(cfg: RunConfig, cores: int) -> int:
+    """The processes a `rods train` of `cfg` builds its missing model in: its own, or all `cores` when it is a
+    one-process CPU run (it hands the build to them). The warm start is data-parallel, so this number is part of
+    what the weights are: one config built in 1 and in 2 processes gives two models."""
+    return cores if cfg.grpo.use_cpu and cfg.compute.processes == 1 else cfg.compute.processes
+
+
 def ensure_model(
     cfg: RunConfig,
     log: Callable[[str], None] = print,
