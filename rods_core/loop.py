@@ -272,7 +272,7 @@ def train(
             model=policy.model, tokenizer=policy.tokenizer, cfg=cfg, out_dir=str(run_dir / "checkpoints"),
             draw=rods.draw, task_of=rods.task, cost_of=rods.expected_tokens, on_rollout=callback.rollout_done,
             episode_cfg=policy.episode, callbacks=[callback], run_name=run_id, ranks=ranks,
-            benchmark=episodes_bench, scratch=scratch,
+            benchmark=episodes_bench, scratch=scratch, record_dir=run_dir if cfg.report.batch_record else None,
         )  # fmt: skip
         install_stop_handler(callback)
         if watcher is not None:

@@ -29,6 +29,7 @@ from datasets import Dataset
 from transformers.trainer import OPTIMIZER_NAME, SCHEDULER_NAME
 from trl import GRPOConfig, GRPOTrainer
 
+from rods_core.batch_record import write_batch
 from rods_core.benchmarks.protocols import Benchmark
 from rods_core.config import EpisodeConfig, RunConfig
 from rods_core.policy.backends import choose_generator
@@ -165,6 +166,7 @@ class RodsGRPOTrainer(GRPOTrainer):
         ranks: Ranks | None = None,
         benchmark: Benchmark | None = None,
         scratch: Path | None = None,
+        record_dir: Path | None = None,
     ):
         self.cfg, self._draw, self._task_of, self._on_rollout = cfg, draw, task_of, on_rollout
         self._cost_of = cost_of
@@ -174,6 +176,7 @@ class RodsGRPOTrainer(GRPOTrainer):
         # tasks_per_step is per process; the slots (and each draw) cover the whole generation batch
         self.n_slots = cfg.grpo.tasks_per_step * self.ranks.world
         self._generator = None
+        self._record_dir, self._rows = record_dir, []  # report.batch_record: where, and the last rollout's rows
         os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is the documented multi-turn path
         score_completion_positions_only()
         super().__init__(
@@ -223,6 +226,12 @@ class RodsGRPOTrainer(GRPOTrainer):
             return
         self._sync_vllm()
         yield VLLMGenerator.from_trainer(self, logprobs=False)
+
+    def _generate_and_score_completions(self, inputs):
+        output = super()._generate_and_score_completions(inputs)
+        if self._record_dir is not None and self.model.training:
+            write_batch(self._record_dir, self.state.global_step + 1, self.ranks.rank, output, self._rows)
+        return output
 
     def _load_optimizer_and_scheduler(self, checkpoint):
         # transformers 5.17 maps the optimizer state to `args.device` when several processes train, which on CPU is
@@ -313,6 +322,7 @@ class RodsGRPOTrainer(GRPOTrainer):
             [(e.task_id, e.reward, e.accuracy, e.n_calls, e.model_tokens, self.ranks.rank) for e in episodes]
         )
         timings["time/gather_s"] = time.perf_counter() - t_gather
+        self._rows = [(e.task_id, e.reward) for e in episodes]
         self._on_rollout(_report(rows, self.num_generations, timings))
         return rollout_output(episodes)
 

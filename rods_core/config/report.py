@@ -27,6 +27,12 @@ class ReportSettings(BaseModel):
         "when set, else online, which needs `wandb login`); offline writes the run to ./wandb for a later "
         "`wandb sync`",
     )
+    batch_record: bool = Field(
+        False,
+        description="write each step's generation batch (token ids, masks, advantages, task ids and rewards) to "
+        "<run folder>/batches/ so an update can be replayed offline (`python -m bench.step_replay`); about 1 MB a "
+        "step on the demo, far more on long episodes",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> ReportSettings:

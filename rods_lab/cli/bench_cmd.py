@@ -49,6 +49,31 @@ def curriculum(
     typer.echo((folder / "summary.md").read_text())
 
 
+@app.command("demo")
+def demo(
+    repeats: int = typer.Option(4, min=2, help="run seeds (K); both arms run on each"),
+    seed: int = typer.Option(3000, help="the first run seed (repeat k runs seed + k): pick seeds no doc quotes"),
+    config: Path = typer.Option(Path("configs/demo-cpu.yaml"), "--config", "-c", help="the demo config"),
+    sets: list[str] = typer.Option([], "--set", help="override a field of every run, e.g. --set model.path=models/x"),
+    out: Path = typer.Option(None, help="output folder (default bench/results/curriculum/<timestamp>)"),
+    report_only: Path = typer.Option(None, "--report", help="only read the headline off this finished folder"),
+) -> None:
+    """The demo's headline on fresh run seeds: rods / static informative share, held-out gain, collapses.
+
+    Example: rods bench demo --repeats 4 --seed 3000
+    """
+    from bench.demo_check import report, run
+    from rods_core.config import ConfigError, parse_overrides
+
+    try:
+        if report_only is not None:
+            report(report_only, log=typer.echo)
+        else:
+            run(repeats, seed, config, parse_overrides(sets), out, log=typer.echo)
+    except (ValueError, ConfigError) as e:
+        fail(str(e))
+
+
 @app.command("curriculum-report")
 def curriculum_report(folder: Path = typer.Argument(..., help="a bench/results/curriculum/<timestamp> folder")) -> None:
     """Rewrite an experiment's summary and figures from its runs (e.g. after a newer `rods bench systems`).
