@@ -125,6 +125,7 @@ def test_holm_adjusts_step_down_within_the_declared_family_only():
 def test_wilson_matches_the_textbook_interval():
     assert st.wilson(0, 19) == pytest.approx((0.0, 0.1682), abs=1e-4)
     assert st.wilson(10, 19) == pytest.approx((0.3171, 0.7267), abs=1e-4)
+    assert st.wilson(19, 19) == pytest.approx((0.8318, 1.0), abs=1e-4)  # stays inside [0, 1]
     assert st.wilson(16, 32)[0] == pytest.approx(0.336, abs=1e-3)
     assert all(math.isnan(v) for v in st.wilson(0, 0))
 
