@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import signal
 import socket
 import statistics
@@ -26,6 +25,10 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+
+import numpy as np
+
+from rods_core.statistics import bootstrap_stat, quantile_interval
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
@@ -91,17 +94,9 @@ def cores_used(before: dict[int, tuple[str, float]], after: dict[int, tuple[str,
 
 def ratio_interval(watched: list[float], quiet: list[float], boots: int = 4000) -> tuple[float, float, float]:
     """median(watched) / median(quiet) and a bootstrap 95% interval (steps resampled within each condition)."""
-    rng, stats = random.Random(0), []
-    for _ in range(boots):
-        w = statistics.median(rng.choice(watched) for _ in watched)
-        q = statistics.median(rng.choice(quiet) for _ in quiet)
-        stats.append(w / q)
-    stats.sort()
-    return (
-        statistics.median(watched) / statistics.median(quiet),
-        stats[int(0.025 * boots)],
-        stats[int(0.975 * boots) - 1],
-    )
+    w, q = np.asarray(watched, dtype=float), np.asarray(quiet, dtype=float)
+    draws = bootstrap_stat(lambda i, j: np.median(w[i]) / np.median(q[j]), len(w), len(q), boots=boots)
+    return (float(draws[0]), *quantile_interval(draws[1:]))
 
 
 def run(config: Path, steps: int, block: int, warmup: int) -> dict:

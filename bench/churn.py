@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.experiments import method_table, t_interval
+from bench.experiments import method_table
+from rods_core.statistics import t_interval
 
 # Run-level churn figures (column -> meaning), in report order.
 CHURN_METRICS: dict[str, str] = {

@@ -274,8 +274,8 @@ def markdown(
         ]
     if ratio is not None:
         lines += [
-            f"Informative share over the last half, rods / static: **{ratio[0]:.2f}** (bootstrap 95% CI "
-            f"{ratio[1]:.2f} .. {ratio[2]:.2f}; runs resampled within each method, then steps within runs).",
+            f"Informative share over the last half, rods / static: **{ratio[0]:.2f}** (95% CI "
+            f"{ratio[1]:.2f} .. {ratio[2]:.2f}; Fieller, paired by run seed, each run's last-half mean its level).",
             "",
         ]
     if landing is not None and not landing.empty:

@@ -1,8 +1,9 @@
 """Sample efficiency over finished runs: held-out curves against trajectories, generated tokens and training
-wall time, bootstrap bands over runs, and what it costs a method to reach another method's final score.
+wall time, intervals over runs, and what it costs a method to reach another method's final score.
 
 Pure functions over the tidy frames of bench (bench.experiments.Frames: `evals`, `steps`). The unit of
-replication is the run: every bootstrap resamples whole runs (curves), never points within a run. Curves are
+replication is the run: every interval is over runs and every bootstrap resamples whole runs (curves), never
+points within a run (rods_core.statistics: the t-interval at few runs, BCa from rods_core.statistics.SMALL_K). Curves are
 per method means over runs at each evaluation step (runs of one design evaluate at the same steps); "the cost
 to reach a target" is where a method's mean curve first reaches it, interpolated linearly between evaluation
 points, over the x the reference method consumed to reach its own final score (its budget). The paper's
@@ -17,6 +18,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import pandas as pd
+
+from rods_core.statistics import SMALL_K, bootstrap_indices, bootstrap_mean_ci, quantile_interval
 
 # The x axes a curve can be read against (column of the evals frame once costs are attached -> meaning).
 COST_AXES: dict[str, str] = {
@@ -75,33 +78,25 @@ def first_reach(x: np.ndarray, y: np.ndarray, target: float) -> float:
     return math.inf
 
 
-def _resample(k: int, boots: int, rng: np.random.Generator) -> np.ndarray:
-    """boots x k run indices drawn with replacement (row 0 is the identity, the point estimate)."""
-    idx = rng.integers(0, k, size=(boots + 1, k))
-    idx[0] = np.arange(k)
-    return idx
-
-
 def curve_band(evals: pd.DataFrame, y: str, x: str = "trajectories", boots: int = 2000, seed: int = 0) -> pd.DataFrame:
-    """Per method and evaluation step: mean x, mean y over runs and a 95% percentile bootstrap band of the mean
-    (runs resampled; lo = hi = the mean with one run). Columns method, step, x, y, lo, hi, n."""
+    """Per method and evaluation step: mean x, mean y over runs and a 95% band of the mean over runs
+    (rods_core.statistics.bootstrap_mean_ci: the t-interval below SMALL_K runs, where a bootstrap band is too
+    narrow, BCa from there; lo = hi = the mean with one run). Columns method, step, x, y, lo, hi, n."""
     rows = []
-    rng = np.random.default_rng(seed)
     for method in dict.fromkeys(evals.method) if not evals.empty else []:
         steps, X, Y = run_matrix(evals, method, y, x)
         if not Y.size:
             continue
-        means = Y[_resample(len(Y), boots, rng)].mean(axis=1)  # (boots+1) x points
-        lo, hi = np.percentile(means[1:], [2.5, 97.5], axis=0)
         for j, step in enumerate(steps):
+            band = bootstrap_mean_ci(Y[:, j], boots=boots, seed=seed) if len(Y) > 1 else None
             rows.append(
                 {
                     "method": method,
                     "step": int(step),
                     x: float(X[:, j].mean()),
                     y: float(Y[:, j].mean()),
-                    "lo": float(lo[j]),
-                    "hi": float(hi[j]),
+                    "lo": band.lo if band else float(Y[0, j]),
+                    "hi": band.hi if band else float(Y[0, j]),
                     "n": len(Y),
                 }
             )
@@ -152,9 +147,10 @@ def reach_cost(
     if paired:
         order = [sm.index(s) for s in sr]  # the method's rows in the reference's seed order
         xm, ym = xm[order], ym[order]
-        im = ir = _resample(len(yr), boots, rng)
+        im = ir = bootstrap_indices(len(yr), boots, rng, identity_first=True)
     else:
-        im, ir = _resample(len(ym), boots, rng), _resample(len(yr), boots, rng)
+        im = bootstrap_indices(len(ym), boots, rng, identity_first=True)
+        ir = bootstrap_indices(len(yr), boots, rng, identity_first=True)
     fractions, reached = [], []
     for a, b in zip(im, ir, strict=True):
         target = yr[b, -1].mean()
@@ -162,8 +158,7 @@ def reach_cost(
         at = first_reach(xm[a].mean(axis=0), ym[a].mean(axis=0), target)
         reached.append(math.isfinite(at))
         fractions.append(at / total if total > 0 else math.inf)
-    tail = np.sort(np.asarray(fractions[1:]))
-    lo, hi = tail[int(0.025 * boots)], tail[max(int(0.975 * boots) - 1, 0)]
+    lo, hi = quantile_interval(fractions[1:])
     target, total = float(yr[:, -1].mean()), float(xr[:, -1].mean())
     return ReachCost(
         method=method,
@@ -211,8 +206,17 @@ def describe_reach(r: ReachCost, goal: float = 0.2) -> str:
     how = "paired bootstrap over run seeds" if r.paired else "bootstrap over each method's runs"
     return (
         f"{r.method} reached {r.reference}'s final held-out {r.target:.3f} at {r.fraction:.2f} of its {unit} "
-        f"(95% CI {_fmt(lo)} .. {_fmt(hi)}, {how}, K = {r.n[0]} / {r.n[1]}): {verdict} the goal of {goal:.2f}"
+        f"(95% CI {_fmt(lo)} .. {_fmt(hi)}, {how}, K = {r.n[0]} / {r.n[1]}{few_runs(r)}): {verdict} the goal of "
+        f"{goal:.2f}"
     )
+
+
+def few_runs(r: ReachCost) -> str:
+    """'; too few runs for a bootstrap: ...' below SMALL_K runs a side, where a percentile bootstrap's interval is
+    too narrow (no t-interval exists for a reach fraction to give instead)."""
+    if min(r.n) >= SMALL_K:
+        return ""
+    return f"; fewer than {SMALL_K} runs: a bootstrap interval this few runs is too narrow"
 
 
 def _fmt(v: float) -> str:

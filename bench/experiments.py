@@ -11,7 +11,8 @@ Definitions (the goals the comparison checks):
 - boundary-vs-other variance ratio: the within-group reward variance of task_stats rows classified
   `boundary`, pooled over the run (weighted by rows), over the same pooled figure of the other regions;
 - held-out progress and accuracy: the `eval` events, against trajectories consumed;
-- intervals: mean ± a two-sided 95% Student-t half-width over repeats (n/a with one repeat).
+- intervals: mean ± a two-sided 95% Student-t half-width over repeats (n/a with one repeat); ratios of two
+  methods' means paired by run seed (Fieller).
 """
 
 from __future__ import annotations
@@ -23,44 +24,11 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from rods_core.statistics import paired_ratio_ci, t_interval
 from storage.reader import RunReader
 
 # Where `rods bench curriculum` writes its experiments (relative to the project root; RODS_EXPERIMENTS moves it).
 EXPERIMENTS = Path("bench/results/curriculum")
-
-# Two-sided 95% Student-t quantiles t_{0.975, df}; above 30 df the Cornish-Fisher term is within 0.001.
-_T975 = [
-    12.706,
-    4.303,
-    3.182,
-    2.776,
-    2.571,
-    2.447,
-    2.365,
-    2.306,
-    2.262,
-    2.228,
-    2.201,
-    2.179,
-    2.160,
-    2.145,
-    2.131,
-    2.120,
-    2.110,
-    2.101,
-    2.093,
-    2.086,
-    2.080,
-    2.074,
-    2.069,
-    2.064,
-    2.060,
-    2.056,
-    2.052,
-    2.048,
-    2.045,
-    2.042,
-]
 
 # Run-level figures summarised per method (column -> meaning), in report order.
 RUN_METRICS: dict[str, str] = {
@@ -190,25 +158,7 @@ def load_experiment(folder: str | Path) -> tuple[Frames, pd.DataFrame, pd.DataFr
     return frames, runs, method_table(runs)
 
 
-# ----- pure statistics ----------------------------------------------------------------------------------
-def t_interval(values) -> tuple[float, float | None, int]:
-    """(mean, 95% half-width or None when n < 2, n) over the finite values."""
-    xs = [float(v) for v in values if v is not None and math.isfinite(float(v))]
-    n = len(xs)
-    if n == 0:
-        return float("nan"), None, 0
-    mean = sum(xs) / n
-    if n < 2:
-        return mean, None, n
-    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
-    return mean, t975(n - 1) * sd / math.sqrt(n), n
-
-
-def t975(df: int) -> float:
-    """The two-sided 95% Student-t quantile for `df` >= 1 degrees of freedom."""
-    return _T975[df - 1] if df <= len(_T975) else 1.95996 + 2.3722 / df
-
-
+# ----- tables -------------------------------------------------------------------------------------------
 def fmt_ci(mean: float, half: float | None, digits: int = 3) -> str:
     if mean is None or (isinstance(mean, float) and math.isnan(mean)):
         return "n/a"
@@ -303,34 +253,6 @@ def last_half(steps: pd.DataFrame, col: str) -> list[float]:
     return [float(v) for v in steps.loc[steps.step > steps.step.max() / 2, col] if pd.notna(v)]
 
 
-def ratio_bootstrap(
-    num: list[list[float]], den: list[list[float]], boots: int = 4000, seed: int = 0
-) -> tuple[float, float, float]:
-    """(ratio of means, 95% low, 95% high) of mean(num) / mean(den), where each side is a list of runs and
-    each run a list of per-step values. Two-level bootstrap: runs are resampled within each side (repeats
-    are the unit of replication), then steps within each drawn run (a run's steps are noisy measurements
-    of its level), so the interval reflects both run-to-run and step-to-step noise."""
-    import random
-
-    def level(runs: list[list[float]], rng: random.Random | None) -> float:
-        if rng is None:
-            return sum(sum(r) / len(r) for r in runs) / len(runs)
-        drawn = [runs[rng.randrange(len(runs))] for _ in runs]
-        return sum(sum(r[rng.randrange(len(r))] for _ in r) / len(r) for r in drawn) / len(drawn)
-
-    num, den = [r for r in num if r], [r for r in den if r]
-    if not num or not den:
-        return float("nan"), float("nan"), float("nan")
-    point_den = level(den, None)
-    point = level(num, None) / point_den if point_den > 0 else float("inf")
-    rng, stats = random.Random(seed), []
-    for _ in range(boots):
-        d = level(den, rng)
-        stats.append(level(num, rng) / d if d > 0 else float("inf"))
-    stats.sort()
-    return point, stats[int(0.025 * boots)], stats[int(0.975 * boots) - 1]
-
-
 def landing_table(landing: pd.DataFrame) -> pd.DataFrame:
     """Per method and variant distance: variants probed, and the share whose first probe read boundary."""
     probed = landing[landing.first_region.notna()] if not landing.empty else landing
@@ -367,17 +289,26 @@ def _mean_of(methods: pd.DataFrame, method: str, metric: str) -> tuple[float, fl
 
 
 def share_ratio(frames: Frames, num: str = "rods", den: str = "static") -> tuple[float, float, float] | None:
-    """The informative-share ratio of two methods over the last half of their runs, with its bootstrap
-    95% interval (ratio_bootstrap); None when either method has no run."""
+    """The ratio of two methods' mean informative share over the last half of their runs, over the run seeds both
+    ran, with Fieller's 95% interval paired by seed (rods_core.statistics.paired_ratio_ci): the run is the unit,
+    its steps' mean its level (steps are autocorrelated, not independent draws). None when either method has no
+    run; the interval is nan with fewer than 2 shared seeds."""
     steps = frames.steps
     if steps.empty:
         return None
-    runs = {
-        m: [last_half(g, "informative_share") for _, g in steps[steps.method == m].groupby("run")] for m in (num, den)
-    }
-    if not runs[num] or not runs[den]:
+    levels: dict[str, dict] = {}
+    for m in (num, den):
+        for _, g in steps[steps.method == m].groupby("run"):
+            values = last_half(g, "informative_share")
+            if values:
+                levels.setdefault(m, {})[int(g.seed.iat[0])] = sum(values) / len(values)
+    if num not in levels or den not in levels:
         return None
-    return ratio_bootstrap(runs[num], runs[den])
+    return paired_ratio_ci(levels[num], levels[den]).as_tuple()
+
+
+def _span(lo: float, hi: float) -> str:
+    return "n/a: fewer than 2 run seeds in common" if math.isnan(lo) else f"{lo:.2f} .. {hi:.2f}"
 
 
 def goal_checks(
@@ -402,8 +333,8 @@ def goal_checks(
                 "goal": "informative share (last half): rods / static, with the interval's low end above 1",
                 "measured": point,
                 "target": ">= 2.0, low > 1",
-                "met": None if math.isnan(point) else bool(point >= 2.0 and lo > 1.0),
-                "detail": f"rods {r_inf:.3f} vs static {s_inf:.3f}; bootstrap 95% CI {lo:.2f} .. {hi:.2f}",
+                "met": None if math.isnan(point) or math.isnan(lo) else bool(point >= 2.0 and lo > 1.0),
+                "detail": f"rods {r_inf:.3f} vs static {s_inf:.3f}; paired 95% CI (Fieller) {_span(lo, hi)}",
             }
         )
     if landing is not None and not landing.empty and "rods" in set(landing.method):

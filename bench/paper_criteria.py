@@ -4,8 +4,8 @@ experiment's run table: the gate (static's held-out H1 progress rises), support 
 Every comparison is paired by run seed and takes its Holm-adjusted p from the report's whole table
 (bench.ablation.comparisons); a difference is claimed only when that p < 0.05 and the paired interval excludes 0.
 A criterion whose arm did not run, or with fewer than MIN_RUNS paired seeds, is not evaluable (a pilot with rods and
-static at K = 2 can only decide the gate). If the gate fails, no sample-efficiency claim is made either way: a
-criterion whose condition holds is then reported as inconclusive, its numbers kept. Pure functions.
+static at K = 2 can only decide the gate). The gate never changes another criterion's verdict: the verdict is
+what the comparison says; when the gate fails, the criterion's figures say so beside it. Pure functions.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 import pandas as pd
 
 from bench.ablation import MIN_RUNS, comparisons
-from bench.efficiency import reach_cost
+from bench.efficiency import few_runs, reach_cost
 from bench.experiments_stats import ALPHA
 
 GATE_RISE = 0.03  # static's mean H1 rise (last evaluation minus step 0) the gate asks for, rising in every seed
@@ -115,11 +115,11 @@ def _claimed(c: dict, side: int) -> bool:
 
 
 def _judge(name: str, holds: bool, g: Criterion, figures: str, c: dict | None, numbers: dict) -> Criterion:
-    """Supported (S) or refuted (R) when the condition holds and the gate holds; otherwise inconclusive."""
-    gate_ok = g.holds is True
-    verdict = ("supported" if name.startswith("S") else "refuted") if holds and gate_ok else "inconclusive"
-    if holds and not gate_ok:
-        figures += f"; the gate {g.verdict.replace('fails', 'failed')}: no sample-efficiency claim either way"
+    """Supported (S) or refuted (R) when the condition holds, otherwise inconclusive; the gate's outcome is said
+    beside the figures when it did not hold, and never changes the verdict."""
+    verdict = ("supported" if name.startswith("S") else "refuted") if holds else "inconclusive"
+    if g.holds is not True:
+        figures += f"; the gate {g.verdict.replace('fails', 'failed')} (static's H1 did not rise as designed)"
     p = c.get("p_holm") if c else None
     return Criterion(name, CLAIMS[name], holds, verdict, figures, p, numbers)
 
@@ -186,7 +186,7 @@ def _reach(evals: pd.DataFrame, arms: set[str], g: Criterion, min_n: int, boots:
     how = "paired bootstrap over run seeds" if r.paired else "bootstrap over each arm's runs"
     figures = (
         f"rods reaches offline_large's final H1 {r.target:.3f} {at} its trajectories (95% CI {_x(lo)} .. "
-        f"{_x(hi)}, {how}; goal <= {REACH_GOAL})"
+        f"{_x(hi)}, {how}{few_runs(r)}; goal <= {REACH_GOAL})"
     )
     return _judge("S4", bool(hi <= REACH_GOAL), g, figures, None, {"reach": r.as_dict()})
 

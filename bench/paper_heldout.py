@@ -9,9 +9,10 @@ import math
 
 import pandas as pd
 
-from bench.experiments import fmt_ci, t_interval
+from bench.experiments import fmt_ci
 from bench.experiments_binding import Binding
 from bench.experiments_stats import compare
+from rods_core.statistics import t_interval
 
 
 def transfer(scores: pd.DataFrame) -> list[dict]:

@@ -23,7 +23,7 @@ from bench.ablation import ablation_table, comparisons, display_table, markdown_
 from bench.churn import CHURN_METRICS, churn_methods, churn_runs, depletion
 from bench.curriculum_report import band_figure, export_pngs
 from bench.efficiency import COST_AXES, at_equal_cost, attach_costs, curve_band, describe_reach, eval_cost, reach_table
-from bench.experiments import fmt_ci, run_table, t_interval
+from bench.experiments import fmt_ci, run_table
 from bench.experiments_binding import binding_checks
 from bench.experiments_offline import OFFLINE_ARMS
 from bench.paper_criteria import criteria, side_checks
@@ -34,6 +34,7 @@ from bench.paper_heldout import markdown as heldout_markdown
 from bench.paper_paired import distinct_tasks, paired_curves
 from bench.paper_sizes import loads, sizes
 from bench.paper_sizes import markdown as sizes_markdown
+from rods_core.statistics import t_interval
 from storage.export import json_safe
 
 

@@ -13,11 +13,13 @@ A budget passes when, against the full build on the same tasks:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from rods_core.statistics import bootstrap_indices, quantile_interval, wilson
+
 BOOTS = 4000
-Z95 = 1.959964
 TARGETS = {"seeds/format_valid": 0.9, "seeds/progress": 0.3, "sampled/share_differing": 0.5}
 PAIRED = ("progress", "accuracy", "format_valid")  # per-task figures, on each task set
 SETS = ("seeds", "heldout")
@@ -87,8 +89,6 @@ def _figure(tasks: dict, ids: list[str], what: str) -> float:
 
 def paired_upper(budget: dict, full: dict, what: str, boots: int = BOOTS, seed: int = 0) -> float:
     """The upper end of the paired bootstrap 95% interval of figure(budget) - figure(full), resampling tasks."""
-    import numpy as np
-
     ids = sorted(set(budget) & set(full))
 
     def parts(tasks: dict) -> tuple:  # a figure is sum(num) / sum(den) over the tasks drawn
@@ -96,19 +96,15 @@ def paired_upper(budget: dict, full: dict, what: str, boots: int = BOOTS, seed: 
             return np.array([tasks[i]["valid_messages"] for i in ids]), np.array([tasks[i]["messages"] for i in ids])
         return np.array([float(tasks[i][what]) for i in ids]), np.ones(len(ids))
 
-    draws = np.random.default_rng(seed).integers(0, len(ids), (boots, len(ids)))
+    draws = bootstrap_indices(len(ids), boots, np.random.default_rng(seed))
     (bn, bd), (fn, fd) = parts(budget), parts(full)
     diffs = bn[draws].sum(1) / np.maximum(bd[draws].sum(1), 1) - fn[draws].sum(1) / np.maximum(fd[draws].sum(1), 1)
-    return float(np.quantile(diffs, 0.975))
+    return quantile_interval(diffs)[1]
 
 
 def wilson_low(share: float, n: int) -> float:
     """The lower end of the Wilson 95% interval of a proportion `share` of `n`."""
-    if n == 0:
-        return 0.0
-    centre = share + Z95**2 / (2 * n)
-    half = Z95 * math.sqrt(share * (1 - share) / n + Z95**2 / (4 * n * n))
-    return (centre - half) / (1 + Z95**2 / n)
+    return wilson(share * n, n)[0] if n else 0.0
 
 
 def failures_greedy(budget: dict, full: dict) -> list[str]:

@@ -16,16 +16,17 @@ steps, its interval a bootstrap over those pairs (`overhead`).
 
 from __future__ import annotations
 
-import random
 import shutil
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 from transformers import TrainerCallback
 
 from rods_core.config import RunConfig, load_config
+from rods_core.statistics import bootstrap_stat, quantile_interval
 
 WARMUP = 1
 PARTS = ("gen_s", "env_s", "reward_s", "render_s", "update_s", "optimizer_s", "hooks_s", "step_s", "cpu_s")
@@ -201,14 +202,9 @@ def overhead(
     one arm's median step against a different step of the other — steps differ by 30% in their work — so
     it carries that variation too and decides nothing sooner."""
     n = min(len(rods), len(plain))
-    rods, plain = rods[:n], plain[:n]
-    point = 100 * (centre(rods) / centre(plain) - 1)
-    rng, stats = random.Random(seed), []
-    for _ in range(boots):
-        idx = [rng.randrange(n) for _ in range(n)]
-        stats.append(100 * (centre([rods[i] for i in idx]) / centre([plain[i] for i in idx]) - 1))
-    stats.sort()
-    return point, [stats[int(0.025 * boots)], stats[int(0.975 * boots) - 1]]
+    r, p = np.asarray(rods[:n], dtype=float), np.asarray(plain[:n], dtype=float)
+    draws = bootstrap_stat(lambda idx: 100 * (centre(r[idx]) / centre(p[idx]) - 1), n, boots=boots, seed=seed)
+    return float(draws[0]), list(quantile_interval(draws[1:]))
 
 
 def summarise(rods_rows: list[dict], plain_rows: list[dict]) -> dict:

@@ -8,7 +8,8 @@ import math
 
 import pandas as pd
 
-from bench.experiments import Frames, t975
+from bench.experiments import Frames
+from rods_core.statistics import t_quantile, wilson
 
 # x axis -> (the steps table's cumulative column, the axis title)
 X_AXES: dict[str, tuple[str, str]] = {
@@ -19,22 +20,11 @@ X_AXES: dict[str, tuple[str, str]] = {
 SOURCES = {"trajectories_total": "trajectories", "tokens_total": "tokens", "seconds_total": "step_s"}
 
 
-def wilson(successes: float, n: int, z: float = 1.959964) -> tuple[float, float]:
-    """The Wilson score interval (95% by default) of a proportion: successes of n trials; (nan, nan) for n = 0.
-    Unlike the normal approximation it stays inside [0, 1] and is not zero-width at 0 or 1."""
-    if n <= 0:
-        return math.nan, math.nan
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 def t_band(mean: float, sd: float | None, n: int) -> tuple[float, float]:
     """mean ± t(0.975, n-1) · sd / √n, clipped to the reward's [0, 1]; (nan, nan) without an sd or for n < 2."""
     if sd is None or n < 2 or not math.isfinite(sd):
         return math.nan, math.nan
-    half = t975(n - 1) * sd / math.sqrt(n)
+    half = t_quantile(0.975, n - 1) * sd / math.sqrt(n)
     return max(0.0, mean - half), min(1.0, mean + half)
 
 

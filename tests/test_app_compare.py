@@ -33,7 +33,7 @@ def test_compare_reads_a_curriculum_experiment(app_env, tmp_path, monkeypatch):
     assert sorted(runs.run) == ["rods-r0", "static-r0"]
     assert methods.loc["informative_share_last_half", "rods"].startswith("0.700")  # mean of 0.6 and 0.8
     ratio_goal = goals[goals.goal.str.startswith("informative share (last half): rods / static")]
-    assert len(ratio_goal) == 1 and "bootstrap 95% CI" in ratio_goal.detail.iat[0]
+    assert len(ratio_goal) == 1 and "paired 95% CI (Fieller) n/a: fewer than 2" in ratio_goal.detail.iat[0]
 
 
 def test_compare_smooths_per_step_curves_bands_held_out_ones_and_titles_the_axis(app_env):

@@ -23,10 +23,10 @@ from bench.experiments import (
     method_table,
     run_table,
     share_ratio,
-    t_interval,
     variance_ratio,
 )
 from bench.step_overhead import overhead
+from rods_core.statistics import t_interval
 from storage.events import EventLog
 
 
@@ -95,7 +95,7 @@ def bench_folder(tmp_path):
 def test_t_interval_matches_student_t():
     mean, half, n = t_interval([1.0, 3.0])
     assert (mean, n) == (2.0, 2)
-    assert half == pytest.approx(12.706 * statistics.stdev([1.0, 3.0]) / math.sqrt(2))
+    assert half == pytest.approx(12.7062 * statistics.stdev([1.0, 3.0]) / math.sqrt(2), rel=1e-5)
     assert t_interval([0.4])[1] is None  # one repeat: no interval
     assert t_interval([float("nan")])[2] == 0
 
@@ -126,7 +126,7 @@ def test_method_table_curves_and_goals(bench_folder):
     assert len(runs) == 4
     row = methods[(methods.method == "rods") & (methods.metric == "final_progress")].iloc[0]
     assert row["mean"] == pytest.approx(0.4) and row["n"] == 2
-    assert row["ci95"] == pytest.approx(12.706 * statistics.stdev([0.5, 0.3]) / math.sqrt(2))
+    assert row["ci95"] == pytest.approx(12.7062 * statistics.stdev([0.5, 0.3]) / math.sqrt(2), rel=1e-5)
     curve = mean_curve(frames.evals, "progress")
     at4 = curve[(curve.method == "rods") & (curve.step == 4)].iloc[0]
     assert (at4.trajectories, at4.progress) == (48, pytest.approx(0.4))
@@ -259,27 +259,24 @@ def test_bench_curriculum_rejects_an_unknown_method(tmp_path):
     assert "grpo++" in result.output
 
 
-def test_ratio_bootstrap_recovers_a_known_ratio_and_its_interval():
-    import random
+def test_the_share_ratio_pairs_run_levels_by_seed_and_more_steps_do_not_narrow_it():
+    """The run is the unit: each run's last-half mean is its level, paired by seed (Fieller), so a longer run (more
+    autocorrelated steps) does not shrink the interval the way resampling steps as independent draws did."""
+    import pandas as pd
 
-    from bench.experiments import ratio_bootstrap
+    from bench.experiments import Frames
 
-    # constant runs: the ratio is exactly 2 and every resample says so
-    assert ratio_bootstrap([[0.6] * 10] * 3, [[0.3] * 10] * 3) == (2.0, 2.0, 2.0)
-    rng = random.Random(7)
+    def frames(repeat: int) -> Frames:
+        shares = {"rods": [[0.6, 0.7], [0.4, 0.5], [0.8, 0.8]], "static": [[0.3, 0.3], [0.2, 0.3], [0.4, 0.4]]}
+        rows = [{"run": f"{m}_r{seed}", "method": m, "seed": seed, "step": i + 1, "informative_share": v}
+                for m, runs in shares.items() for seed, (first, last) in enumerate(runs)
+                for i, v in enumerate([first] * repeat + [last] * repeat)]  # fmt: skip
+        empty = pd.DataFrame()
+        return Frames(empty, pd.DataFrame(rows), empty, empty)
 
-    def runs(level: float, steps: int) -> list[list[float]]:
-        return [[level + rng.uniform(-0.2, 0.2) for _ in range(steps)] for _ in range(3)]
-
-    point, lo, hi = ratio_bootstrap(runs(0.6, 20), runs(0.3, 20))
-    assert 1.0 < lo < 2.0 < hi and abs(point - 2.0) < 0.3  # holds the truth, excludes "no difference"
-    _, lo_many, hi_many = ratio_bootstrap(runs(0.6, 400), runs(0.3, 400))
-    assert hi_many - lo_many < hi - lo and lo_many < 2.0 < hi_many  # more steps: narrower, still covering
-    _, lo_eq, hi_eq = ratio_bootstrap(runs(0.4, 20), runs(0.4, 20))
-    assert lo_eq < 1.0 < hi_eq  # equal levels: the interval holds 1
-    # run-to-run spread counts: two runs far apart on one side widen the interval beyond step noise alone
-    _, lo_spread, hi_spread = ratio_bootstrap([[0.9] * 20, [0.3] * 20, [0.6] * 20], [[0.3] * 20] * 3)
-    assert lo_spread < 1.6 and hi_spread > 2.4
+    point, lo, hi = share_ratio(frames(2))
+    assert point == pytest.approx((0.7 + 0.5 + 0.8) / (0.3 + 0.3 + 0.4)) and lo < point < hi
+    assert share_ratio(frames(50)) == pytest.approx((point, lo, hi))  # the same run levels: the same interval
 
 
 def test_variant_landing_reads_each_variants_first_probe(tmp_path):

@@ -8,15 +8,8 @@ import pandas as pd
 import pytest
 
 from bench.experiments import Frames
+from rods_core.statistics import wilson
 from rods_lab import charts, compare
-
-
-def test_wilson_interval_matches_the_textbook_and_stays_in_0_1():
-    assert compare.wilson(0, 19) == pytest.approx((0.0, 0.1682), abs=1e-4)
-    assert compare.wilson(19, 19) == pytest.approx((0.8318, 1.0), abs=1e-4)
-    lo, hi = compare.wilson(10, 19)
-    assert lo == pytest.approx(0.3171, abs=1e-4) and hi == pytest.approx(0.7267, abs=1e-4)
-    assert all(math.isnan(v) for v in compare.wilson(0, 0))
 
 
 def test_t_band_is_the_mean_plus_minus_t_sd_over_root_n_clipped():
@@ -85,7 +78,7 @@ def test_a_run_with_one_evaluation_shows_its_interval_as_an_error_bar_not_a_band
     one = f.evals[(f.evals.run == "a") & (f.evals.step == 0)]
     fig = charts.by_run(one, "trajectories_total", "accuracy", "t", band=("accuracy_lo", "accuracy_hi"))
     (point,) = fig.data
-    lo, hi = compare.wilson(0, 19)
+    lo, hi = wilson(0, 19)
     assert point.mode == "lines+markers" and list(point.error_y.array) == pytest.approx([hi])
     assert list(point.error_y.arrayminus) == pytest.approx([0.0 - lo])
     two = f.evals[f.evals.run == "a"]

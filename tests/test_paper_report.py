@@ -200,8 +200,9 @@ def test_paper_report_states_the_sizes_the_load_per_run_and_the_pre_registered_c
         "runs": 3, "seeds": [0, 1, 2], "trajectories_min": 40.0, "trajectories_max": 40.0}  # fmt: skip
     assert [r["load_1min_at_start"] for r in data["loads"] if r["arm"] == "rods"] == [0.25, 1.25, 2.25]
     v = {c["name"]: c["verdict"] for c in data["criteria"]}
-    # static rises +0.2 in every seed; rods beats it on all 3 seeds with a tiny spread (Holm over the whole table)
-    assert v["gate"] == "holds" and v["S1"] == "supported" and v["S3"] == "supported" and v["R3"] == "inconclusive"
+    # static rises +0.2 in every seed; rods is above it on all 3 seeds with a tiny spread, but 3 seeds are no claim:
+    # the exact sign-flip p of 3 differences is at least 2/8 (the t-test's p, which called it a win, is not used)
+    assert v["gate"] == "holds" and v["S1"] == "inconclusive" and v["S3"] == "supported" and v["R3"] == "inconclusive"
     assert v["S2"] == v["R2"] == "not evaluable" and v["S4"] == "not evaluable"
     md = (out / "summary.md").read_text()
     assert "## Pre-registered criteria (design.md)" in md and "| S1 | rods beats static on final H1 progress |" in md
