@@ -243,7 +243,7 @@ def train(
 
     apply_thread_policy(cfg.compute.threads)
     torch.manual_seed(cfg.seed)
-    ranks = Ranks.current(cpu=cfg.grpo.use_cpu)
+    ranks = Ranks.for_run(cfg.grpo)
     run_id, run_dir, seeds = check_run_inputs(cfg, run_id, resume, ranks, benchmark)
     scratch = run_scratch(run_dir)  # episodes and verifications write here: removed with the run folder
     tasks_bench = run_benchmark(cfg, benchmark, scratch=scratch)

@@ -15,7 +15,18 @@ import signal
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
+
+# transformers' TrainingArguments.ddp_timeout default, in seconds (tests/test_ranks_timeout.py compares them)
+DDP_TIMEOUT_S = 1800
+
+
+def distributed_timeout(trainer_args: dict[str, Any]) -> timedelta:
+    """The run's distributed timeout: `grpo.trainer_args.ddp_timeout` (TrainingArguments' own field, seconds), else
+    that field's default. torch fixes a process group's timeout when the group is made, and the run makes its group
+    before GRPOConfig exists, so the value must reach the group here, not through GRPOConfig."""
+    return timedelta(seconds=int(trainer_args.get("ddp_timeout", DDP_TIMEOUT_S)))
 
 
 @dataclass(frozen=True)
@@ -24,13 +35,20 @@ class Ranks:
     world: int = 1
 
     @classmethod
-    def current(cls, cpu: bool = False) -> Ranks:
+    def current(cls, cpu: bool = False, timeout: timedelta | None = None) -> Ranks:
         """The ranks of this launch. `cpu` must match the trainer's `use_cpu`: accelerate's process state
-        is set up once per process, and only `cpu=True` makes CPU processes join one gloo group."""
+        is set up once per process, and only `cpu=True` makes CPU processes join one gloo group. `timeout`: the
+        process group's, when this call makes it (None: torch's default)."""
         from accelerate import PartialState
 
-        state = PartialState(cpu=cpu)
+        state = PartialState(cpu=cpu, **({"timeout": timeout} if timeout is not None else {}))
         return cls(state.process_index, state.num_processes)
+
+    @classmethod
+    def for_run(cls, grpo) -> Ranks:
+        """The ranks of a run with the GRPO settings `grpo` (rods_core.config.GRPOSettings): its device choice and
+        its distributed timeout (`grpo.trainer_args.ddp_timeout`)."""
+        return cls.current(cpu=grpo.use_cpu, timeout=distributed_timeout(grpo.trainer_args))
 
     @property
     def main(self) -> bool:

@@ -170,7 +170,7 @@ class RodsGRPOTrainer(GRPOTrainer):
         self._cost_of = cost_of
         self.episode_cfg = episode_cfg
         self.benchmark, self.scratch = benchmark, scratch
-        self.ranks = ranks if ranks is not None else Ranks.current(cpu=cfg.grpo.use_cpu)
+        self.ranks = ranks if ranks is not None else Ranks.for_run(cfg.grpo)
         # tasks_per_step is per process; the slots (and each draw) cover the whole generation batch
         self.n_slots = cfg.grpo.tasks_per_step * self.ranks.world
         self._generator = None
