@@ -34,7 +34,7 @@ from rods_core.config import EpisodeConfig, RunConfig
 from rods_core.policy.backends import choose_generator
 from rods_core.policy.generation import Generator, VLLMGenerator
 from rods_core.policy.lora import peft_config
-from rods_core.policy.vllm_sync import sync_colocated_weights
+from rods_core.policy.vllm_sync import sync_colocated_weights, sync_server_weights
 from rods_core.policy.weights import whole_weights
 from rods_core.ranks import Ranks, balance
 from rods_core.rng import derive_seed
@@ -195,18 +195,22 @@ class RodsGRPOTrainer(GRPOTrainer):
 
     def _generate(self, prompts: list):
         # TRL syncs a colocated vLLM by calling its model's load_weights directly, which fails on vLLM's CPU
-        # backend (rods_core/policy/vllm_sync.py); there this syncs first through vLLM's layerwise reload, and TRL,
-        # seeing the step already loaded, skips its own. GPUs and server mode keep TRL's sync.
-        if self.use_vllm and self.vllm_mode == "colocate" and self.accelerator.device.type == "cpu":
+        # backend (rods_core/policy/vllm_sync.py), and in server mode lets ranks generate before the weights are
+        # in and ignores a refused cache reset; in both cases this syncs first, and TRL, seeing the step already
+        # loaded, skips its own. A colocated vLLM on GPUs keeps TRL's sync.
+        if self.use_vllm and (self.vllm_mode == "server" or self.accelerator.device.type == "cpu"):
             self._sync_vllm()
         return super()._generate(prompts)
 
     def _sync_vllm(self) -> None:
-        """vLLM holds the current weights afterwards (TRL's sync, or the CPU colocated one); a collective when the
-        weights are sharded, so every rank calls it at the same point. TRL's own step check then skips its sync."""
+        """vLLM holds the current weights afterwards (TRL's sync, the CPU colocated one, or the server one that ends
+        in a checked cache reset and a barrier); a collective, so every rank calls it at the same point. TRL's own
+        step check then skips its sync."""
         if self.state.global_step == self._last_loaded_step:
             return
-        if self.vllm_mode == "colocate" and self.accelerator.device.type == "cpu":
+        if self.vllm_mode == "server":
+            sync_server_weights(self.vllm_generation, self.ranks)
+        elif self.accelerator.device.type == "cpu":
             sync_colocated_weights(self.vllm_generation)
         else:
             self.vllm_generation.sync_weights()

@@ -12,6 +12,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -54,3 +56,88 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+# ----- server mode: a checked cache reset and a barrier after every weight sync ---------------------------------
+class _Response:
+    def __init__(self, status: int, body):
+        self.status_code, self._body, self.text = status, body, str(body)
+
+    def json(self):
+        if self._body is None:
+            raise ValueError("empty body")
+        return self._body
+
+
+class _Server:
+    """TRL's VLLMGeneration in server mode (rank 0's vllm_client), recording the order of what happens."""
+
+    def __init__(self, calls: list, answer: _Response):
+        self.calls, self.answer = calls, answer
+        self.base_url = "http://server"
+        self.vllm_client = self
+        self.session = self
+
+    def sync_weights(self):
+        self.calls.append("weights streamed, TRL's own reset (answer dropped)")
+
+    def post(self, url):
+        self.calls.append(f"reset {url}")
+        return self.answer
+
+
+class _Ranks:
+    def __init__(self, calls: list, main: bool = True, rank0=None):
+        self.calls, self.main, self.rank0 = calls, main, rank0
+
+    def share(self, obj):
+        self.calls.append("barrier")
+        return obj if self.main else self.rank0
+
+
+@pytest.mark.parametrize(
+    ("answer", "ok"),
+    [(_Response(200, {"success": True}), True), (_Response(200, None), True),
+     (_Response(200, {"success": False}), False), (_Response(500, "boom"), False)],
+)  # fmt: skip
+def test_a_server_sync_ends_in_a_checked_reset_then_a_barrier(answer, ok):
+    from rods_core.policy.vllm_sync import sync_server_weights
+
+    calls: list = []
+    if ok:
+        sync_server_weights(_Server(calls, answer), _Ranks(calls))
+    else:
+        with pytest.raises(RuntimeError, match="prefix-cache reset|refused to reset"):
+            sync_server_weights(_Server(calls, answer), _Ranks(calls))
+    assert calls == [calls[0], "reset http://server/reset_prefix_cache", "barrier"]
+
+
+def test_every_rank_waits_for_rank_0_and_fails_with_it():
+    from rods_core.policy.vllm_sync import sync_server_weights
+
+    calls: list = []
+    sync_server_weights(_Server(calls, None), _Ranks(calls, main=False, rank0=None))  # no request of its own
+    assert calls == [calls[0], "barrier"]
+    with pytest.raises(RuntimeError, match="refused"):
+        sync_server_weights(_Server([], None), _Ranks([], main=False, rank0="the server refused to reset"))
+
+
+def test_the_trainer_syncs_a_server_itself_before_rollouts_and_evaluation(monkeypatch):
+    """RodsGRPOTrainer's sync in server mode is the checked one, made before TRL's generation (which then skips its
+    own) and before the evaluation generator; once per step."""
+    from types import SimpleNamespace
+
+    from trl import GRPOTrainer
+
+    import rods_core.trainer as trainer_mod
+
+    calls: list = []
+    monkeypatch.setattr(trainer_mod, "sync_server_weights", lambda gen, ranks: calls.append(("sync", gen, ranks)))
+    monkeypatch.setattr(GRPOTrainer, "_generate", lambda self, prompts: calls.append("generate"))
+    me = object.__new__(trainer_mod.RodsGRPOTrainer)  # no TRL set-up: only what the sync reads
+    me.use_vllm, me.vllm_mode, me.vllm_generation, me.ranks, me._last_loaded_step = True, "server", "gen", "ranks", 2
+    me.accelerator = SimpleNamespace(device=SimpleNamespace(type="cuda"))
+    me.state = SimpleNamespace(global_step=3)
+    me._generate([])
+    me._generate([])
+    assert calls == [("sync", "gen", "ranks"), "generate", "generate"] and me._last_loaded_step == 3
