@@ -41,6 +41,17 @@ TRL_METRICS = {
     "kl": "train/kl",
     "grad_norm": "train/grad_norm",
     "learning_rate": "train/learning_rate",
+    # logged by TRL only when vLLM generates (its importance-sampling correction): kept under TRL's own names
+    **{
+        name: name
+        for name in (
+            "sampling/importance_sampling_ratio/min",
+            "sampling/importance_sampling_ratio/mean",
+            "sampling/importance_sampling_ratio/max",
+            "sampling/sampling_logp_difference/mean",
+            "sampling/sampling_logp_difference/max",
+        )
+    },
 }
 
 

@@ -258,15 +258,26 @@ class RodsGRPOTrainer(GRPOTrainer):
         **multimodal,
     ):
         # TRL scores every rollout of a pass over its full prompt; with grpo.shared_prompt the G rollouts of a
-        # task share one prompt pass (a text-only policy: images and MoE losses take TRL's path)
-        if not self.cfg.grpo.shared_prompt or compute_aux_loss or any(v is not None for v in multimodal.values()):
-            return super()._get_per_token_logps_and_entropies(
-                model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss,
-                **multimodal,
-            )  # fmt: skip
-        with self.accelerator.autocast():
-            logps, entropies = shared_prompt_logps(model, input_ids, attention_mask, logits_to_keep, compute_entropy)
-        return logps, entropies, None
+        # task share one prompt pass. With vLLM, whose log-probs the importance-sampling ratio divides by, each
+        # row's positions follow its attention mask, as vLLM's do (text-only policies: images and MoE losses take
+        # TRL's path)
+        text_only = not compute_aux_loss and all(v is None for v in multimodal.values())
+        if text_only and self.cfg.grpo.shared_prompt:
+            with self.accelerator.autocast():
+                logps, entropies = shared_prompt_logps(
+                    model, input_ids, attention_mask, logits_to_keep, compute_entropy
+                )
+            return logps, entropies, None
+        if text_only and self.use_vllm:
+            with self.accelerator.autocast():
+                logps, entropies = masked_position_logps(
+                    model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy
+                )
+            return logps, entropies, None
+        return super()._get_per_token_logps_and_entropies(
+            model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss,
+            **multimodal,
+        )  # fmt: skip
 
     def _rollout(self, prompts: list[str], trainer) -> dict[str, Any]:
         t0 = time.perf_counter()
@@ -350,6 +361,30 @@ def trim_padding(inputs: dict[str, Any]) -> dict[str, Any]:
         if isinstance(x, torch.Tensor) and x.dim() >= 2 and x.shape[1] == c:
             out[key] = x[:, :c1]
     return out
+
+
+def masked_position_logps(
+    model, input_ids, attention_mask, logits_to_keep: int, batch_size: int | None = None, compute_entropy: bool = False
+):
+    """Per-token log-probs (and entropies) of the completion columns, as TRL's fused LM head returns them, with each
+    row's position ids counted from its first unmasked token.
+
+    TRL passes no position ids, and transformers' Qwen3 forward then numbers the columns 0.. whatever the mask: a
+    left-padded row's tokens sit `padding` positions later than vLLM placed them when it sampled. RoPE is relative,
+    so that moves the log-probs by rounding only, but at 16k positions in bf16 that rounding lands in the
+    importance-sampling ratio; here a row's log-probs do not depend on its padding (tests/test_gpu_path.py)."""
+    batch_size = batch_size or input_ids.size(0)
+    logps, entropies = [], []
+    for start in range(0, input_ids.size(0), batch_size):
+        ids, mask = input_ids[start : start + batch_size], attention_mask[start : start + batch_size]
+        labels = ids.masked_fill(mask == 0, -100)
+        labels[:, :-logits_to_keep] = -100
+        positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
+        out = model(input_ids=ids, attention_mask=mask, position_ids=positions, labels=labels, fused_lm_head=True)
+        logps.append(out.log_probs[:, -logits_to_keep:])
+        if compute_entropy:
+            entropies.append(out.entropy[:, -logits_to_keep:])
+    return torch.cat(logps), (torch.cat(entropies) if compute_entropy else None)
 
 
 def shared_prompt_logps(model, input_ids, attention_mask, logits_to_keep: int, compute_entropy: bool = False):

@@ -11,10 +11,15 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from rods_core.config import load_config
+
 ROOT = Path(__file__).resolve().parent.parent
+PAPER = ROOT / "configs" / "paper-qwen3-4b.yaml"
+QWEN3_4B = ROOT / "tests" / "fixtures" / "qwen3-4b-config"
 
 
 # ----- the distributed timeout --------------------------------------------------------------------------------
@@ -125,8 +130,6 @@ def test_every_rank_waits_for_rank_0_and_fails_with_it():
 def test_the_trainer_syncs_a_server_itself_before_rollouts_and_evaluation(monkeypatch):
     """RodsGRPOTrainer's sync in server mode is the checked one, made before TRL's generation (which then skips its
     own) and before the evaluation generator; once per step."""
-    from types import SimpleNamespace
-
     from trl import GRPOTrainer
 
     import rods_core.trainer as trainer_mod
@@ -141,3 +144,75 @@ def test_the_trainer_syncs_a_server_itself_before_rollouts_and_evaluation(monkey
     me._generate([])
     me._generate([])
     assert calls == [("sync", "gen", "ranks"), "generate", "generate"] and me._last_loaded_step == 3
+
+
+# ----- importance sampling: the mode, the ratios logged, and log-probs that do not depend on padding ------------
+def test_the_paper_config_corrects_vllm_per_token_and_logs_the_ratios():
+    from rods_core.loop import TRL_METRICS, step_row
+    from storage.schema import EVENT_KINDS, STEP_METRICS, VLLM_STEP_METRICS
+
+    args = load_config(PAPER, {"model.path": str(QWEN3_4B)}).grpo.trainer_args
+    assert args["vllm_importance_sampling_mode"] == "token_truncate"  # each token its own ratio, capped
+    assert args["vllm_importance_sampling_clip_max"] == 3.0
+    # TRL's ratio figures reach the step row under their own names, and the step event kind has a column for each
+    assert set(VLLM_STEP_METRICS) <= set(TRL_METRICS.values()) and not set(VLLM_STEP_METRICS) & set(STEP_METRICS)
+    assert set(VLLM_STEP_METRICS) <= set(EVENT_KINDS["step"].columns)
+    outcome = SimpleNamespace(metrics={"reward/mean": 0.5})
+    logs = {"loss": 0.1, **dict.fromkeys(VLLM_STEP_METRICS, 0.9)}
+    row = step_row(1, outcome, {"time/step_s": 1.0}, logs)
+    assert {k: row[k] for k in VLLM_STEP_METRICS} == dict.fromkeys(VLLM_STEP_METRICS, 0.9)
+
+
+def _fused(model_dir, dtype):
+    from transformers import AutoModelForCausalLM
+    from trl.trainer.utils import add_fused_lm_head
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).eval()
+    add_fused_lm_head(model)
+    return model
+
+
+def test_old_log_probs_of_an_episode_do_not_depend_on_its_left_padding(tiny_model_dir):
+    """The same episode scored alone and left-padded beside a longer one: the positions the model sees follow the
+    mask, and the log-probs agree (fp32: to float rounding; bf16: closer than TRL's own scoring, whose positions
+    count the padding)."""
+    import torch
+
+    from rods_core.trainer import masked_position_logps
+
+    torch.manual_seed(0)
+    prompt, completion, pad = 20, 12, 700
+    episode = torch.randint(5, 1000, (1, prompt + completion))
+    longer = torch.randint(5, 1000, (1, pad + prompt + completion))
+    ids = torch.cat([torch.cat([torch.zeros(1, pad, dtype=torch.long), episode], 1), longer])
+    mask = torch.ones_like(ids)
+    mask[0, :pad] = 0
+    gaps, seen = {}, []
+    for dtype in (torch.float32, torch.bfloat16):
+        model = _fused(tiny_model_dir, dtype)
+        seen.clear()
+        model.model.register_forward_pre_hook(lambda m, a, kw: seen.append(kw.get("position_ids")), with_kwargs=True)
+        with torch.no_grad():
+            alone, _ = masked_position_logps(model, episode, torch.ones_like(episode), completion)
+            padded, _ = masked_position_logps(model, ids, mask, completion)
+            labels = ids.masked_fill(mask == 0, -100)
+            labels[:, :-completion] = -100
+            trl = model(input_ids=ids, attention_mask=mask, labels=labels, fused_lm_head=True).log_probs
+        assert seen[1][0, pad:].tolist() == list(range(prompt + completion))  # as vLLM numbered them
+        gaps[dtype] = ((padded[0] - alone[0]).abs().max().item(), (trl[0, -completion:] - alone[0]).abs().max().item())
+    assert gaps[torch.float32][0] < 1e-6
+    assert gaps[torch.bfloat16][0] < gaps[torch.bfloat16][1]
+
+
+def test_with_vllm_the_trainer_scores_with_masked_positions(monkeypatch):
+    from contextlib import nullcontext
+
+    import rods_core.trainer as trainer_mod
+
+    calls = []
+    monkeypatch.setattr(trainer_mod, "masked_position_logps", lambda *a: calls.append(a[3:]) or ("lp", None))
+    me = object.__new__(trainer_mod.RodsGRPOTrainer)
+    me.cfg = SimpleNamespace(grpo=SimpleNamespace(shared_prompt=False))
+    me.use_vllm, me.accelerator = True, SimpleNamespace(autocast=nullcontext)
+    assert me._get_per_token_logps_and_entropies("model", "ids", "mask", 7, 2, True) == ("lp", None, None)
+    assert calls == [(7, 2, True)]
