@@ -66,10 +66,33 @@ def slot_dataset(n_slots: int) -> Dataset:
     return Dataset.from_dict({"prompt": [f"{SLOT_PREFIX}{i}" for i in range(n_slots)]})
 
 
+def accelerator_config(trainer_args: dict[str, Any], environ) -> dict[str, Any]:
+    """TrainingArguments.accelerator_config of this launch (`trainer_args.accelerator_config` as the base).
+
+    Under FSDP (accelerate's FSDP2, mixed_precision bf16: param and reduce dtype bf16) transformers' Trainer runs
+    every micro-batch but the last under `no_sync`, so each unsharded bf16 `.grad` sums the step's micro-batches in
+    bf16 (64 in the paper config), and that whole unsharded gradient is held until the last one. With
+    `sync_each_batch`, each micro-batch is reduce-scattered at once and summed into the fp32 shards' `.grad` (torch
+    keeps a sharded gradient in its parameter's dtype): fp32 accumulation, no unsharded gradient held, one
+    reduce-scatter per micro-batch (tests/fsdp_accumulation_worker.py). DDP and one process keep transformers'
+    default (their gradients are in the fp32 weights' dtype already)."""
+    config = dict(trainer_args.get("accelerator_config") or {})
+    if str(environ.get("ACCELERATE_USE_FSDP", "")).lower() == "true":
+        config["gradient_accumulation_kwargs"] = {
+            "sync_each_batch": True,
+            **(config.get("gradient_accumulation_kwargs") or {}),
+        }
+    return config
+
+
 def grpo_args(cfg: RunConfig, out_dir: str, run_name: str | None = None) -> GRPOConfig:
     g = cfg.grpo
     batch = g.tasks_per_step * g.num_generations  # rollouts per process and step
     micro = g.micro_batch or batch
+    passed = dict(g.trainer_args)  # checked against GRPOConfig's fields by the config (config/trl_options.py)
+    accelerate = accelerator_config(g.trainer_args, os.environ)
+    if accelerate:
+        passed["accelerator_config"] = accelerate
     return GRPOConfig(
         output_dir=out_dir,
         # one generation batch per optimizer step, in batch/micro passes of `micro` rollouts each
@@ -110,7 +133,7 @@ def grpo_args(cfg: RunConfig, out_dir: str, run_name: str | None = None) -> GRPO
         # when ranks make different numbers of calls (a shared-prompt pass makes one per distinct prompt and
         # rollout). A causal LM's buffers are constants (rotary tables), so there is nothing to broadcast.
         ddp_broadcast_buffers=False,
-        **g.trainer_args,  # checked against GRPOConfig's fields by the config (rods_core/config/trl_options.py)
+        **passed,
     )
 
 

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from rods_core.config import load_config
+from rods_core.config import RunConfig, load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPER = ROOT / "configs" / "paper-qwen3-4b.yaml"
@@ -216,3 +216,21 @@ def test_with_vllm_the_trainer_scores_with_masked_positions(monkeypatch):
     me.use_vllm, me.accelerator = True, SimpleNamespace(autocast=nullcontext)
     assert me._get_per_token_logps_and_entropies("model", "ids", "mask", 7, 2, True) == ("lp", None, None)
     assert calls == [(7, 2, True)]
+
+
+# ----- FSDP2: gradients accumulated in fp32 ---------------------------------------------------------------------
+def test_under_fsdp_each_micro_batch_is_reduce_scattered_into_the_fp32_shards(tmp_path, monkeypatch):
+    """The run's GRPOConfig under an FSDP launch asks transformers' Trainer to sync every micro-batch (the
+    accumulation dtype this gives is tests/test_scale.py's FSDP2 worker); elsewhere it changes nothing, and a lab's
+    own accelerator_config is kept."""
+    from rods_core.trainer import accelerator_config, grpo_args
+    from tests.conftest import smoke_config
+
+    cfg = RunConfig.model_validate(smoke_config(tmp_path, tmp_path / "model"))
+    assert grpo_args(cfg, str(tmp_path)).accelerator_config.gradient_accumulation_kwargs is None
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
+    args = grpo_args(cfg, str(tmp_path))
+    assert args.accelerator_config.gradient_accumulation_kwargs == {"sync_each_batch": True}
+    own = {"accelerator_config": {"gradient_accumulation_kwargs": {"sync_each_batch": False}, "even_batches": False}}
+    assert accelerator_config(own, {"ACCELERATE_USE_FSDP": "true"}) == own["accelerator_config"]
+    assert accelerator_config({}, {}) == {}
