@@ -395,12 +395,26 @@ class Policy:
         return {tid for stage in read_card(self.model_dir).get("stages", []) for tid in stage.get("task_ids", [])}
 
     def save_final(self, trainer, final: Path, run_id: str, ranks: Ranks) -> None:
+        """The trained model, whole, in `final` (from_pretrained loads it). Under FSDP with sharded checkpoints,
+        transformers' save_model writes no weights, so the full state dict is gathered here (every rank takes part;
+        rank 0 writes it)."""
         from rods_core.policy.tiny import read_card, write_card
 
-        trainer.save_model(str(final))
+        if sharded_checkpoints(trainer):
+            state = trainer.accelerator.get_state_dict(trainer.model)
+            if trainer.args.should_save:
+                trainer._save(str(final), state_dict=state)
+        else:
+            trainer.save_model(str(final))
         if ranks.main:
             self.tokenizer.save_pretrained(str(final))
             write_card(final, {**read_card(self.model_dir), "trained_by": run_id})
+
+
+def sharded_checkpoints(trainer) -> bool:
+    """Whether the trainer saves FSDP checkpoints as shards (accelerate's fsdp_state_dict_type SHARDED_STATE_DICT)."""
+    plugin = getattr(trainer.accelerator.state, "fsdp_plugin", None) if trainer.is_fsdp_enabled else None
+    return plugin is not None and "FULL_STATE_DICT" not in str(plugin.state_dict_type)
 
 
 class HeldOutEval:

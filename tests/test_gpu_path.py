@@ -234,3 +234,42 @@ def test_under_fsdp_each_micro_batch_is_reduce_scattered_into_the_fp32_shards(tm
     own = {"accelerator_config": {"gradient_accumulation_kwargs": {"sync_each_batch": False}, "even_batches": False}}
     assert accelerator_config(own, {"ACCELERATE_USE_FSDP": "true"}) == own["accelerator_config"]
     assert accelerator_config({}, {}) == {}
+
+
+# ----- checkpoints a lab can keep -------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["fsdp.yaml", "fsdp-2x8.yaml"])
+def test_fsdp_checkpoints_are_sharded_once_and_the_final_model_is_gathered_whole(name, tmp_path):
+    """The FSDP launch configs save checkpoints as each rank's shard (no second, gathered copy of the weights); then
+    save_model writes no weights, so the final model is the full state dict, written by rank 0 only."""
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    from rods_core.loop import Policy, sharded_checkpoints
+
+    fsdp = load_config_from_file(str(ROOT / "configs" / "accelerate" / name)).fsdp_config
+    assert fsdp["fsdp_state_dict_type"] == "SHARDED_STATE_DICT" and fsdp["fsdp_version"] == 2
+
+    calls = []
+
+    def trainer(state_dict_type: str, rank0: bool):
+        plugin = SimpleNamespace(state_dict_type=f"StateDictType.{state_dict_type}")
+        return SimpleNamespace(
+            is_fsdp_enabled=True,
+            accelerator=SimpleNamespace(state=SimpleNamespace(fsdp_plugin=plugin),
+                                        get_state_dict=lambda m: calls.append("gather") or {"w": 1}),
+            model="model", args=SimpleNamespace(should_save=rank0),
+            _save=lambda out, state_dict: calls.append(("write", state_dict)),
+            save_model=lambda out: calls.append("save_model"),
+        )  # fmt: skip
+
+    policy = Policy.__new__(Policy)
+    policy.tokenizer, policy.model_dir = SimpleNamespace(save_pretrained=lambda out: None), tmp_path
+    ranks = SimpleNamespace(main=False)
+    assert sharded_checkpoints(trainer("SHARDED_STATE_DICT", True))
+    policy.save_final(trainer("SHARDED_STATE_DICT", False), tmp_path / "final", "r", ranks)
+    assert calls == ["gather"]  # every rank takes part in the gather; only rank 0 writes
+    calls.clear()
+    policy.save_final(trainer("SHARDED_STATE_DICT", True), tmp_path / "final", "r", ranks)
+    assert calls == ["gather", ("write", {"w": 1})]
+    calls.clear()
+    policy.save_final(trainer("FULL_STATE_DICT", True), tmp_path / "final", "r", ranks)
+    assert calls == ["save_model"] and not sharded_checkpoints(trainer("FULL_STATE_DICT", True))
