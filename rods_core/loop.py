@@ -446,6 +446,7 @@ class HeldOutEval:
         self.recorder, self.rods, self.generation, self.scratch = recorder, rods, generation, scratch
         self.log = log if ranks.main else (lambda *_: None)
         self.tasks = eval_tasks(cfg, seeds, policy.sft_task_ids(), tasks_bench)
+        self.start_limit = cfg.eval.start_limit
         sampling = policy.episode.sampling.model_copy(update={"temperature": 0.0})
         episode = policy.episode.model_copy(update={"sampling": sampling, "hints": False})
         self.greedy = EvalConfig(
@@ -457,7 +458,8 @@ class HeldOutEval:
         from rods_core.evaluation import evaluate_sharded
         from rods_core.policy.weights import whole_weights
 
-        if not self.tasks:
+        tasks = self.tasks[: self.start_limit] if step == 0 and self.start_limit else self.tasks
+        if not tasks:
             return
         # FSDP2 / ZeRO-3: each rank's episodes make their own number of forward calls
         playing = self.generation() if self.generation else whole_weights(model, optimizer)
@@ -465,7 +467,7 @@ class HeldOutEval:
         with self.recorder.working(), playing as generator:
             result = evaluate_sharded(
                 (model, self.policy.tokenizer),
-                self.tasks,
+                tasks,
                 self.greedy,
                 self.ranks,
                 self.benchmark,

@@ -273,3 +273,46 @@ def test_fsdp_checkpoints_are_sharded_once_and_the_final_model_is_gathered_whole
     calls.clear()
     policy.save_final(trainer("FULL_STATE_DICT", True), tmp_path / "final", "r", ranks)
     assert calls == ["save_model"] and not sharded_checkpoints(trainer("FULL_STATE_DICT", True))
+
+
+# ----- a first step within minutes ------------------------------------------------------------------------------
+def test_the_paper_runs_first_evaluation_is_bounded_and_vllm_gets_each_ranks_episodes_at_once(monkeypatch):
+    """The paper config scores its whole test split from step 20 on, but only its first 80 tasks before step 1; with
+    the run's vLLM engine, a rank's evaluation episodes go to vLLM in one chunk (not eval.max_batch at a time)."""
+    from contextlib import nullcontext
+
+    import rods_core.evaluation as evaluation
+    from rods_core.evaluation import EvalConfig
+    from rods_core.loop import HeldOutEval
+
+    cfg = load_config(PAPER, {"model.path": str(QWEN3_4B)})
+    assert (cfg.eval.limit, cfg.eval.start_limit, cfg.eval.max_batch) == (None, 80, 16)
+
+    class Played(Exception):
+        """Raised by the fake episodes: what they were handed is all this test reads."""
+
+    def play(mine, gen, episode, bench, c, progress, scratch):
+        raise Played(len(mine), c.max_batch)
+
+    monkeypatch.setattr(evaluation, "_play", play)
+    monkeypatch.setattr(evaluation, "_generator", lambda policy, c, bench, gen: (gen, None, None))
+    ranks = SimpleNamespace(rank=0, world=8)
+    model = SimpleNamespace(training=False, eval=lambda: None, train=lambda mode: None)
+    greedy = EvalConfig(max_batch=16)
+    for generator, chunk in (("vllm", 50), (None, 16)):  # vLLM: the rank's 50 at once; else eval.max_batch
+        with pytest.raises(Played) as e:
+            evaluation.evaluate_sharded((model, None), list(range(400)), greedy, ranks, None, generator=generator)
+        assert e.value.args == (50, chunk)
+
+    def sharded(policy, tasks, c, r, bench, generator, scratch=None):
+        raise Played(len(tasks))
+
+    monkeypatch.setattr(evaluation, "evaluate_sharded", sharded)
+    run = HeldOutEval.__new__(HeldOutEval)
+    run.tasks, run.start_limit, run.greedy, run.ranks = list(range(400)), 80, greedy, ranks
+    run.benchmark, run.scratch, run.policy = None, None, SimpleNamespace(tokenizer=None)
+    run.generation, run.recorder = nullcontext, SimpleNamespace(working=nullcontext)
+    for step, n in ((0, 80), (20, 400)):
+        with pytest.raises(Played) as e:
+            run(model, step)
+        assert e.value.args == (n,)
