@@ -316,7 +316,9 @@ def check_run_inputs(
     from rods_core.tasks import TaskFileError
     from rods_core.tasksets import TaskSetError, select_seeds
 
-    refusal = launch_refusal(os.environ, cfg.grpo.use_cpu, cfg.grpo.bf16, cfg.grpo.shared_prompt)
+    refusal = launch_refusal(
+        os.environ, cfg.grpo.use_cpu, cfg.grpo.bf16, cfg.grpo.shared_prompt, bool(cfg.model.lora and cfg.grpo.use_vllm)
+    )
     if refusal:
         raise RunSetupError(refusal)
     run_id = ranks.share(run_id or new_run_id(cfg.name))

@@ -115,7 +115,11 @@ def digest(state: Any) -> str:
 
 
 def launch_refusal(
-    environ: dict[str, str] | os._Environ, use_cpu: bool, bf16: bool, shared_prompt: bool = False
+    environ: dict[str, str] | os._Environ,
+    use_cpu: bool,
+    bf16: bool,
+    shared_prompt: bool = False,
+    lora_with_vllm: bool = False,
 ) -> str | None:
     """Why a launch cannot train as its accelerate config asks, else None:
     - accelerate shards (FSDP, DeepSpeed) only GPU processes; on CPU (grpo.use_cpu) it ignores the request and
@@ -124,8 +128,21 @@ def launch_refusal(
       so the shared-prompt pass (many forward calls, then one backward) finds them freed ("setStorage: ...
       out of bounds for storage of size 0": tests/test_scale.py, and a lent H200);
     - under DeepSpeed, accelerate writes the launch's mixed_precision into DeepSpeed's `bf16.enabled` /
-      `fp16.enabled`, and transformers' Trainer refuses one whose `bf16` differs, after the model has loaded."""
+      `fp16.enabled`, and transformers' Trainer refuses one whose `bf16` differs, after the model has loaded;
+    - a LoRA adapter with vLLM under FSDP or DeepSpeed: TRL syncs vLLM by merging the adapter into the base weights
+      and unmerging it again, every step; under ZeRO-3 those weights are bf16, and W + BA - BA does not give W back in
+      bf16 (tests/test_gpu_path.py: the base weights move), and merging over FSDP2-sharded weights is unverified
+      (TRL's own TODO)."""
     deepspeed = environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true"
+    if lora_with_vllm and not use_cpu:
+        for var, name in (("ACCELERATE_USE_FSDP", "FSDP"), ("ACCELERATE_USE_DEEPSPEED", "DeepSpeed")):
+            if environ.get(var, "false").lower() == "true":
+                return (
+                    f"model.lora with grpo.use_vllm under {name}: TRL syncs vLLM by merging the adapter into the base "
+                    "weights and unmerging it, every step, which moves bf16 base weights by rounding (ZeRO-3 holds "
+                    "them in bf16) and is unverified over FSDP2's shards; train the adapter with DDP "
+                    "(configs/accelerate/8gpu.yaml: a LoRA run's frozen base fits on each GPU), or drop model.lora"
+                )
     if use_cpu:
         for var, name in (("ACCELERATE_USE_FSDP", "FSDP"), ("ACCELERATE_USE_DEEPSPEED", "DeepSpeed")):
             if environ.get(var, "false").lower() == "true":

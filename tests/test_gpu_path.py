@@ -316,3 +316,35 @@ def test_the_paper_runs_first_evaluation_is_bounded_and_vllm_gets_each_ranks_epi
         with pytest.raises(Played) as e:
             run(model, step)
         assert e.value.args == (n,)
+
+
+# ----- LoRA under sharding: merge and unmerge at the weights' dtype ---------------------------------------------
+def test_lora_merge_and_unmerge_move_bf16_base_weights_so_sharded_lora_with_vllm_is_refused():
+    """TRL's vLLM sync merges the adapter into the base weights and unmerges it every step (peft's merge_adapter /
+    unmerge_adapter). In fp32 the base weights come back to within float rounding; in bf16 (ZeRO-3's module dtype)
+    they do not: after 20 syncs they have moved. So a LoRA run with vLLM under FSDP or DeepSpeed is refused."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from rods_core.ranks import launch_refusal
+
+    moved = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        torch.manual_seed(0)
+        base = torch.nn.Sequential(torch.nn.Linear(64, 64)).to(dtype)
+        model = get_peft_model(base, LoraConfig(r=8, target_modules=["0"], init_lora_weights=False))
+        layer = model.base_model.model[0]
+        before = layer.base_layer.weight.detach().clone()
+        for _ in range(20):
+            model.merge_adapter()
+            model.unmerge_adapter()
+        moved[dtype] = (layer.base_layer.weight.detach() - before).abs().max().item()
+    assert moved[torch.float32] < 1e-5 < 1e-3 < moved[torch.bfloat16], moved
+
+    for env in (
+        {"ACCELERATE_USE_FSDP": "true"},
+        {"ACCELERATE_USE_DEEPSPEED": "true", "ACCELERATE_MIXED_PRECISION": "bf16"},
+    ):
+        assert "model.lora with grpo.use_vllm" in launch_refusal(env, False, True, lora_with_vllm=True)
+        assert launch_refusal(env, False, True, lora_with_vllm=False) is None
+    assert launch_refusal({}, False, True, lora_with_vllm=True) is None  # DDP, one GPU: model.dtype (fp32 default)
