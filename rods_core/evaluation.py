@@ -181,6 +181,8 @@ def evaluate_sharded(
     import torch
 
     mine = tasks[ranks.rank :: ranks.world]
+    if generator is not None:  # the run's vLLM: one chunk, vLLM schedules the episodes as its KV cache allows
+        cfg = cfg.model_copy(update={"max_batch": max(1, len(mine))})
     model = policy[0]
     was_training = model.training
     model.eval()

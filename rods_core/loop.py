@@ -41,6 +41,17 @@ TRL_METRICS = {
     "kl": "train/kl",
     "grad_norm": "train/grad_norm",
     "learning_rate": "train/learning_rate",
+    # logged by TRL only when vLLM generates (its importance-sampling correction): kept under TRL's own names
+    **{
+        name: name
+        for name in (
+            "sampling/importance_sampling_ratio/min",
+            "sampling/importance_sampling_ratio/mean",
+            "sampling/importance_sampling_ratio/max",
+            "sampling/sampling_logp_difference/mean",
+            "sampling/sampling_logp_difference/max",
+        )
+    },
 }
 
 
@@ -243,7 +254,7 @@ def train(
 
     apply_thread_policy(cfg.compute.threads)
     torch.manual_seed(cfg.seed)
-    ranks = Ranks.current(cpu=cfg.grpo.use_cpu)
+    ranks = Ranks.for_run(cfg.grpo)
     run_id, run_dir, seeds = check_run_inputs(cfg, run_id, resume, ranks, benchmark)
     scratch = run_scratch(run_dir)  # episodes and verifications write here: removed with the run folder
     tasks_bench = run_benchmark(cfg, benchmark, scratch=scratch)
@@ -305,7 +316,9 @@ def check_run_inputs(
     from rods_core.tasks import TaskFileError
     from rods_core.tasksets import TaskSetError, select_seeds
 
-    refusal = launch_refusal(os.environ, cfg.grpo.use_cpu, cfg.grpo.bf16, cfg.grpo.shared_prompt)
+    refusal = launch_refusal(
+        os.environ, cfg.grpo.use_cpu, cfg.grpo.bf16, cfg.grpo.shared_prompt, bool(cfg.model.lora and cfg.grpo.use_vllm)
+    )
     if refusal:
         raise RunSetupError(refusal)
     run_id = ranks.share(run_id or new_run_id(cfg.name))
@@ -384,12 +397,26 @@ class Policy:
         return {tid for stage in read_card(self.model_dir).get("stages", []) for tid in stage.get("task_ids", [])}
 
     def save_final(self, trainer, final: Path, run_id: str, ranks: Ranks) -> None:
+        """The trained model, whole, in `final` (from_pretrained loads it). Under FSDP with sharded checkpoints,
+        transformers' save_model writes no weights, so the full state dict is gathered here (every rank takes part;
+        rank 0 writes it)."""
         from rods_core.policy.tiny import read_card, write_card
 
-        trainer.save_model(str(final))
+        if sharded_checkpoints(trainer):
+            state = trainer.accelerator.get_state_dict(trainer.model)
+            if trainer.args.should_save:
+                trainer._save(str(final), state_dict=state)
+        else:
+            trainer.save_model(str(final))
         if ranks.main:
             self.tokenizer.save_pretrained(str(final))
             write_card(final, {**read_card(self.model_dir), "trained_by": run_id})
+
+
+def sharded_checkpoints(trainer) -> bool:
+    """Whether the trainer saves FSDP checkpoints as shards (accelerate's fsdp_state_dict_type SHARDED_STATE_DICT)."""
+    plugin = getattr(trainer.accelerator.state, "fsdp_plugin", None) if trainer.is_fsdp_enabled else None
+    return plugin is not None and "FULL_STATE_DICT" not in str(plugin.state_dict_type)
 
 
 class HeldOutEval:
@@ -421,6 +448,7 @@ class HeldOutEval:
         self.recorder, self.rods, self.generation, self.scratch = recorder, rods, generation, scratch
         self.log = log if ranks.main else (lambda *_: None)
         self.tasks = eval_tasks(cfg, seeds, policy.sft_task_ids(), tasks_bench)
+        self.start_limit = cfg.eval.start_limit
         sampling = policy.episode.sampling.model_copy(update={"temperature": 0.0})
         episode = policy.episode.model_copy(update={"sampling": sampling, "hints": False})
         self.greedy = EvalConfig(
@@ -432,7 +460,8 @@ class HeldOutEval:
         from rods_core.evaluation import evaluate_sharded
         from rods_core.policy.weights import whole_weights
 
-        if not self.tasks:
+        tasks = self.tasks[: self.start_limit] if step == 0 and self.start_limit else self.tasks
+        if not tasks:
             return
         # FSDP2 / ZeRO-3: each rank's episodes make their own number of forward calls
         playing = self.generation() if self.generation else whole_weights(model, optimizer)
@@ -440,7 +469,7 @@ class HeldOutEval:
         with self.recorder.working(), playing as generator:
             result = evaluate_sharded(
                 (model, self.policy.tokenizer),
-                self.tasks,
+                tasks,
                 self.greedy,
                 self.ranks,
                 self.benchmark,

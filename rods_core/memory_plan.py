@@ -1,17 +1,21 @@
 """A pre-flight estimate of one GPU's memory for a training run, from the model's own config.json and the run
 config: it refuses a run that cannot fit, naming the setting to change, before any model is loaded.
 
-Pure arithmetic, every figure an estimate (docs/scaling.md says what each counts and what it leaves out):
-- training state: weights, gradients and AdamW's two moments, in the weights' dtype (model.dtype; ZeRO-3
-  keeps bf16 weights and gradients beside fp32 masters and moments), sharded over the GPUs under FSDP2 and
-  ZeRO-3 and whole on every GPU under DDP; with LoRA the base weights are frozen and only the adapter trains;
-- one micro-batch's activations (grpo.micro_batch rollouts padded to episode.max_context_tokens): the tensors a
-  decoder layer keeps for its backward, or only each layer's input under gradient checkpointing (plus one
-  layer recomputed), and the fp32 logits over the vocabulary with their gradient;
+Pure arithmetic, every row following what the engines allocate (docs/scaling.md says what each counts and leaves out):
+- training state: weights and AdamW's two moments in the weights' dtype (model.dtype; ZeRO-3 keeps bf16 weights
+  beside fp32 masters and moments), gradients as each engine holds them (FSDP2 syncing each micro-batch: fp32
+  shards, plus the unsharded bf16 gradients of the layers being reduced; ZeRO-3: bf16 partitions; DDP: whole, plus
+  its all-reduce buckets), sharded over the GPUs under FSDP2 and ZeRO-3; with LoRA only the adapter trains;
+- one micro-batch's activations (grpo.micro_batch rollouts padded to episode.max_context_tokens) in the compute
+  dtype (bf16 under FSDP2's and ZeRO-3's bf16 parameters; under DDP's autocast the residual stream keeps the fp32
+  weights' dtype): what a decoder layer keeps for its backward, or each layer's input under gradient
+  checkpointing plus one layer recomputed; and TRL's tiled LM head (trl/kernels/chunked_logprob.py: 4,096-token x
+  32,768-vocabulary tiles and fp32 gradient accumulators, never the whole logits);
 - the colocated vLLM engine's share (trainer_args.vllm_gpu_memory_utilization of the GPU, TRL's default 0.3):
   bf16 weights, a workspace, and the KV cache left for the step's episodes;
 - without vLLM, the evaluation batch's KV cache (eval.max_batch episodes) and, when sharded, the whole weights
-  gathered to generate.
+  gathered to generate;
+- on disk, one checkpoint as the engine writes it (weights once, optimizer state) times the checkpoints kept.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ GiB = 1024**3
 TRL_VLLM_UTILIZATION = 0.3  # GRPOConfig.vllm_gpu_memory_utilization's default
 RUNTIME_BYTES = 2 * GiB  # CUDA context, NCCL buffers, allocator slack: a rule of thumb, not a measurement
 VLLM_WORKSPACE_BYTES = 2 * GiB  # vLLM's activations for its 4,096-token batches and CUDA graphs (rule of thumb)
+TILE_TOKENS, TILE_VOCAB = 4096, 32768  # TRL's fused LM head tiles (TOKEN_CHUNK_SIZE, _CHUNKED_LOGPROB_CHUNK_SIZE)
 LORA_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 _SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(GiB|GB|G|MiB|MB|M)?\s*", re.IGNORECASE)
 # GPU memory is labelled in binary units ("80GB" cards hold 80 GiB), so GB reads as GiB here
@@ -147,6 +152,7 @@ class RunShape:
     eval_batch: int
     lora_r: int | None = None
     lora_targets: list[str] | str = "all-linear"
+    kept: int = 2  # grpo.save_total_limit: checkpoints kept on disk
 
     @classmethod
     def from_config(cls, cfg) -> RunShape:
@@ -166,6 +172,7 @@ class RunShape:
             eval_batch=cfg.eval.max_batch,
             lora_r=lora.r if lora else None,
             lora_targets=lora.target_modules if lora else "all-linear",
+            kept=g.save_total_limit,
         )
 
     @property
@@ -177,6 +184,12 @@ class RunShape:
     def compute_bytes(self) -> int:
         """Activations' element size: bf16 under autocast or bf16/fp16 weights, else fp32."""
         return 2 if self.bf16 or self.weight_bytes == 2 else 4
+
+    def stream_bytes(self, strategy: Strategy) -> int:
+        """The residual stream's element size (a checkpointed layer's input): FSDP2 and ZeRO-3 run bf16 parameters
+        under bf16, so the embedding's output and every residual sum are bf16; under DDP's autocast the embedding
+        keeps the weights' dtype and each residual sum is promoted to it."""
+        return 2 if strategy != "ddp" and self.bf16 else self.weight_bytes
 
 
 @dataclass(frozen=True)
@@ -198,6 +211,8 @@ class Plan:
     context: int
     refusals: list[str]
     notes: list[str]
+    checkpoint: int = 0  # bytes of one checkpoint on disk, all ranks' files together
+    kept: int = 2
 
     @property
     def fits(self) -> bool:
@@ -214,6 +229,8 @@ def training_state(model: ModelShape, run: RunShape, gpus: int, strategy: Strate
     shard = 1 if strategy == "ddp" else gpus
     where = "whole on every GPU (DDP)" if shard == 1 else f"sharded over {gpus} GPUs ({strategy})"
     p = model.params
+    root = model.vocab * model.hidden * (1 if model.tied else 2)  # embeddings and LM head
+    b = 2 if run.bf16 else run.weight_bytes  # a gathered (compute) parameter's element size
     if run.lora_r:
         a = model.lora_params(run.lora_r, run.lora_targets)
         lines = [
@@ -221,40 +238,78 @@ def training_state(model: ModelShape, run: RunShape, gpus: int, strategy: Strate
             Line("LoRA adapter + grads + AdamW", a * 16 // shard, f"{a:,} trainable x 16 B (fp32), {where}"),
         ]
     elif strategy == "zero3":
-        w = 2 if run.bf16 else 4
         lines = [
-            Line("weights", p * w // shard, f"{p:,} x {w} B, {where}"),
-            Line("gradients", p * w // shard, f"{p:,} x {w} B, {where}"),
-            Line("AdamW + fp32 masters", p * (16 - 2 * w) // shard, f"{p:,} x {16 - 2 * w} B, {where}"),
-        ]
+            Line("weights", p * b // shard, f"{p:,} x {b} B, {where}"),
+            Line("gradients", p * b // shard, f"{p:,} x {b} B partitions ({where}): DeepSpeed accumulates in the "
+                 "weights' dtype unless data_types.grad_accum_dtype says fp32"),
+            Line("AdamW + fp32 masters", p * (16 - 2 * b) // shard, f"{p:,} x {16 - 2 * b} B, {where}"),
+        ]  # fmt: skip
     else:
         w = run.weight_bytes
         lines = [
             Line("weights", p * w // shard, f"{p:,} x {w} B (model.dtype {run.dtype}), {where}"),
-            Line("gradients", p * w // shard, f"{p:,} x {w} B, {where}"),
+            Line("gradients", p * w // shard, f"{p:,} x {w} B, {where}"
+                 + (", each micro-batch reduce-scattered into them" if shard > 1 else "")),
             Line("AdamW moments", 2 * p * w // shard, f"{p:,} x 2 x {w} B, {where}"),
-        ]
+        ]  # fmt: skip
+        if strategy == "ddp" and gpus > 1:
+            lines.append(Line("DDP gradient buckets", p * w, f"{p:,} x {w} B: the all-reduce's copy of the gradients"))
     if shard > 1:
-        root = model.vocab * model.hidden * (1 if model.tied else 2)
         n = 2 * model.layer_params + root
-        b = 2 if run.bf16 else run.weight_bytes
         lines.append(Line("gathered layers", n * b, f"2 decoder layers + embeddings unsharded, {n:,} x {b} B"))
+        if not run.lora_r:
+            g = model.layer_params + root
+            lines.append(Line("gradients before reduce-scatter", g * b, f"1 decoder layer + embeddings, {g:,} x {b} B"))
     return lines
 
 
-def pass_activations(model: ModelShape, run: RunShape) -> list[Line]:
-    """One micro-batch's forward/backward: activations kept for the backward and the logits with their gradient."""
+def pass_activations(model: ModelShape, run: RunShape, strategy: Strategy = "ddp") -> list[Line]:
+    """One micro-batch's forward/backward: activations kept for the backward, and TRL's tiled LM head."""
     tokens = run.micro_batch * run.context
-    per_layer = tokens * model.layer_activations_per_token * run.compute_bytes
+    c = run.compute_bytes
+    per_layer = tokens * model.layer_activations_per_token * c
     of = f"{run.micro_batch} rollout(s) x {run.context:,} tokens"
     if run.checkpointing:
-        resid = run.weight_bytes  # the residual stream keeps the weights' dtype (fp32 masters: fp32)
-        kept = model.layers * tokens * model.hidden * resid
-        acts = Line("activations (checkpointed)", kept + per_layer, f"{of}: each layer's input + 1 layer recomputed")
+        r = run.stream_bytes(strategy)
+        kept = model.layers * tokens * model.hidden * r
+        acts = Line("activations (checkpointed)", kept + per_layer,
+                    f"{of}: each layer's input ({r} B) + 1 layer recomputed ({c} B)")  # fmt: skip
     else:
-        acts = Line("activations", model.layers * per_layer, f"{of} x {model.layers} layers, nothing recomputed")
-    logits = 2 * tokens * model.vocab * 4
-    return [acts, Line("logits + their gradient", logits, f"{of} x {model.vocab:,} vocabulary x fp32, twice")]
+        acts = Line(
+            "activations", model.layers * per_layer, f"{of} x {model.layers} layers x {c} B, nothing recomputed"
+        )
+    return [acts, lm_head(model, run, strategy, tokens)]
+
+
+def lm_head(model: ModelShape, run: RunShape, strategy: Strategy, tokens: int) -> Line:
+    """TRL's fused LM head in the backward (trl/kernels/chunked_logprob.py, the larger pass): one logits tile in the
+    compute dtype, fp32 accumulators for the hidden states' and the head's gradients, the head's gradient cast to
+    the head's dtype, and the final hidden states it keeps."""
+    c = run.compute_bytes
+    head = model.vocab * model.hidden
+    head_b = 2 if strategy != "ddp" and run.bf16 else run.weight_bytes
+    tile = min(tokens, TILE_TOKENS) * min(model.vocab, TILE_VOCAB) * c
+    hidden = tokens * model.hidden * (4 + c)
+    total = tile + hidden + head * (4 + head_b)
+    how = (f"a {min(tokens, TILE_TOKENS):,} x {min(model.vocab, TILE_VOCAB):,} tile x {c} B, hidden states + their "
+           f"fp32 gradient, the head's gradient {head:,} x (4 + {head_b}) B")  # fmt: skip
+    return Line("LM head (TRL's tiled log-probs)", total, how)
+
+
+def checkpoint_size(model: ModelShape, run: RunShape, strategy: Strategy) -> tuple[int, str]:
+    """(bytes, what) of one checkpoint on disk as each engine writes it: FSDP2 (SHARDED_STATE_DICT, as
+    configs/accelerate/fsdp.yaml sets it) the fp32 weights once and AdamW's moments, each rank its shard; ZeRO-3 its
+    bf16 partitions, fp32 masters and moments, and the 16-bit model it consolidates for from_pretrained; DDP and one
+    GPU the model file and the optimizer; LoRA the adapter and its optimizer only."""
+    p, w = model.params, run.weight_bytes
+    if run.lora_r:
+        a = model.lora_params(run.lora_r, run.lora_targets)
+        return a * 12, f"the adapter {a:,} x 4 B + its AdamW state"
+    if strategy == "zero3":
+        return p * 16, f"{p:,} x (2 bf16 + 12 fp32 masters and moments + 2 for the 16-bit model file) B"
+    if strategy == "fsdp2":
+        return p * 3 * w, f"{p:,} x {w} B weights once + 2 x {w} B AdamW moments, sharded files"
+    return p * 3 * w, f"{p:,} x {w} B model file + 2 x {w} B AdamW moments"
 
 
 def evaluation(model: ModelShape, run: RunShape, gpus: int, strategy: Strategy) -> list[Line]:
@@ -284,7 +339,7 @@ def _estimate(
                  f"bf16 weights {_gib(model.params * 2)}, KV cache {_gib(max(0, kv))}")
         )  # fmt: skip
     persistent = sum(x.bytes for x in lines)
-    train = pass_activations(model, run)
+    train = pass_activations(model, run, strategy)
     peaks = [train]
     if not run.use_vllm:
         peaks.append(evaluation(model, run, gpus, strategy))
@@ -319,7 +374,10 @@ def plan(model: ModelShape, run: RunShape, gpus: int, memory: int, strategy: Str
                 f"vLLM's KV cache holds {kv_tokens / run.context:.1f} episodes at full context of the step's "
                 f"{run.batch} per GPU; the rest wait their turn (vLLM schedules them as cache frees)"
             )
-    return Plan(lines, total, memory, kv_tokens, run.batch, run.context, refusals, notes)
+    size, what = checkpoint_size(model, run, strategy)
+    notes.append(f"a checkpoint on disk: {_gib(size)} ({what}); x {run.kept} kept (grpo.save_total_limit) = "
+                 f"{_gib(size * run.kept)} per run")  # fmt: skip
+    return Plan(lines, total, memory, kv_tokens, run.batch, run.context, refusals, notes, size, run.kept)
 
 
 def _utilization_for(model: ModelShape, tokens: int, memory: int) -> float:

@@ -15,7 +15,18 @@ import signal
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
+
+# transformers' TrainingArguments.ddp_timeout default, in seconds (tests/test_ranks_timeout.py compares them)
+DDP_TIMEOUT_S = 1800
+
+
+def distributed_timeout(trainer_args: dict[str, Any]) -> timedelta:
+    """The run's distributed timeout: `grpo.trainer_args.ddp_timeout` (TrainingArguments' own field, seconds), else
+    that field's default. torch fixes a process group's timeout when the group is made, and the run makes its group
+    before GRPOConfig exists, so the value must reach the group here, not through GRPOConfig."""
+    return timedelta(seconds=int(trainer_args.get("ddp_timeout", DDP_TIMEOUT_S)))
 
 
 @dataclass(frozen=True)
@@ -24,13 +35,20 @@ class Ranks:
     world: int = 1
 
     @classmethod
-    def current(cls, cpu: bool = False) -> Ranks:
+    def current(cls, cpu: bool = False, timeout: timedelta | None = None) -> Ranks:
         """The ranks of this launch. `cpu` must match the trainer's `use_cpu`: accelerate's process state
-        is set up once per process, and only `cpu=True` makes CPU processes join one gloo group."""
+        is set up once per process, and only `cpu=True` makes CPU processes join one gloo group. `timeout`: the
+        process group's, when this call makes it (None: torch's default)."""
         from accelerate import PartialState
 
-        state = PartialState(cpu=cpu)
+        state = PartialState(cpu=cpu, **({"timeout": timeout} if timeout is not None else {}))
         return cls(state.process_index, state.num_processes)
+
+    @classmethod
+    def for_run(cls, grpo) -> Ranks:
+        """The ranks of a run with the GRPO settings `grpo` (rods_core.config.GRPOSettings): its device choice and
+        its distributed timeout (`grpo.trainer_args.ddp_timeout`)."""
+        return cls.current(cpu=grpo.use_cpu, timeout=distributed_timeout(grpo.trainer_args))
 
     @property
     def main(self) -> bool:
@@ -97,7 +115,11 @@ def digest(state: Any) -> str:
 
 
 def launch_refusal(
-    environ: dict[str, str] | os._Environ, use_cpu: bool, bf16: bool, shared_prompt: bool = False
+    environ: dict[str, str] | os._Environ,
+    use_cpu: bool,
+    bf16: bool,
+    shared_prompt: bool = False,
+    lora_with_vllm: bool = False,
 ) -> str | None:
     """Why a launch cannot train as its accelerate config asks, else None:
     - accelerate shards (FSDP, DeepSpeed) only GPU processes; on CPU (grpo.use_cpu) it ignores the request and
@@ -106,8 +128,21 @@ def launch_refusal(
       so the shared-prompt pass (many forward calls, then one backward) finds them freed ("setStorage: ...
       out of bounds for storage of size 0": tests/test_scale.py, and a lent H200);
     - under DeepSpeed, accelerate writes the launch's mixed_precision into DeepSpeed's `bf16.enabled` /
-      `fp16.enabled`, and transformers' Trainer refuses one whose `bf16` differs, after the model has loaded."""
+      `fp16.enabled`, and transformers' Trainer refuses one whose `bf16` differs, after the model has loaded;
+    - a LoRA adapter with vLLM under FSDP or DeepSpeed: TRL syncs vLLM by merging the adapter into the base weights
+      and unmerging it again, every step; under ZeRO-3 those weights are bf16, and W + BA - BA does not give W back in
+      bf16 (tests/test_gpu_path.py: the base weights move), and merging over FSDP2-sharded weights is unverified
+      (TRL's own TODO)."""
     deepspeed = environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true"
+    if lora_with_vllm and not use_cpu:
+        for var, name in (("ACCELERATE_USE_FSDP", "FSDP"), ("ACCELERATE_USE_DEEPSPEED", "DeepSpeed")):
+            if environ.get(var, "false").lower() == "true":
+                return (
+                    f"model.lora with grpo.use_vllm under {name}: TRL syncs vLLM by merging the adapter into the base "
+                    "weights and unmerging it, every step, which moves bf16 base weights by rounding (ZeRO-3 holds "
+                    "them in bf16) and is unverified over FSDP2's shards; train the adapter with DDP "
+                    "(configs/accelerate/8gpu.yaml: a LoRA run's frozen base fits on each GPU), or drop model.lora"
+                )
     if use_cpu:
         for var, name in (("ACCELERATE_USE_FSDP", "FSDP"), ("ACCELERATE_USE_DEEPSPEED", "DeepSpeed")):
             if environ.get(var, "false").lower() == "true":

@@ -35,7 +35,7 @@ from rods_core.config import EpisodeConfig, RunConfig
 from rods_core.policy.backends import choose_generator
 from rods_core.policy.generation import Generator, VLLMGenerator
 from rods_core.policy.lora import peft_config
-from rods_core.policy.vllm_sync import sync_colocated_weights
+from rods_core.policy.vllm_sync import sync_colocated_weights, sync_server_weights
 from rods_core.policy.weights import whole_weights
 from rods_core.ranks import Ranks, balance
 from rods_core.rng import derive_seed
@@ -67,10 +67,33 @@ def slot_dataset(n_slots: int) -> Dataset:
     return Dataset.from_dict({"prompt": [f"{SLOT_PREFIX}{i}" for i in range(n_slots)]})
 
 
+def accelerator_config(trainer_args: dict[str, Any], environ) -> dict[str, Any]:
+    """TrainingArguments.accelerator_config of this launch (`trainer_args.accelerator_config` as the base).
+
+    Under FSDP (accelerate's FSDP2, mixed_precision bf16: param and reduce dtype bf16) transformers' Trainer runs
+    every micro-batch but the last under `no_sync`, so each unsharded bf16 `.grad` sums the step's micro-batches in
+    bf16 (64 in the paper config), and that whole unsharded gradient is held until the last one. With
+    `sync_each_batch`, each micro-batch is reduce-scattered at once and summed into the fp32 shards' `.grad` (torch
+    keeps a sharded gradient in its parameter's dtype): fp32 accumulation, no unsharded gradient held, one
+    reduce-scatter per micro-batch (tests/fsdp_accumulation_worker.py). DDP and one process keep transformers'
+    default (their gradients are in the fp32 weights' dtype already)."""
+    config = dict(trainer_args.get("accelerator_config") or {})
+    if str(environ.get("ACCELERATE_USE_FSDP", "")).lower() == "true":
+        config["gradient_accumulation_kwargs"] = {
+            "sync_each_batch": True,
+            **(config.get("gradient_accumulation_kwargs") or {}),
+        }
+    return config
+
+
 def grpo_args(cfg: RunConfig, out_dir: str, run_name: str | None = None) -> GRPOConfig:
     g = cfg.grpo
     batch = g.tasks_per_step * g.num_generations  # rollouts per process and step
     micro = g.micro_batch or batch
+    passed = dict(g.trainer_args)  # checked against GRPOConfig's fields by the config (config/trl_options.py)
+    accelerate = accelerator_config(g.trainer_args, os.environ)
+    if accelerate:
+        passed["accelerator_config"] = accelerate
     return GRPOConfig(
         output_dir=out_dir,
         # one generation batch per optimizer step, in batch/micro passes of `micro` rollouts each
@@ -111,7 +134,7 @@ def grpo_args(cfg: RunConfig, out_dir: str, run_name: str | None = None) -> GRPO
         # when ranks make different numbers of calls (a shared-prompt pass makes one per distinct prompt and
         # rollout). A causal LM's buffers are constants (rotary tables), so there is nothing to broadcast.
         ddp_broadcast_buffers=False,
-        **g.trainer_args,  # checked against GRPOConfig's fields by the config (rods_core/config/trl_options.py)
+        **passed,
     )
 
 
@@ -172,7 +195,7 @@ class RodsGRPOTrainer(GRPOTrainer):
         self._cost_of = cost_of
         self.episode_cfg = episode_cfg
         self.benchmark, self.scratch = benchmark, scratch
-        self.ranks = ranks if ranks is not None else Ranks.current(cpu=cfg.grpo.use_cpu)
+        self.ranks = ranks if ranks is not None else Ranks.for_run(cfg.grpo)
         # tasks_per_step is per process; the slots (and each draw) cover the whole generation batch
         self.n_slots = cfg.grpo.tasks_per_step * self.ranks.world
         self._generator = None
@@ -198,18 +221,22 @@ class RodsGRPOTrainer(GRPOTrainer):
 
     def _generate(self, prompts: list):
         # TRL syncs a colocated vLLM by calling its model's load_weights directly, which fails on vLLM's CPU
-        # backend (rods_core/policy/vllm_sync.py); there this syncs first through vLLM's layerwise reload, and TRL,
-        # seeing the step already loaded, skips its own. GPUs and server mode keep TRL's sync.
-        if self.use_vllm and self.vllm_mode == "colocate" and self.accelerator.device.type == "cpu":
+        # backend (rods_core/policy/vllm_sync.py), and in server mode lets ranks generate before the weights are
+        # in and ignores a refused cache reset; in both cases this syncs first, and TRL, seeing the step already
+        # loaded, skips its own. A colocated vLLM on GPUs keeps TRL's sync.
+        if self.use_vllm and (self.vllm_mode == "server" or self.accelerator.device.type == "cpu"):
             self._sync_vllm()
         return super()._generate(prompts)
 
     def _sync_vllm(self) -> None:
-        """vLLM holds the current weights afterwards (TRL's sync, or the CPU colocated one); a collective when the
-        weights are sharded, so every rank calls it at the same point. TRL's own step check then skips its sync."""
+        """vLLM holds the current weights afterwards (TRL's sync, the CPU colocated one, or the server one that ends
+        in a checked cache reset and a barrier); a collective, so every rank calls it at the same point. TRL's own
+        step check then skips its sync."""
         if self.state.global_step == self._last_loaded_step:
             return
-        if self.vllm_mode == "colocate" and self.accelerator.device.type == "cpu":
+        if self.vllm_mode == "server":
+            sync_server_weights(self.vllm_generation, self.ranks)
+        elif self.accelerator.device.type == "cpu":
             sync_colocated_weights(self.vllm_generation)
         else:
             self.vllm_generation.sync_weights()
@@ -263,15 +290,26 @@ class RodsGRPOTrainer(GRPOTrainer):
         **multimodal,
     ):
         # TRL scores every rollout of a pass over its full prompt; with grpo.shared_prompt the G rollouts of a
-        # task share one prompt pass (a text-only policy: images and MoE losses take TRL's path)
-        if not self.cfg.grpo.shared_prompt or compute_aux_loss or any(v is not None for v in multimodal.values()):
-            return super()._get_per_token_logps_and_entropies(
-                model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss,
-                **multimodal,
-            )  # fmt: skip
-        with self.accelerator.autocast():
-            logps, entropies = shared_prompt_logps(model, input_ids, attention_mask, logits_to_keep, compute_entropy)
-        return logps, entropies, None
+        # task share one prompt pass. With vLLM, whose log-probs the importance-sampling ratio divides by, each
+        # row's positions follow its attention mask, as vLLM's do (text-only policies: images and MoE losses take
+        # TRL's path)
+        text_only = not compute_aux_loss and all(v is None for v in multimodal.values())
+        if text_only and self.cfg.grpo.shared_prompt:
+            with self.accelerator.autocast():
+                logps, entropies = shared_prompt_logps(
+                    model, input_ids, attention_mask, logits_to_keep, compute_entropy
+                )
+            return logps, entropies, None
+        if text_only and self.use_vllm:
+            with self.accelerator.autocast():
+                logps, entropies = masked_position_logps(
+                    model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy
+                )
+            return logps, entropies, None
+        return super()._get_per_token_logps_and_entropies(
+            model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss,
+            **multimodal,
+        )  # fmt: skip
 
     def _rollout(self, prompts: list[str], trainer) -> dict[str, Any]:
         t0 = time.perf_counter()
@@ -356,6 +394,30 @@ def trim_padding(inputs: dict[str, Any]) -> dict[str, Any]:
         if isinstance(x, torch.Tensor) and x.dim() >= 2 and x.shape[1] == c:
             out[key] = x[:, :c1]
     return out
+
+
+def masked_position_logps(
+    model, input_ids, attention_mask, logits_to_keep: int, batch_size: int | None = None, compute_entropy: bool = False
+):
+    """Per-token log-probs (and entropies) of the completion columns, as TRL's fused LM head returns them, with each
+    row's position ids counted from its first unmasked token.
+
+    TRL passes no position ids, and transformers' Qwen3 forward then numbers the columns 0.. whatever the mask: a
+    left-padded row's tokens sit `padding` positions later than vLLM placed them when it sampled. RoPE is relative,
+    so that moves the log-probs by rounding only, but at 16k positions in bf16 that rounding lands in the
+    importance-sampling ratio; here a row's log-probs do not depend on its padding (tests/test_gpu_path.py)."""
+    batch_size = batch_size or input_ids.size(0)
+    logps, entropies = [], []
+    for start in range(0, input_ids.size(0), batch_size):
+        ids, mask = input_ids[start : start + batch_size], attention_mask[start : start + batch_size]
+        labels = ids.masked_fill(mask == 0, -100)
+        labels[:, :-logits_to_keep] = -100
+        positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
+        out = model(input_ids=ids, attention_mask=mask, position_ids=positions, labels=labels, fused_lm_head=True)
+        logps.append(out.log_probs[:, -logits_to_keep:])
+        if compute_entropy:
+            entropies.append(out.entropy[:, -logits_to_keep:])
+    return torch.cat(logps), (torch.cat(entropies) if compute_entropy else None)
 
 
 def shared_prompt_logps(model, input_ids, attention_mask, logits_to_keep: int, compute_entropy: bool = False):

@@ -65,6 +65,18 @@ STEP_METRICS: dict[str, str] = {
 }
 
 
+# Step metrics only a run whose rollouts vLLM generates logs: TRL's importance-sampling correction, which weighs each
+# model token by the trainer's probability over vLLM's (configs/paper-qwen3-4b.yaml says which mode and why).
+VLLM_STEP_METRICS: dict[str, str] = {
+    "sampling/importance_sampling_ratio/min": "smallest importance-sampling ratio of the step (after TRL's cap or mask)",
+    "sampling/importance_sampling_ratio/mean": "mean importance-sampling ratio over the step's model tokens (token "
+    "modes) or episodes (sequence modes); 0 marks masked ones",
+    "sampling/importance_sampling_ratio/max": "largest importance-sampling ratio of the step (after TRL's cap or mask)",
+    "sampling/sampling_logp_difference/mean": "mean |trainer log-prob - vLLM log-prob| over the step's model tokens",
+    "sampling/sampling_logp_difference/max": "largest |trainer log-prob - vLLM log-prob| over the step's model tokens",
+}
+
+
 @dataclass(frozen=True)
 class EventKind:
     name: str
@@ -82,7 +94,7 @@ _KINDS = [
     EventKind(
         "step",
         "one row per training step: the metrics above",
-        {"wall_s": "float", **dict.fromkeys(STEP_METRICS, "float")},
+        {"wall_s": "float", **dict.fromkeys({**STEP_METRICS, **VLLM_STEP_METRICS}, "float")},
     ),
     EventKind(
         "task_stats",

@@ -4,6 +4,7 @@ refused instead of silently training unsharded."""
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import subprocess
@@ -101,6 +102,23 @@ def test_fsdp2_episodes_run_on_whole_weights_while_ranks_make_different_calls(ti
     assert sorted(r for r, _, _ in found) == ["0", "1"], out.stdout
     assert len({(b, a) for _, b, a in found}) == 1, found  # the same model on both ranks, before and after
     assert found[0][1] != found[0][2], found  # the sharded step changed it
+
+
+def test_fsdp2_accumulates_gradients_in_bf16_under_no_sync_and_in_the_fp32_shards_when_each_batch_syncs():
+    """accelerate's bf16 policy (param and reduce dtype bf16) over 2 gloo ranks, 32 micro-batches: under no_sync
+    (transformers' default) the first micro-batch's gradient is held unsharded in bf16 and the sum drifts from the
+    exact one; syncing each batch (the run's setting under FSDP) holds it sharded in fp32 and sums it exactly."""
+    out = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+         str(_free_port()), str(ROOT / "tests" / "fsdp_accumulation_worker.py")],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.split("RESULT ", 1)[1].splitlines()[0])
+    no_sync, each = result["no_sync"], result["sync_each_batch"]
+    assert (no_sync["unsharded"], no_sync["sharded"]) == ("torch.bfloat16", None)
+    assert (each["unsharded"], each["sharded"]) == (None, "torch.float32")
+    assert each["error"] < 1e-6 < 1e-3 < no_sync["error"], result
 
 
 @pytest.mark.parametrize("pass_", ["plain", "shared"])

@@ -262,12 +262,19 @@ class EvalSettings(_Strict):
     file: str | None = Field(None, description="JSONL of held-out tasks when split is 'file' (read by schema alone)")
     categories: list[str] = Field(default_factory=lambda: list(CATEGORIES), description="categories to evaluate")
     limit: int | None = Field(40, ge=1, description="evaluate the first N tasks (None = all)")
+    start_limit: int | None = Field(
+        None,
+        ge=1,
+        description="the evaluation before the first step scores only the first N of those tasks (None = all of "
+        "them, as every later evaluation): bounds the wait for step 1 on a large held-out set; its row records N",
+    )
     variants_per_seed: int = Field(1, ge=1, description="with split=variants: fresh variants per seed, frozen per run")
     max_batch: int = Field(
         16,
         ge=1,
-        description="episodes generated together per process when transformers generates (no vLLM): bounds the "
-        "evaluation's KV cache and activations beside the training state",
+        description="episodes generated together per process when transformers generates: bounds the evaluation's "
+        "KV cache and activations beside the training state (with vLLM, each process hands vLLM all its episodes "
+        "at once and vLLM's own scheduler bounds them)",
     )
 
     @model_validator(mode="after")

@@ -1,4 +1,5 @@
-"""Pushing the trainer's weights into a colocated vLLM engine on a CPU host.
+"""Pushing the trainer's weights into vLLM where TRL's own sync falls short: a colocated engine on a CPU host, and
+a vLLM server (a checked cache reset and a barrier after the weights are in: `sync_server_weights`).
 
 TRL 1.16's colocated sync calls the engine model's `load_weights` directly. vLLM's CPU backend repacks each
 linear layer's weight into its GEMM kernel after loading and leaves an empty parameter behind (no
@@ -40,3 +41,37 @@ def sync_colocated_weights(vllm_generation) -> int:
             lm_head.quant_method.process_weights_after_loading(lm_head)
     vllm_generation.llm.reset_prefix_cache()
     return pushed
+
+
+def sync_server_weights(vllm_generation, ranks) -> None:
+    """TRL's server-mode weight sync, ended so that no rank generates on old or half-loaded weights.
+
+    TRL streams the weights from rank 0 while the other ranks only take part in the gathers (under DDP, none: they
+    return at once), then asks the server to drop its prefix cache and ignores the answer. So another rank's
+    requests can reach the server while rank 0 still streams, and a refused reset (vLLM refuses while requests
+    run) leaves KV computed with the old weights to be reused. Here rank 0 resets again and reads the answer, and
+    every rank waits for rank 0's verdict (a broadcast: the barrier) before it generates; a refused reset is an
+    error on every rank. `ranks`: the run's rods_core.ranks.Ranks."""
+    vllm_generation.sync_weights()
+    problem = _reset_problem(vllm_generation.vllm_client) if ranks.main else None
+    problem = ranks.share(problem)
+    if problem:
+        raise RuntimeError(f"vLLM server: {problem}; the engine may hold KV of the previous weights")
+
+
+def _reset_problem(client) -> str | None:
+    """Why the server did not reset its prefix cache, or None: vLLM >= 0.26 answers {"success": bool}, earlier
+    releases an empty body with status 200."""
+    try:
+        response = client.session.post(f"{client.base_url}/reset_prefix_cache")
+    except Exception as e:  # any transport failure is a failed reset
+        return f"the prefix-cache reset failed ({type(e).__name__}: {str(e)[:200]})"
+    if response.status_code != 200:
+        return f"the prefix-cache reset answered {response.status_code}: {response.text[:200]}"
+    try:
+        answer = response.json()
+    except ValueError:
+        return None
+    if isinstance(answer, dict) and answer.get("success") is False:
+        return "the server refused to reset its prefix cache (requests were still running on it)"
+    return None

@@ -121,7 +121,7 @@ def demo_cmd(
         if n > 1 and not under_launcher() and not (Path(cfg.model.path) / "config.json").exists():
             handoff_to_accelerate(n, sys.argv[1:], cpu=cfg.grpo.use_cpu)
         apply_thread_policy(cfg.compute.threads)
-        ranks = Ranks.current(cpu=cfg.grpo.use_cpu) if under_launcher() else None
+        ranks = Ranks.for_run(cfg.grpo) if under_launcher() else None
         main = ranks is None or ranks.main
         progress = None
         if for_run is not None and main:

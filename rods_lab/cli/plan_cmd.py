@@ -27,6 +27,7 @@ def plan(
         "fsdp2", help="ddp (configs/accelerate/8gpu.yaml), fsdp2 (fsdp.yaml), zero3"
     ),
     sets: list[str] = typer.Option([], "--set", help="override a field, e.g. --set grpo.micro_batch=2"),
+    runs: int = typer.Option(1, "--runs", min=1, help="runs of this size a lab keeps (the disk line's multiplier)"),
 ) -> None:
     """Estimate one GPU's memory for a run; exit 2, naming the setting to change, when it cannot fit.
 
@@ -36,6 +37,8 @@ def plan(
     with clean_errors():
         p = plan_run(cfg, gpus, parse_size(gpu_memory), strategy.value)
     typer.echo(render(p, f"{config}: {gpus} x {p.memory / GiB:.0f} GiB, {strategy.value}", refusals=False))
+    disk = p.checkpoint * p.kept
+    typer.echo(f"disk: {disk / GiB:.1f} GiB of checkpoints per run x {runs} run(s) = {disk * runs / GiB:.1f} GiB")
     if not p.fits:
         fail("; ".join(p.refusals))
 
