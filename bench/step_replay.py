@@ -60,12 +60,13 @@ class Replayer:
     def __init__(self, run_dir: Path, step: int):
         self.run_dir, self.step = Path(run_dir), step
         self.cfg = load_config(self.run_dir / "config.yaml")
-        self.ckpt = self.run_dir / "checkpoints" / f"checkpoint-{step - 1}"
-        if not self.ckpt.is_dir():
+        # step 1 starts from the model folder with AdamW's state empty; a later step from the checkpoint before it
+        self.ckpt = self.run_dir / "checkpoints" / f"checkpoint-{step - 1}" if step > 1 else None
+        if self.ckpt is not None and not self.ckpt.is_dir():
             raise SystemExit(f"{self.ckpt}: no checkpoint of step {step - 1} (run with grpo.save_steps: 1)")
         self.batch = read_batch(self.run_dir, step)
         self.policy = Policy.load(self.cfg, Path(self.cfg.model.path))
-        self.start = load_file(str(self.ckpt / "model.safetensors"))
+        self.start = load_file(str((self.ckpt or Path(self.cfg.model.path)) / "model.safetensors"))
         self.policy.model.load_state_dict(self.start, strict=False)
         self.trainer = RodsGRPOTrainer(
             model=self.policy.model, tokenizer=self.policy.tokenizer, cfg=self.cfg, out_dir=tempfile.mkdtemp(),
@@ -73,7 +74,10 @@ class Replayer:
             ranks=Ranks(rank=0, world=1),
         )  # fmt: skip
         self.trainer.create_optimizer_and_scheduler(num_training_steps=self.cfg.grpo.max_steps)
-        self.opt_start = torch.load(self.ckpt / "optimizer.pt", map_location="cpu", weights_only=True)
+        fresh = self.trainer.optimizer.state_dict()
+        self.opt_start = (
+            torch.load(self.ckpt / "optimizer.pt", map_location="cpu", weights_only=True) if self.ckpt else fresh
+        )
         self.trainer.current_gradient_accumulation_steps = 1
         self.model = self.trainer.model
 
@@ -94,15 +98,23 @@ class Replayer:
     def params(self) -> list[torch.nn.Parameter]:
         return [p for p in self.model.parameters() if p.requires_grad]
 
-    def update(self, rows: list[int]) -> float:
-        """Apply the update of these rows from the start state, as the run's step does; returns the gradient norm
-        before clipping."""
+    def update(self, rows: list[int], lr_scale: float = 1.0) -> float:
+        """Apply the update of these rows from the start state, as the run's step does (its learning rate times
+        `lr_scale`); returns the gradient norm before clipping."""
         self.reset()
         self.model.train()
         self.trainer.compute_loss(self.model, inputs_for(self.batch, rows)).backward()
         norm = torch.nn.utils.clip_grad_norm_(self.params(), self.cfg.grpo.max_grad_norm)
+        for group in self.trainer.optimizer.param_groups:
+            group["lr"] *= lr_scale
         self.trainer.optimizer.step()
         return float(norm)
+
+    def step_size(self) -> tuple[float, float]:
+        """(L2 norm, max |.|) of the weights' change from the start state."""
+        have = self.model.state_dict()
+        d = torch.cat([(have[k] - v).flatten() for k, v in self.start.items() if k in have])
+        return float(d.norm()), float(d.abs().max())
 
     def mismatch_with_next_checkpoint(self) -> float | None:
         nxt = self.run_dir / "checkpoints" / f"checkpoint-{self.step}" / "model.safetensors"
@@ -173,6 +185,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--target", action="append", default=[], help="a seed task to measure (default: every seed "
                     "in the batch)")  # fmt: skip
     ap.add_argument("--samples", type=int, default=24, help="sampled episodes per target and arm")
+    ap.add_argument("--lr-scale", type=float, action="append", default=[], help="also the whole batch at the run's "
+                    "learning rate times this (repeatable)")  # fmt: skip
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     rp = Replayer(args.run_dir, args.step)
@@ -189,24 +203,27 @@ def main(argv: list[str] | None = None) -> None:
         if float(g.norm()) > heaviest_norm:
             heaviest, heaviest_norm = task, float(g.norm())
     arms = {
-        "whole batch": every,
-        "seeds only": [i for i, t in enumerate(rp.batch.task_ids) if t in seeds],
-        "synthesized only": [i for i, t in enumerate(rp.batch.task_ids) if t not in seeds],
-        f"without {heaviest}": [i for i, t in enumerate(rp.batch.task_ids) if t != heaviest],
+        "whole batch": (every, 1.0),
+        "seeds only": ([i for i, t in enumerate(rp.batch.task_ids) if t in seeds], 1.0),
+        "synthesized only": ([i for i, t in enumerate(rp.batch.task_ids) if t not in seeds], 1.0),
+        f"without {heaviest}": ([i for i, t in enumerate(rp.batch.task_ids) if t != heaviest], 1.0),
+        **{f"whole batch, learning rate x {s:g}": (every, s) for s in args.lr_scale},
     }
     targets = [seeds[t] for t in (args.target or dict.fromkeys(t for t in rp.batch.task_ids if t in seeds))]
     rp.reset()
     before = rp.target_figures(targets, args.samples, seed=args.step)
     print(f"\nbefore the update: {_fmt(before)}")
-    for name, rows in arms.items():
+    for name, (rows, scale) in arms.items():
         if not rows:
             print(f"{name}: no rows")
             continue
-        norm = rp.update(rows)
+        norm = rp.update(rows, scale)
+        size, biggest = rp.step_size()
         check = rp.mismatch_with_next_checkpoint() if name == "whole batch" else None
         after = rp.target_figures(targets, args.samples, seed=args.step)
         tail = f"; max |w - checkpoint-{args.step}| {check:.2e}" if check is not None else ""
-        print(f"{name} ({len(rows)} rollouts, gradient norm {norm:.4f}{tail}): {_fmt(after)}")
+        print(f"{name} ({len(rows)} rollouts, gradient norm {norm:.4f}, weight change L2 {size:.3f} max {biggest:.1e}"
+              f"{tail}): {_fmt(after)}")  # fmt: skip
 
 
 def _fmt(d: dict[str, float]) -> str:
