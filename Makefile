@@ -66,13 +66,16 @@ app: $(STAMP)
 
 # The app for a lab: served on HOST (behind a reverse proxy that does TLS, docs/app.md "Serving the lab"), with
 # login through the identity provider configured in SECRETS. Refused (exit 2, naming the file and the keys it
-# lacks) while SECRETS has no complete [auth]: anyone who reached the app could act as anyone.
+# lacks) while SECRETS has no complete [auth] or a cookie secret anyone could know: anyone who reached the app
+# could act as anyone (the app refuses too, page by page). NAMES: the host names browsers use to reach the lab
+# (e.g. rods.lab.example), added to the local ones Streamlit accepts on its websocket (server.allowedHosts).
 HOST ?= 0.0.0.0
 PORT ?= 8501
 SECRETS ?= .streamlit/secrets.toml
+NAMES ?=
 app-lab: $(STAMP)
 	$(BIN)/python -m rods_lab.identity $(HOST) $(SECRETS)
-	$(BIN)/streamlit run app.py --server.address $(HOST) --server.port $(PORT) --server.headless true --secrets.files $(SECRETS)
+	$(BIN)/streamlit run app.py --server.address $(HOST) --server.port $(PORT) --server.headless true --secrets.files $(SECRETS) $(foreach n,localhost 127.0.0.1 ::1 $(NAMES),--server.allowedHosts $(n))
 
 # The default suite (~6.5 min on 2 quiet cores; 8.5 min with the venv from scratch); `make test-all` adds the slow tests (a minute-long store soak,
 # `rods bench curriculum`) and the browser tests (skipped without chromium; the demo journey without the demo model). The
