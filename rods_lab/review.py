@@ -93,7 +93,7 @@ def decide(
 ) -> list[DecisionRecord]:
     """The service behind every decision button: a reviewer's batch, recorded under the actor's name."""
     require(actor, "reviewer", "decide on tasks")
-    return curation.send_batch(db, run_id, items, actor.name, comment, seen)
+    return curation.send_batch(db, run_id, items, actor.name, comment, seen, signed=actor.signed)
 
 
 def comment(db: ControlDB, run_id: str, task_id: str, actor: Actor, text: str) -> Comment:
@@ -101,7 +101,7 @@ def comment(db: ControlDB, run_id: str, task_id: str, actor: Actor, text: str) -
     require(actor, "reviewer", "comment on tasks")
     if not actor.name:
         raise ValueError("a comment needs a reviewer name: fill in the Reviewer field")
-    return db.add_comment(run_id, task_id, actor.name, text)
+    return db.add_comment(run_id, task_id, actor.name, text, signed=actor.signed)
 
 
 def send(run: SimpleNamespace, items: list, reviewer: Actor, comment: str = "", what: str = "") -> None:
@@ -331,7 +331,8 @@ def fix_and_accept_record(run: SimpleNamespace, task: Any, reviewer: Actor) -> N
 def comments(run: SimpleNamespace, tid: str, reviewer: Actor) -> None:
     db = ui.db()
     for c in db.comments(run.id, tid):
-        st.markdown(f"**{c.reviewer}** · {c.created_at:%Y-%m-%d %H:%M} — {c.text}")
+        # plain text: a comment is anyone's words, and Markdown would fetch its images and disguise its links
+        st.text(f"{c.reviewer} · {c.created_at:%Y-%m-%d %H:%M} — {c.text}")
     if not reviewer.may("reviewer"):
         return
     a, b = st.columns([5, 1])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import shutil
 import sqlite3
 
 import pytest
@@ -101,7 +102,7 @@ def verify(db: ControlDB, run_id: str = "r"):
 
 @pytest.fixture
 def trail(store):
-    """A run with two batches, a claim and outcomes: decisions 1-3, events 1-8."""
+    """A run with two batches, a claim and outcomes: decisions 1-3, events 1-8 (1: the launch)."""
     db = ControlDB(store)
     db.create_run("r", "runs/r")
     first = db.add_decisions("r", [("t1", "approve", None), ("t2", "reject", None)], "ana@lab.example", "ok", 3)
@@ -117,7 +118,7 @@ def trail(store):
 def test_an_untouched_trail_verifies(trail):
     result = verify(trail)
     assert result.exit_code == 0, result.output
-    assert "intact, 7 chained event(s)" in result.output
+    assert "intact, 8 chained event(s)" in result.output
     assert verify(trail, "other").exit_code == 0
 
 
@@ -127,16 +128,16 @@ TAMPERING = {
         "decisions row 1 (task t1): changed by hand",
     ),
     "outcome changed": ("UPDATE decisions SET status = 'applied' WHERE id = 2", "decisions row 2 (task t2): changed"),
-    "event changed": ("UPDATE decision_events SET reason = 'fine' WHERE id = 5", "decision_events row 5"),
+    "event changed": ("UPDATE decision_events SET reason = 'fine' WHERE id = 6", "decision_events row 6"),
     "event added": (
         "INSERT INTO decision_events (decision_id, run_id, kind, actor) VALUES (2, 'r', 'applied', 'eve')",
-        "decision_events row 9 (decision 2): added by hand",
+        "decision_events row 11 (decision 2): added by hand",
     ),
     "decision added": (
         "INSERT INTO decisions (run_id, task_id, action, author, status) VALUES ('r', 't9', 'approve', 'eve', 'pending')",
         "task t9): added by hand",
     ),
-    "event removed": ("DELETE FROM decision_events WHERE id = 3", "row 4 (decision 2, claimed by pid:"),
+    "event removed": ("DELETE FROM decision_events WHERE id = 4", "row 5 (decision 2, claimed by pid:"),
     "decision removed": ("DELETE FROM decisions WHERE id = 3", "decisions row 3: removed by hand"),
 }
 
@@ -156,18 +157,19 @@ def test_a_store_from_before_the_chain_opens_and_reads_unchained(store):
     db.create_run("r", "runs/r")
     db.add_decisions("r", [("t1", "approve", None), ("t2", "reject", None)], "ana@lab.example")
     db.claim_decisions("r")
-    for column in ("digest", "prev_hash", "row_hash"):  # the table as an earlier version made it
+    for column in ("digest", "prev_hash", "row_hash", "seq", "key_id"):  # the table as an earlier version made it
         by_hand(db, f"ALTER TABLE decision_events DROP COLUMN {column}")
+    shutil.rmtree(db.keys.folder / "heads" / db.keys.store_tag)  # an earlier version recorded no heads
     for table, column in (("runs", "launched_by"), ("runs", "stopped_by"), ("seeds", "edited_by")):
         by_hand(db, f"ALTER TABLE {table} DROP COLUMN {column}")
     db.engine.dispose()
     again = ControlDB(store)
     report = again.verify_audit("r")
-    assert (report.ok, report.checked, report.unchained) == (True, 0, 4)
+    assert (report.ok, report.checked, report.unchained) == (True, 0, 5)
     (d,) = again.add_decisions("r", [("t3", "approve", None)], "bo@lab.example")
     again.mark_decision(d.id, "applied", "ok", step=2)
     report = again.verify_audit("r")
-    assert (report.ok, report.checked, report.unchained) == (True, 2, 4)
+    assert (report.ok, report.checked, report.unchained) == (True, 2, 5)
     assert again.get_run("r").launched_by is None
     by_hand(again, f"UPDATE decisions SET author = 'eve' WHERE id = {d.id}")
     assert "decisions row 3 (task t3): changed by hand" in (again.verify_audit("r").problem or "")
