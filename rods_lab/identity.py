@@ -215,13 +215,13 @@ def main(argv: list[str]) -> int:
 
 
 # ----- in the app -----------------------------------------------------------------------------------------
-def _secrets() -> dict[str, Any]:
+def app_settings() -> dict[str, Any]:
     return st.secrets.to_dict() if st.secrets.load_if_toml_exists() else {}
 
 
 def auth_on() -> bool:
     """Login is configured (an `[auth]` table is present); an incomplete one stops the page in `gate`."""
-    return bool(_secrets().get("auth"))
+    return bool(app_settings().get("auth"))
 
 
 def _verified(settings: Mapping[str, Any]) -> bool:
@@ -233,14 +233,14 @@ def _verified(settings: Mapping[str, Any]) -> bool:
 def current() -> Actor:
     """The acting user: the logged-in email with its roles (none while the provider has not verified it), or
     (auth off) the name typed on the Review page."""
-    settings = _secrets()
+    settings = app_settings()
     if not settings.get("auth"):
         return local(str(st.session_state.get("review_reviewer") or ""))
     if not st.user.is_logged_in:
         return Actor("", True, frozenset())
     email, issuer = str(st.user.get("email") or ""), str(st.user.get("iss") or "")
     if not _verified(settings):
-        return Actor(email, False, frozenset(), issuer=issuer)
+        return Actor(email, True, frozenset(), issuer=issuer)  # `gate` stops the page before anything is shown
     return actor_of(email, RolePolicy.from_settings(settings), issuer)
 
 
@@ -263,7 +263,7 @@ def gate(account: bool = False) -> None:
     this machine: bound elsewhere, or reached under another name, a page shows only what to configure. With
     auth configured, a page shows only a login button until the user is logged in with a verified email.
     `account`: show who is logged in, with Log out."""
-    settings = _secrets()
+    settings = app_settings()
     if problem := serving_problem(str(st.get_option("server.address") or ""), settings):
         _refuse(f"RODS Lab is closed: {problem}")
     if not settings.get("auth"):

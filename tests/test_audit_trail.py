@@ -11,7 +11,7 @@ import shutil
 import sqlite3
 
 import pytest
-from app_helpers import ROOT, lab_env
+from app_helpers import ROOT, catch_downloads, lab_env
 from sqlalchemy import text
 from typer.testing import CliRunner
 
@@ -52,19 +52,11 @@ def test_the_audit_csv_neutralizes_hostile_cells_and_jsonl_keeps_them(tmp_path):
 def test_the_review_pages_csv_download_neutralizes_hostile_cells(tmp_path, monkeypatch):
     """The bytes the page hands its download button, caught where Streamlit stores them (no substitute)."""
     import streamlit as st
-    from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
     from streamlit.testing.v1 import AppTest
 
     from bench.review_bench import build_review_run
 
-    stored: dict[str, bytes] = {}
-    keep = MemoryMediaFileStorage.load_and_get_id
-
-    def spy(self, data, mimetype, kind, filename=None):
-        stored[filename or ""] = data if isinstance(data, bytes) else b""
-        return keep(self, data, mimetype, kind, filename)
-
-    monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", spy)
+    stored = catch_downloads(monkeypatch)
     ws, runs = tmp_path / "ws", tmp_path / "runs"
     with lab_env(ws, runs):
         build_review_run(ws, runs, "hostile", 2)

@@ -122,7 +122,9 @@ def test_every_page_waits_for_login(lab, page):
 
 def test_a_reviewer_decides_under_her_email_with_no_typed_name(lab):
     ws, runs, run_id, db = lab
-    at = app_test("pages/3_Review.py", {"is_logged_in": True, "email": "ana@lab.example", "email_verified": True}, run_id)
+    at = app_test(
+        "pages/3_Review.py", {"is_logged_in": True, "email": "ana@lab.example", "email_verified": True}, run_id
+    )
     assert not at.exception
     assert "review_reviewer" not in [t.key for t in at.text_input]  # no free-text reviewer with login on
     at.checkbox(key="review_all").check().run()
@@ -135,7 +137,9 @@ def test_a_reviewer_decides_under_her_email_with_no_typed_name(lab):
 
 def test_a_read_only_user_sees_no_decision_controls(lab):
     ws, runs, run_id, db = lab
-    at = app_test("pages/3_Review.py", {"is_logged_in": True, "email": "ro@lab.example", "email_verified": True}, run_id)
+    at = app_test(
+        "pages/3_Review.py", {"is_logged_in": True, "email": "ro@lab.example", "email_verified": True}, run_id
+    )
     assert not at.exception
     keys = {b.key for b in at.button}
     assert not {k for k in keys if k and (k.startswith("review_bulk_") or k.startswith("review_focus_"))}, keys
