@@ -94,10 +94,11 @@ demo-model: $(STAMP)
 	$(BIN)/rods model demo --config configs/demo-cpu.yaml
 
 # The Review queue in headless chromium (Debian's: apt-get install -y chromium) over a live run of an untrained
-# tiny model built in a second: bulk approve, keyboard, Fix & Accept, the audit trail (~2 min on 2 loaded cores).
+# tiny model built in a second: bulk approve, keyboard, Fix & Accept, the audit trail (~2 min on 2 loaded cores);
+# and Streamlit's table toolbar offering no CSV download (tests/test_hostile_lab.py, ~1 min).
 # .ci/run runs it after `make test`; RODS_BROWSER_REQUIRED turns a missing chromium into a failure, not a skip.
 test-browser: $(STAMP)
-	RODS_BROWSER_REQUIRED=1 $(BIN)/python -m pytest -q -m browser tests/test_browser_review.py
+	RODS_BROWSER_REQUIRED=1 $(BIN)/python -m pytest -q -m browser tests/test_browser_review.py tests/test_hostile_lab.py
 
 # Login in headless chromium through a mock OIDC provider on 127.0.0.1 (oidc-provider-mock): a reviewer's bulk
 # decision carries her email; a read-only user sees no decision controls and the service refuses her (~1 min).

@@ -471,3 +471,34 @@ def test_a_comment_is_shown_as_plain_text(lab):
     assert not at.exception
     assert not any(hostile in m.value for m in at.markdown)
     assert any(hostile in t.value for t in at.text)
+
+
+# ----- the table toolbar, in a browser ----------------------------------------------------------------------
+def toolbar_labels(tmp_path: Path, args: tuple[str, ...]) -> list[str]:
+    """The labels of the buttons Streamlit's toolbar shows over the Buffer page's table, served with `args`."""
+    from browser_helpers import chromium_page, open_page, serve
+
+    ws, runs = tmp_path / "ws", tmp_path / "runs"
+    if not (runs / "pooled").exists():
+        build_review_run(ws, runs, "pooled", 4)
+    with serve(ws, runs, tmp_path / f"app{len(args)}.log", args=args) as url, chromium_page() as pg:
+        open_page(pg, f"{url}/Buffer", "Replay buffer")
+        table = pg.locator('[data-testid="stDataFrame"]').first
+        table.wait_for()
+        table.hover()
+        toolbar = pg.locator('[data-testid="stElementToolbar"]').first
+        toolbar.locator("button").first.wait_for()
+        return [b.get_attribute("aria-label") or b.inner_text() for b in toolbar.locator("button").all()]
+
+
+@pytest.mark.browser
+def test_the_table_toolbar_offers_no_csv_download_in_a_browser(tmp_path):
+    """Streamlit's own CSV download over a table writes user text as it is (no neutralizing): the shipped
+    config turns it off. Served with it forced back on, the same toolbar shows the button (the probe works)."""
+    from browser_helpers import need_chromium
+
+    need_chromium()
+    shipped = toolbar_labels(tmp_path, ())
+    assert shipped and not [label for label in shipped if "Download" in label], shipped
+    forced = toolbar_labels(tmp_path, ("--client.disableDataExport", "false"))
+    assert "Download as CSV" in forced, forced
