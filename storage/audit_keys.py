@@ -57,11 +57,9 @@ class AuditKeys:
         return self.folder / KEYS_FILE
 
     def keys(self) -> dict[str, bytes]:
-        """Every key by id, in file order (the last signs); a missing file is created with one random key."""
+        """Every key by id, in file order (the last signs); {} while there is no keys file (verifying makes none)."""
         if self._keys is None:
-            if not self.path.exists():
-                self.rotate_key()
-            self._keys = self._read()
+            self._keys = self._read() if self.path.exists() else {}
         return self._keys
 
     def _read(self) -> dict[str, bytes]:
@@ -78,7 +76,9 @@ class AuditKeys:
         return keys
 
     def signing(self) -> tuple[str, bytes]:
-        """(id, key) of the key new events are signed with."""
+        """(id, key) of the key new events are signed with; the first write makes the keys file, one random key."""
+        if not self.keys():
+            self.rotate_key()
         return next(reversed(self.keys().items()))
 
     def rotate_key(self) -> str:

@@ -165,3 +165,18 @@ def test_a_store_from_before_the_chain_opens_and_reads_unchained(store):
     assert again.get_run("r").launched_by is None
     by_hand(again, f"UPDATE decisions SET author = 'eve' WHERE id = {d.id}")
     assert "decisions row 3 (task t3): changed by hand" in (again.verify_audit("r").problem or "")
+
+
+def test_a_rotated_key_signs_new_events_and_old_ones_still_verify(tmp_path, monkeypatch):
+    monkeypatch.setenv("RODS_AUDIT_DIR", str(tmp_path / "audit"))
+    db = ControlDB(tmp_path / "c.sqlite")
+    assert not (tmp_path / "audit" / "keys").exists()  # opening (or verifying) makes no key; the first write does
+    db.create_run("r", "runs/r")
+    old = db.keys.signing()[0]
+    assert oct((tmp_path / "audit" / "keys").stat().st_mode & 0o777) == "0o600"
+    new = db.keys.rotate_key()
+    db.add_decisions("r", [("t1", "approve", None)], "ana@lab.example")
+    assert [e.key_id for e in db.decision_events("r")] == [old, new] and db.verify_audit("r").ok
+    lines = (tmp_path / "audit" / "keys").read_text().splitlines()
+    (tmp_path / "audit" / "keys").write_text(lines[1] + "\n")  # the old key removed: its events no longer verify
+    assert "signed with key" in (ControlDB(tmp_path / "c.sqlite").verify_audit("r").problem or "")
