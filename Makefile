@@ -66,13 +66,16 @@ app: $(STAMP)
 
 # The app for a lab: served on HOST (behind a reverse proxy that does TLS, docs/app.md "Serving the lab"), with
 # login through the identity provider configured in SECRETS. Refused (exit 2, naming the file and the keys it
-# lacks) while SECRETS has no complete [auth]: anyone who reached the app could act as anyone.
+# lacks) while SECRETS has no complete [auth] or a cookie secret anyone could know: anyone who reached the app
+# could act as anyone (the app refuses too, page by page). NAMES: the host names browsers use to reach the lab
+# (e.g. rods.lab.example), added to the local ones Streamlit accepts on its websocket (server.allowedHosts).
 HOST ?= 0.0.0.0
 PORT ?= 8501
 SECRETS ?= .streamlit/secrets.toml
+NAMES ?=
 app-lab: $(STAMP)
 	$(BIN)/python -m rods_lab.identity $(HOST) $(SECRETS)
-	$(BIN)/streamlit run app.py --server.address $(HOST) --server.port $(PORT) --server.headless true --secrets.files $(SECRETS)
+	$(BIN)/streamlit run app.py --server.address $(HOST) --server.port $(PORT) --server.headless true --secrets.files $(SECRETS) $(foreach n,localhost 127.0.0.1 ::1 $(NAMES),--server.allowedHosts $(n))
 
 # The default suite (~6.5 min on 2 quiet cores; 8.5 min with the venv from scratch); `make test-all` adds the slow tests (a minute-long store soak,
 # `rods bench curriculum`) and the browser tests (skipped without chromium; the demo journey without the demo model). The
@@ -91,10 +94,11 @@ demo-model: $(STAMP)
 	$(BIN)/rods model demo --config configs/demo-cpu.yaml
 
 # The Review queue in headless chromium (Debian's: apt-get install -y chromium) over a live run of an untrained
-# tiny model built in a second: bulk approve, keyboard, Fix & Accept, the audit trail (~2 min on 2 loaded cores).
+# tiny model built in a second: bulk approve, keyboard, Fix & Accept, the audit trail (~2 min on 2 loaded cores);
+# and Streamlit's table toolbar offering no CSV download (tests/test_hostile_lab.py, ~1 min).
 # .ci/run runs it after `make test`; RODS_BROWSER_REQUIRED turns a missing chromium into a failure, not a skip.
 test-browser: $(STAMP)
-	RODS_BROWSER_REQUIRED=1 $(BIN)/python -m pytest -q -m browser tests/test_browser_review.py
+	RODS_BROWSER_REQUIRED=1 $(BIN)/python -m pytest -q -m browser tests/test_browser_review.py tests/test_hostile_lab.py
 
 # Login in headless chromium through a mock OIDC provider on 127.0.0.1 (oidc-provider-mock): a reviewer's bulk
 # decision carries her email; a read-only user sees no decision controls and the service refuses her (~1 min).

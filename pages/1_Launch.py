@@ -91,7 +91,12 @@ if submitted:
             warnings.simplefilter("always", ConfigRenamedWarning)
             cfg = build_config(configs[name], {**overrides, **parse_overrides(more, "more fields")}, paths)
         me = identity.current()
-        launched_all = launch_pair(cfg, paths, actor=me) if pair else [launch_run(cfg, paths, actor=me)]
+        policy = ui.launch_policy()
+        launched_all = (
+            launch_pair(cfg, paths, actor=me, policy=policy)
+            if pair
+            else [launch_run(cfg, paths, actor=me, policy=policy)]
+        )
         launched = launched_all[0]
     except ValidationError as e:
         st.session_state["launch_errors"] = field_errors(e)

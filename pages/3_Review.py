@@ -8,18 +8,10 @@ import hashlib
 import streamlit as st
 
 from rods_lab import review, ui, views
-from rods_lab.prefs import read_prefs, write_prefs
 from storage import curation
 
 ui.page_setup(__file__)
-paths = ui.paths()
-gated = st.toggle(
-    "Review-gated: new variants wait for approval (applies to runs launched from now on)",
-    read_prefs(paths).get("review") == "gated",
-    key="review_gated",
-)
-if gated != (read_prefs(paths).get("review") == "gated"):
-    write_prefs(paths, review="gated" if gated else "auto")
+review.review_mode_toggle(ui.paths())
 run = ui.pick_run("review", synthesizing=True)
 if run is None:
     st.stop()

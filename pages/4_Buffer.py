@@ -6,7 +6,7 @@ import streamlit as st
 
 from rods_core.boundary import REGIONS
 from rods_lab import charts, ui, views
-from storage.export import EmptyPool, export_to_folder
+from storage.export import EmptyPool, pool_jsonl
 from storage.pools import PoolsFileError
 from storage.schema import POOLS
 
@@ -31,13 +31,13 @@ def history(run_dir: str, task_id: str):
 
 
 @st.cache_data(ttl=ui.LIVE_S, show_spinner="Exporting…")
-def export_bytes(run_dir: str, pool: str, run_id: str) -> tuple[bytes, int, str]:
-    """(file bytes, tasks, why nothing was exported) for a pool written to <workspace>/exports/."""
+def export_bytes(run_dir: str, pool: str) -> tuple[bytes, int, str]:
+    """(file bytes, tasks, why nothing can be exported) for a pool, made in memory: viewing writes nothing."""
     try:
-        out, n = export_to_folder(run_dir, pool, ui.paths().workspace / "exports", run_id)
+        data, n = pool_jsonl(run_dir, pool)
     except (PoolsFileError, EmptyPool) as e:  # before the first step, or an empty pool: nothing to export
         return b"", 0, str(e)
-    return out.read_bytes(), n, ""
+    return data, n, ""
 
 
 run = ui.pick_run("buffer", synthesizing=True)
@@ -72,7 +72,7 @@ with right:
     st.subheader("Export")
     export_pools = views.pools_list()
     pool = st.selectbox("Pool", export_pools, index=export_pools.index("active"), key="buffer_export_pool")
-    data, n, why = export_bytes(run.out_dir, pool, run.id)
+    data, n, why = export_bytes(run.out_dir, pool)
     if why:
         st.info(why)
     st.download_button(

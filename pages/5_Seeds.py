@@ -96,7 +96,9 @@ with catalog:
     if st.button(f"Start a run on {len(chosen)} enabled seed(s)", key="seeds_launch", disabled=not chosen):
         try:
             overrides = parse_overrides(more, "more fields")
-            run, file = launch_on_seeds(db, chosen, configs[config], name, overrides, paths, actor=me)
+            run, file = launch_on_seeds(
+                db, chosen, configs[config], name, overrides, paths, actor=me, policy=ui.launch_policy()
+            )
         except (
             ValueError,
             KeyError,

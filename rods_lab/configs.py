@@ -1,10 +1,19 @@
 """The Launch form's run config: the configs on offer, a base config with the form's overrides validated
-into a RunConfig under the app's folders, and validation errors keyed by field for showing beside each."""
+into a RunConfig under the app's folders, and validation errors keyed by field for showing beside each.
+
+Every field of the run config that names a file or folder is listed in PATH_FIELDS and confined to the
+workspace before the config is validated (validation reads some: prompt files); every other text field is
+listed in TEXT_FIELDS, and tests/test_hostile_lab.py walks the schema so that a new text field must be put in
+one list or the other. TRL's pass-through options name paths and remote services of their own (`*_dir`,
+`hub_*`, `deepspeed`): the app refuses those (TRAINER_ARGS_REFUSED); a config file run with `rods train` on
+the host may set them.
+"""
 
 from __future__ import annotations
 
 import copy
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +23,38 @@ from rods_core.benchmarks.registry import make_benchmark
 from rods_core.config import RunConfig, read_config_data, set_dotted
 from rods_core.model_folders import HUB_ID, check_model_dir, model_folder
 from rods_core.task_files import load_task_file
-from rods_lab.paths import PROJECT_ROOT, AppPaths, confine
+from rods_lab.paths import PROJECT_ROOT, AppPaths, OutsideWorkspace, confine
+
+# Fields naming files or folders the run reads or writes. output_dir and workspace are the app's own (set
+# below); model.path may also name the project's models/ or a hub id in the local cache (build_config).
+PATH_FIELDS = (
+    "output_dir",
+    "workspace",
+    "model.path",
+    "seeds.file",
+    "eval.file",
+    "synthesis.exclude",
+    "synthesis.prompts_dir",
+)
+# Text fields that name no file or folder (URLs, names, prompts, ids); grpo.trainer_args is checked apart.
+TEXT_FIELDS = (
+    "name",
+    "benchmark",
+    "model.tiny.prompt.system_prompt",
+    "model.attn_implementation",
+    "model.lora.target_modules",
+    "seeds.categories",
+    "seeds.ids",
+    "episode.prompt.system_prompt",
+    "grpo.vllm_server_url",
+    "grpo.trainer_args",
+    "eval.categories",
+    "synthesis.endpoint_url",
+    "synthesis.endpoint_model",
+    "synthesis.api_key_env",
+    "report.project",
+)
+TRAINER_ARGS_REFUSED = re.compile(r"dir$|path$|file$|hub|token|deepspeed|fsdp|accelerator_config|resume|report_to")
 
 
 def list_configs(folder: str | Path = PROJECT_ROOT / "configs") -> list[Path]:
@@ -47,9 +87,9 @@ def build_config(
     for k, v in overrides.items():
         set_dotted(data, k, v)
     data["output_dir"], data["workspace"] = str(paths.runs), str(paths.workspace)
+    confine_workspace_files(data, paths)
     cfg = RunConfig.model_validate(data)
     if cfg.seeds.file:
-        cfg.seeds.file = str(confine(cfg.seeds.file, paths.workspace))
         if check_seeds and cfg.seeds.subset == "file":  # through the run's benchmark: its schema and verifier
             load_task_file(cfg.seeds.file, "seeds.file", benchmark=make_benchmark(cfg.benchmark, prereq=cfg.prereq))
     # The trainer runs in the project folder: a relative model path means the project's models/. A hub id
@@ -62,3 +102,38 @@ def build_config(
     if not cfg.model.build_if_missing:
         check_model_dir(cfg.model.path)
     return cfg
+
+
+def _section(data: dict, dotted: str) -> tuple[dict | None, str]:
+    """(the mapping that holds `dotted`'s last key, that key), or (None, key) when a section is absent."""
+    *parents, leaf = dotted.split(".")
+    node: Any = data
+    for p in parents:
+        node = node.get(p) if isinstance(node, dict) else None
+    return (node if isinstance(node, dict) else None), leaf
+
+
+def confine_workspace_files(data: dict, paths: AppPaths) -> None:
+    """Confine, in place, every file field of a config mapping (seeds.file, eval.file, each of
+    synthesis.exclude, synthesis.prompts_dir) to the workspace (a relative path is taken there); refuse
+    grpo.trainer_args that name TRL's own paths or remote services. Raises OutsideWorkspace naming the field."""
+    for dotted in ("seeds.file", "eval.file", "synthesis.exclude", "synthesis.prompts_dir"):
+        node, key = _section(data, dotted)
+        if node is None or node.get(key) is None:
+            continue
+        try:
+            value = node[key]
+            node[key] = (
+                [str(confine(v, paths.workspace)) for v in value]
+                if isinstance(value, list)
+                else str(confine(value, paths.workspace))
+            )
+        except OutsideWorkspace as e:
+            raise OutsideWorkspace(f"{dotted}: {e}") from e
+    args, _ = _section(data, "grpo.trainer_args")
+    refused = sorted(k for k in ((args or {}).get("trainer_args") or {}) if TRAINER_ARGS_REFUSED.search(str(k)))
+    if refused:
+        raise OutsideWorkspace(
+            f"grpo.trainer_args: {', '.join(refused)} name(s) TRL's own files, folders or remote services, which a "
+            "run launched from the app may not set; put them in a config run with `rods train` on the host"
+        )

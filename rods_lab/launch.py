@@ -5,7 +5,9 @@ A run is started as `python -m rods_lab.cli train --config <runs/<id>/launch.yam
 own session (start_new_session=True), so it survives page reloads and app restarts; its Run row is
 created as `queued` first with the id we pass, then the trainer registers itself as `running`
 (rods_lab.status shows a run that dies before that as failed). Starting and stopping are for launchers
-(rods_lab.identity): each service takes the acting user, refuses anyone else, and records who it was.
+(rods_lab.identity): each service takes the acting user, refuses anyone else, and records who it was. A run
+starts with the environment its LaunchPolicy names (rods_lab.launch_policy), not the app's, so the host's
+secrets stay in the app.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from rods_core.tasks import write_tasks
 from rods_lab import processes
 from rods_lab.configs import build_config
 from rods_lab.identity import Actor, require
+from rods_lab.launch_policy import LaunchPolicy
 from rods_lab.paths import PROJECT_ROOT, AppPaths
 from rods_lab.status import LOG_FILE
 from storage.catalog import catalog_tasks
@@ -42,10 +45,15 @@ class Launched:
     log_path: Path
 
 
-def launch_run(cfg: RunConfig, paths: AppPaths, run_id: str | None = None, *, actor: Actor) -> Launched:
+def launch_run(
+    cfg: RunConfig, paths: AppPaths, run_id: str | None = None, *, actor: Actor, policy: LaunchPolicy = LaunchPolicy()
+) -> Launched:
     """Create the Run row (queued, with who launched it), write the config, start `rods train` in its own
-    session. Refused (rods_lab.identity.Refused) unless `actor` is a launcher."""
+    session with the environment `policy` allows. Refused (rods_lab.identity.Refused) unless `actor` is a
+    launcher; ValueError when the config names an API key variable the policy does not allow."""
     require(actor, "launcher", "launch runs")
+    if problem := policy.api_key_problem(cfg.synthesis.api_key_env):
+        raise ValueError(problem)
     run_id = check_run_id(run_id) if run_id else new_run_id(cfg.name)
     run_dir = Path(cfg.output_dir) / run_id
     if run_dir.exists():
@@ -55,7 +63,15 @@ def launch_run(cfg: RunConfig, paths: AppPaths, run_id: str | None = None, *, ac
     config_path.write_text(dump_config(cfg), encoding="utf-8")
     db = paths.db()
     processes.reap_children({r.pid for r in db.list_runs() if r.pid})  # runs this app launched that ended
-    db.create_run(run_id, run_dir, cfg.model_dump(mode="json"), cfg.method, name=cfg.name, by=actor.name or None)
+    db.create_run(
+        run_id,
+        run_dir,
+        cfg.model_dump(mode="json"),
+        cfg.method,
+        name=cfg.name,
+        by=actor.name or None,
+        signed=actor.signed,
+    )
     log_path = run_dir / LOG_FILE
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
@@ -65,7 +81,7 @@ def launch_run(cfg: RunConfig, paths: AppPaths, run_id: str | None = None, *, ac
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**policy.run_environment(os.environ, cfg.synthesis.api_key_env), "PYTHONUNBUFFERED": "1"},
         )
     db.update_run(run_id, pid=proc.pid, proc_start=process_start(proc.pid))
     return Launched(run_id, proc.pid, run_dir, log_path)
@@ -90,16 +106,20 @@ def pair_configs(cfg: RunConfig, twin: str = "static") -> list[RunConfig]:
     return out
 
 
-def launch_pair(cfg: RunConfig, paths: AppPaths, twin: str = "static", *, actor: Actor) -> list[Launched]:
+def launch_pair(
+    cfg: RunConfig, paths: AppPaths, twin: str = "static", *, actor: Actor, policy: LaunchPolicy = LaunchPolicy()
+) -> list[Launched]:
     """Launch `pair_configs(cfg, twin)`: the run and its twin, side by side."""
     require(actor, "launcher", "launch runs")  # before the first of the two starts
-    return [launch_run(c, paths, actor=actor) for c in pair_configs(cfg, twin)]
+    if problem := policy.api_key_problem(cfg.synthesis.api_key_env):
+        raise ValueError(problem)
+    return [launch_run(c, paths, actor=actor, policy=policy) for c in pair_configs(cfg, twin)]
 
 
 def stop_run(db: ControlDB, run_id: str, actor: Actor) -> bool:
     """Stop a run (SIGTERM to its process group), recording who stopped it; for launchers only."""
     require(actor, "launcher", "stop runs")
-    return processes.stop_run(db, run_id, by=actor.name or None)
+    return processes.stop_run(db, run_id, by=actor.name or None, signed=actor.signed)
 
 
 def launch_on_seeds(
@@ -111,6 +131,7 @@ def launch_on_seeds(
     paths: AppPaths,
     *,
     actor: Actor,
+    policy: LaunchPolicy = LaunchPolicy(),
 ) -> tuple[Launched, Path]:
     """Write the chosen catalog seeds to <workspace>/subsets/ and launch `base` on them (seeds.subset=file).
     The actor's role, the config and the seeds are checked first, so a refusal leaves no subset file behind."""
@@ -136,4 +157,4 @@ def launch_on_seeds(
         )
     refuse_test_tasks(tasks, "a run on catalog seeds", make_benchmark(cfg.benchmark, prereq=cfg.prereq).leak_reason)
     write_tasks(file, tasks)
-    return launch_run(cfg, paths, actor=actor), file
+    return launch_run(cfg, paths, actor=actor, policy=policy), file

@@ -53,11 +53,14 @@ def signal_process(pid: int | None, start: int | None, sig: int = signal.SIGTERM
     return True
 
 
-def stop_run(db: ControlDB, run_id: str, sig: int = signal.SIGTERM, by: str | None = None) -> bool:
-    """Signal the run's process group and record the run stopped (`by`: who asked); True if a signal went."""
+def stop_run(
+    db: ControlDB, run_id: str, sig: int = signal.SIGTERM, by: str | None = None, signed: str | None = None
+) -> bool:
+    """Signal the run's process group and record the run stopped (`by`: who asked; `signed`: as the audit chain
+    records them); True if a signal went."""
     run = db.get_run(run_id)
     if run is None:
         raise KeyError(f"no run {run_id!r}")
     sent = signal_process(run.pid, run.proc_start, sig)
-    db.mark_stopped(run_id, by=by)
+    db.mark_stopped(run_id, by=by, signed=signed)
     return sent

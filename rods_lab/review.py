@@ -24,7 +24,9 @@ import streamlit as st
 from rods_core.benchmarks.protocols import Benchmark
 from rods_core.tasks import Task
 from rods_lab import record_form, ui, views
-from rods_lab.identity import Actor, Refused, current, local, require
+from rods_lab.identity import Actor, Refused, current, local, refusals, require
+from rods_lab.paths import AppPaths
+from rods_lab.prefs import read_prefs, write_prefs
 from storage import curation
 from storage.control import Comment, ControlDB, DecisionRecord
 from storage.pools import PoolsSnapshot
@@ -64,6 +66,28 @@ def table(run_dir: str, run_id: str, read: str) -> pd.DataFrame:
 
 
 # ----- the reviewer ------------------------------------------------------------------------------------
+def set_review_mode(paths: AppPaths, gated: bool, actor: Actor) -> None:
+    """The service behind the review-mode toggle: the lab-wide default for runs launched from now on, which
+    only a reviewer may change."""
+    require(actor, "reviewer", "change the review mode of new runs")
+    write_prefs(paths, review="gated" if gated else "auto")
+
+
+def review_mode_toggle(paths: AppPaths) -> None:
+    """The toggle of the lab's review mode: shown to everyone, changeable by reviewers only."""
+    saved = read_prefs(paths).get("review") == "gated"
+    me = current()
+    gated = st.toggle(
+        "Review-gated: new variants wait for approval (applies to runs launched from now on)",
+        saved,
+        key="review_gated",
+        disabled=not me.may("reviewer"),
+    )
+    if gated != saved:
+        with refusals():  # a widget state sent past the disabled toggle is refused by the service
+            set_review_mode(paths, gated, me)
+
+
 def reviewer_field() -> Actor:
     """Who decides: the logged-in user when login is configured (no field: the identity provider's email), else
     a typed name, kept in this browser in a cookie (read back through st.context.cookies when a new session
@@ -93,7 +117,7 @@ def decide(
 ) -> list[DecisionRecord]:
     """The service behind every decision button: a reviewer's batch, recorded under the actor's name."""
     require(actor, "reviewer", "decide on tasks")
-    return curation.send_batch(db, run_id, items, actor.name, comment, seen)
+    return curation.send_batch(db, run_id, items, actor.name, comment, seen, signed=actor.signed)
 
 
 def comment(db: ControlDB, run_id: str, task_id: str, actor: Actor, text: str) -> Comment:
@@ -101,7 +125,7 @@ def comment(db: ControlDB, run_id: str, task_id: str, actor: Actor, text: str) -
     require(actor, "reviewer", "comment on tasks")
     if not actor.name:
         raise ValueError("a comment needs a reviewer name: fill in the Reviewer field")
-    return db.add_comment(run_id, task_id, actor.name, text)
+    return db.add_comment(run_id, task_id, actor.name, text, signed=actor.signed)
 
 
 def send(run: SimpleNamespace, items: list, reviewer: Actor, comment: str = "", what: str = "") -> None:
@@ -331,7 +355,8 @@ def fix_and_accept_record(run: SimpleNamespace, task: Any, reviewer: Actor) -> N
 def comments(run: SimpleNamespace, tid: str, reviewer: Actor) -> None:
     db = ui.db()
     for c in db.comments(run.id, tid):
-        st.markdown(f"**{c.reviewer}** · {c.created_at:%Y-%m-%d %H:%M} — {c.text}")
+        # plain text: a comment is anyone's words, and Markdown would fetch its images and disguise its links
+        st.text(f"{c.reviewer} · {c.created_at:%Y-%m-%d %H:%M} — {c.text}")
     if not reviewer.may("reviewer"):
         return
     a, b = st.columns([5, 1])

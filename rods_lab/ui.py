@@ -17,6 +17,7 @@ from streamlit.runtime.pages_manager import PagesManager
 from rods_core.benchmarks.protocols import Benchmark
 from rods_core.benchmarks.registry import make_benchmark
 from rods_lab import identity, views
+from rods_lab.launch_policy import LaunchPolicy
 from rods_lab.pages import PageSpec, page_of
 from rods_lab.paths import AppPaths
 from rods_lab.prefs import read_user_prefs, write_user_prefs
@@ -39,6 +40,11 @@ def _db(workspace: str, target: str) -> ControlDB:
     """`target` (the store `workspace` resolves to) is part of the cache key: a changed $RODS_CONTROL_DB
     opens the new store."""
     return open_store(workspace)
+
+
+def launch_policy() -> LaunchPolicy:
+    """The admin's rules for runs launched from the app (`[rods.launch]` in the secrets)."""
+    return LaunchPolicy.from_settings(identity.app_settings())
 
 
 def db() -> ControlDB:

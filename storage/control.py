@@ -8,7 +8,9 @@ one advisory lock, the same one-writer-at-a-time rule. Decisions are delivered e
 `claim_decisions` moves pending rows to `claimed` in one UPDATE ... RETURNING, and `mark_decision` only
 changes a claimed/pending row, so a second marker gets False. Every change of a decision is also written
 to `decision_events` in the same transaction: who, when, what, at which step; the store only appends there,
-each event chained by hash to its run's previous one (storage.audit_chain), so an edit by hand shows.
+each event chained by an HMAC to its run's previous one (storage.audit_chain) under a key kept outside the
+store, whose run heads are recorded there too after each commit (storage.audit_keys), so an edit by hand
+shows. Comments, a run's launch and its stop are events of the same chain.
 A `claimed` status sits between pending and applied/refused, so a claim whose process dies can be reopened.
 
 Length: one store's tables share one transaction rule (BEGIN IMMEDIATE, the advisory lock); split apart, each
@@ -32,7 +34,17 @@ from sqlmodel import Field, Session, SQLModel, select
 
 from rods_core.benchmarks.registry import parse_any_record
 from rods_core.tasks import Task
-from storage.audit_chain import GENESIS, ChainReport, decision_digest, event_hash, verify
+from storage.audit_chain import (
+    GENESIS,
+    ChainReport,
+    Trail,
+    comment_digest,
+    decision_digest,
+    event_hash,
+    run_digest,
+    verify,
+)
+from storage.audit_keys import AuditKeyError, AuditKeys, Head, audit_folder
 from storage.legacy_duckdb import LegacyStoreError, read_legacy_store, set_aside
 from storage.store_engine import DEFAULT_DB, ENV_VAR, resolve_store, store_engine, store_target
 
@@ -119,23 +131,31 @@ class DecisionRecord(SQLModel, table=True):
 
 
 class DecisionEvent(SQLModel, table=True):
-    """The audit trail: one row per change of a decision, written in the transaction that made it."""
+    """The audit trail: one row per change of a decision (and per comment, launch and stop of the run), written in
+    the transaction that made it."""
 
     __tablename__ = "decision_events"
     __table_args__ = {"sqlite_autoincrement": True}
     id: int | None = Field(default=None, primary_key=True)
-    decision_id: int = Field(index=True)
+    decision_id: int = Field(index=True, description="the decision; a comment event: the comment; a run event: 0")
     run_id: str = Field(index=True)
-    kind: str = Field(description="added | claimed | applied | refused | reopened")
-    actor: str = Field(description="who: the decision's author, or the claiming/marking process (pid:<n>)")
+    kind: str = Field(description="added | claimed | applied | refused | reopened | comment | launched | stopped")
+    actor: str = Field(
+        description="who: the decision's author (with the identity provider that vouched for them), or the "
+        "claiming/marking process (pid:<n>)"
+    )
     at: datetime | None = _tz_field()
     step: int | None = Field(None, description="the step of an outcome; the checkpoint step of a reopen")
     reason: str | None = Field(None, description="the outcome's reason, or where the row came from")
-    digest: str | None = Field(None, description="an 'added' event: sha256 of its decision's fields")
+    digest: str | None = Field(
+        None, description="sha256 of the row it seals: an 'added' event's decision, a comment, the run (launch, stop)"
+    )
     prev_hash: str | None = Field(None, description="row_hash of the run's previous event ('' for its first)")
     row_hash: str | None = Field(
-        None, description="sha256 of this row's fields + prev_hash (None: from before the chain)"
+        None, description="HMAC of this row's fields + seq + prev_hash under key_id (None: from before the chain)"
     )
+    seq: int | None = Field(None, description="the event's number in its run's chain, from 1 (None: an older chain)")
+    key_id: str | None = Field(None, description="the id of the audit key that signed row_hash (storage.audit_keys)")
 
 
 class Seed(SQLModel, table=True):
@@ -157,7 +177,7 @@ class Seed(SQLModel, table=True):
 # ----- where the store is -----------------------------------------------------------------------
 def open_store(workspace: str | Path) -> ControlDB:
     """The workspace's store (`store_target`), carrying over the workspace's old `control.duckdb` once."""
-    return ControlDB(store_target(workspace), legacy=Path(workspace) / LEGACY_FILE)
+    return ControlDB(store_target(workspace), legacy=Path(workspace) / LEGACY_FILE, workspace=workspace)
 
 
 class ControlDB:
@@ -165,11 +185,19 @@ class ControlDB:
     (SQLite) or several (PostgreSQL). Opening it creates the tables and carries over `legacy` (an old DuckDB
     store: by default the `control.duckdb` beside a SQLite file) once."""
 
-    def __init__(self, path: str | Path | None = None, busy_timeout_s: float = 15.0, legacy: str | Path | None = None):
-        """Raises StoreError (naming the store, the reason and the fix) when the store cannot be opened."""
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        busy_timeout_s: float = 15.0,
+        legacy: str | Path | None = None,
+        workspace: str | Path | None = None,
+    ):
+        """Raises StoreError (naming the store, the reason and the fix) when the store cannot be opened. The audit
+        keys are looked for where storage.audit_keys.audit_folder says (`workspace`: a server store's)."""
         self.busy_timeout_s = busy_timeout_s
         try:
             self.url, self.path = resolve_store(path)
+            self.keys = AuditKeys(audit_folder(self.path, workspace), self.url)
             if self.path is not None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             self.engine = store_engine(self.url, self.path is not None, busy_timeout_s)
@@ -179,7 +207,7 @@ class ControlDB:
             self.legacy = Path(legacy) if legacy is not None else None
             if self._tx(self._create_and_carry_over):
                 set_aside(self.legacy)
-        except (SQLAlchemyError, LegacyStoreError, ImportError, OSError, ValueError) as e:
+        except (SQLAlchemyError, LegacyStoreError, AuditKeyError, ImportError, OSError, ValueError) as e:
             shown = re.sub(r"://([^:/@]*):[^@]*@", r"://\1:***@", str(path or os.environ.get(ENV_VAR) or DEFAULT_DB))
             raise StoreError(
                 f"control store {shown}: cannot open it ({type(e).__name__}: {str(e).splitlines()[0]}); give a "
@@ -192,7 +220,10 @@ class ControlDB:
         with Session(self._writer if write else self.engine, expire_on_commit=False) as s:
             out = fn(s)
             s.commit()
-            return out
+            heads = s.info.get("audit_heads", {})
+        for run_id, head in heads.items():  # after the commit: a recorded head is never ahead of the store
+            self.keys.record_head(run_id, head)
+        return out
 
     def _read(self, fn: Callable[[Session], T]) -> T:
         return self._tx(fn, write=False)
@@ -230,19 +261,21 @@ class ControlDB:
             )
         return True
 
-    def _audit(self, s: Session, decisions: Iterable[Any], kind: str, actor: str, **fields: Any) -> None:
-        """Append one event per decision (a DecisionRecord, or (id, run id) for an outcome), each chained to its
-        run's previous event. Inside a write transaction, so no other writer appends between the read and the add."""
-        heads: dict[str, str] = {}
-        for d in decisions:
-            i, run_id = (d.id, d.run_id) if isinstance(d, DecisionRecord) else d
+    def _audit(self, s: Session, subjects: Iterable[Any], kind: str, actor: str, **fields: Any) -> None:
+        """Append one event per subject (a DecisionRecord; (id, run id) for an outcome; a Comment; a Run), each
+        signed and chained to its run's previous event. Inside a write transaction, so no other writer appends
+        between the read and the add; the heads are recorded outside the store once it commits (`_tx`)."""
+        kid, heads = self.keys.signing()[0], s.info.setdefault("audit_heads", {})
+        for d in subjects:
+            i, run_id, digest = _subject(d, kind)
             if run_id not in heads:
-                q = select(DecisionEvent.row_hash).where(DecisionEvent.run_id == run_id)
-                heads[run_id] = s.exec(q.order_by(DecisionEvent.id.desc()).limit(1)).first() or GENESIS
-            digest = decision_digest(d) if isinstance(d, DecisionRecord) else None
+                q = select(DecisionEvent.row_hash, DecisionEvent.seq).where(DecisionEvent.run_id == run_id)
+                prev, seq = s.exec(q.order_by(DecisionEvent.id.desc()).limit(1)).first() or (GENESIS, 0)
+                heads[run_id] = Head(seq or 0, prev or GENESIS, None)
             e = DecisionEvent(decision_id=i, run_id=run_id, kind=kind, actor=actor, at=_now(), digest=digest, **fields)
-            e.prev_hash, e.row_hash = heads[run_id], event_hash(e, heads[run_id])
-            heads[run_id] = e.row_hash
+            e.seq, e.key_id, e.prev_hash = heads[run_id].seq + 1, kid, heads[run_id].head
+            e.row_hash = event_hash(e, e.prev_hash, self.keys)
+            heads[run_id] = Head(e.seq, e.row_hash, e.row_hash if e.seq == 1 else heads[run_id].start)
             s.add(e)
 
     # ----- runs ---------------------------------------------------------------------------------
@@ -254,7 +287,10 @@ class ControlDB:
         method: str = "rods",
         name: str = "",
         by: str | None = None,
+        signed: str | None = None,
     ) -> Run:
+        """A new run's row and its `launched` event (`by`: who launched it; `signed`: as the chain records them,
+        e.g. with their identity provider; None: a command line)."""
         now = _now()
         run = Run(
             id=run_id,
@@ -266,7 +302,13 @@ class ControlDB:
             created_at=now,
             updated_at=now,
         )
-        return self._tx(lambda s: (s.add(run), run)[1])
+
+        def fn(s: Session) -> Run:
+            s.add(run)
+            self._audit(s, [run], "launched", signed or by or "command line")
+            return run
+
+        return self._tx(fn)
 
     def get_run(self, run_id: str) -> Run | None:
         return self._read(lambda s: s.get(Run, run_id))
@@ -302,14 +344,22 @@ class ControlDB:
             values["step"] = step
         self._tx(lambda s: s.exec(update(Run).where(Run.id == run_id).values(**values)))
 
-    def mark_stopped(self, run_id: str, by: str | None = None) -> None:
-        """Record a queued or running run as stopped (`by`: who asked); a run that ended keeps its status.
-        Signalling its process is the app's (rods_lab/processes.stop_run)."""
-        run = self.get_run(run_id)
-        if run is None:
-            raise KeyError(f"no run {run_id!r}")
-        if run.status in ("queued", "running"):
-            self.update_run(run_id, status="stopped", message=f"stopped by {by or 'request'}", stopped_by=by)
+    def mark_stopped(self, run_id: str, by: str | None = None, signed: str | None = None) -> None:
+        """Record a queued or running run as stopped (`by`: who asked; `signed`: as the chain records them), with
+        a `stopped` event; a run that ended keeps its status. Signalling its process is the app's
+        (rods_lab/processes.stop_run)."""
+
+        def fn(s: Session) -> None:
+            run = s.get(Run, run_id)
+            if run is None:
+                raise KeyError(f"no run {run_id!r}")
+            if run.status in ("queued", "running"):
+                run.status, run.message, run.stopped_by = "stopped", f"stopped by {by or 'request'}", by
+                run.updated_at = _now()
+                s.add(run)
+                self._audit(s, [run], "stopped", signed or by or "request")
+
+        self._tx(fn)
 
     # ----- decisions ----------------------------------------------------------------------------
     def add_decision(
@@ -345,15 +395,21 @@ class ControlDB:
     def pending_decisions(self, run_id: str) -> list[DecisionRecord]:
         return self.decisions(run_id, "pending")
 
-    def verify_audit(self, run_id: str) -> ChainReport:
-        """Check the run's audit trail against its hash chain (storage.audit_chain.verify), in one read."""
+    def verify_audit(self, run_id: str, expect_head: str | None = None) -> ChainReport:
+        """Check the run's audit trail against its chain, its keys and the head recorded outside the store
+        (storage.audit_chain.verify), in one read; `expect_head`: a head hash kept elsewhere, which the trail
+        must still hold."""
 
-        def fn(s: Session) -> ChainReport:
-            events = s.exec(select(DecisionEvent).where(DecisionEvent.run_id == run_id).order_by(DecisionEvent.id))
-            ds = s.exec(select(DecisionRecord).where(DecisionRecord.run_id == run_id).order_by(DecisionRecord.id))
-            return verify(list(events), list(ds))
+        def fn(s: Session) -> Trail:
+            def rows(model: Any, order: Any) -> list:
+                return list(s.exec(select(model).where(model.run_id == run_id).order_by(order)))
 
-        return self._read(fn)
+            events = rows(DecisionEvent, DecisionEvent.id)
+            return Trail(
+                run_id, events, rows(DecisionRecord, DecisionRecord.id), rows(Comment, Comment.id), s.get(Run, run_id)
+            )
+
+        return verify(self._read(fn), self.keys, self.keys.head(run_id), expect_head)
 
     def decision_events(self, run_id: str, decision_id: int | None = None) -> list[DecisionEvent]:
         """The audit trail of a run's decisions (or of one), oldest first."""
@@ -484,9 +540,11 @@ class ControlDB:
         reviewer: str = "researcher",
         comment: str | None = None,
         seen_step: int | None = None,
+        signed: str | None = None,
     ) -> list[DecisionRecord]:
         """Record (task_id, action, payload) decisions in ONE transaction under one new batch id: the trainer
-        claims a run's pending decisions all at once, so a batch is applied whole at one step boundary."""
+        claims a run's pending decisions all at once, so a batch is applied whole at one step boundary.
+        `signed`: the reviewer as the chain records them (e.g. with their identity provider)."""
         batch, now = uuid.uuid4().hex[:12], _now()
         rows = []
         for task_id, action, payload in items:
@@ -510,16 +568,25 @@ class ControlDB:
         def fn(s: Session) -> list[DecisionRecord]:
             s.add_all(rows)
             s.flush()  # assigns the ids; every other field was set here
-            self._audit(s, rows, "added", reviewer)
+            self._audit(s, rows, "added", signed or reviewer)
             return rows
 
         return self._tx(fn)
 
-    def add_comment(self, run_id: str, task_id: str, reviewer: str, text: str) -> Comment:
+    def add_comment(self, run_id: str, task_id: str, reviewer: str, text: str, signed: str | None = None) -> Comment:
+        """A reviewer's note on a task, with its `comment` event (`signed`: the reviewer as the chain records them)."""
         if not text.strip():
             raise ValueError("a comment needs some text")
         c = Comment(run_id=run_id, task_id=task_id, reviewer=reviewer, text=text.strip(), created_at=_now())
-        return self._tx(lambda s: (s.add(c), s.flush(), s.refresh(c), c)[-1])
+
+        def fn(s: Session) -> Comment:
+            s.add(c)
+            s.flush()
+            s.refresh(c)
+            self._audit(s, [c], "comment", signed or reviewer)
+            return c
+
+        return self._tx(fn)
 
     def comments(self, run_id: str, task_id: str | None = None) -> list[Comment]:
         def fn(s: Session) -> list[Comment]:
@@ -585,6 +652,17 @@ class Comment(SQLModel, table=True):
     reviewer: str = Field(description="who wrote it (the Review page's reviewer field)")
     text: str
     created_at: datetime | None = _tz_field()
+
+
+def _subject(d: Any, kind: str) -> tuple[int, str, str | None]:
+    """(the event's decision_id, its run, the digest it seals) for what `_audit` records an event of."""
+    if isinstance(d, DecisionRecord):
+        return d.id, d.run_id, decision_digest(d)
+    if isinstance(d, Comment):
+        return d.id, d.run_id, comment_digest(d)
+    if isinstance(d, Run):
+        return 0, d.id, run_digest(d, kind)
+    return d[0], d[1], None
 
 
 def _add_missing_columns(s: Session) -> None:

@@ -215,13 +215,14 @@ def send_batch(
     reviewer: str,
     comment: str = "",
     seen_step: int | None = None,
+    signed: str | None = None,
 ) -> list[DecisionRecord]:
     """One action of the reviewer: its decisions in one transaction under one batch id, stamped with the
     run's last finished step (from its event log; the heartbeat's step lags by design), so the audit shows
-    how many steps each decision took to apply."""
+    how many steps each decision took to apply. `signed`: the reviewer as the audit chain records them."""
     if not reviewer.strip():
         raise ValueError("a decision needs a reviewer name: fill in the Reviewer field")
-    return db.add_decisions(run_id, items, reviewer.strip(), comment.strip() or None, seen_step=seen_step)
+    return db.add_decisions(run_id, items, reviewer.strip(), comment.strip() or None, seen_step, signed)
 
 
 # ----- the audit trail ---------------------------------------------------------------------------------

@@ -10,13 +10,14 @@ heterogeneous `initial_config` as Json). Pool membership comes from the run's po
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from rods_core.tasks import Task, write_tasks
+from rods_core.tasks import Task, iter_records, write_tasks
 from storage.pools import read_pools_snapshot
 from storage.schema import POOLS
 
@@ -45,30 +46,32 @@ def task_stats_map(run_dir: str | Path) -> dict[str, dict]:
     return {r["task_id"]: {f: json_safe(r.get(f)) for f in STATS_FIELDS} for r in df.to_dict("records")}
 
 
-def export_tasks(
-    tasks: Iterable[Task], out_path: str | Path, pool: str | Mapping[str, str], stats: Mapping[str, dict] | None = None
-) -> int:
-    """Write tasks with their pool (one name, or task_id -> pool) and statistics; returns lines."""
-    stats = stats or {}
-    empty = dict.fromkeys(STATS_FIELDS)
-    tasks = list(tasks)
-    extra = {
+def _extra(tasks: list[Task], pool: str | Mapping[str, str], stats: Mapping[str, dict] | None) -> dict[str, dict]:
+    """Each task's `pool` and `stats` fields of an export line."""
+    stats, empty = stats or {}, dict.fromkeys(STATS_FIELDS)
+    return {
         t.id: {
             "pool": pool if isinstance(pool, str) else pool.get(t.id),
             "stats": {**empty, **{k: v for k, v in stats.get(t.id, {}).items() if k in empty}},
         }
         for t in tasks
     }
-    return write_tasks(out_path, tasks, extra)
+
+
+def export_tasks(
+    tasks: Iterable[Task], out_path: str | Path, pool: str | Mapping[str, str], stats: Mapping[str, dict] | None = None
+) -> int:
+    """Write tasks with their pool (one name, or task_id -> pool) and statistics; returns lines."""
+    tasks = list(tasks)
+    return write_tasks(out_path, tasks, _extra(tasks, pool, stats))
 
 
 class EmptyPool(ValueError):
     """The pool holds no task: nothing is written, since `datasets` cannot load an empty JSONL file."""
 
 
-def export_pool(run_dir: str | Path, pool: str, out_path: str | Path) -> int:
-    """Export one pool of a run (seeds | staged | active | retired | all) as JSONL; returns lines.
-    Raises PoolsFileError before the first snapshot and EmptyPool for an empty pool (no file written)."""
+def _pool(run_dir: str | Path, pool: str) -> tuple[list[Task], dict[str, dict]]:
+    """(the pool's tasks, their export fields); PoolsFileError before the first snapshot, EmptyPool when empty."""
     snap = read_pools_snapshot(run_dir)
     tasks = snap.tasks(pool)
     if not tasks:
@@ -76,7 +79,23 @@ def export_pool(run_dir: str | Path, pool: str, out_path: str | Path) -> int:
             f"the {pool} pool of {Path(run_dir).name} holds no task; nothing was written "
             "(an empty JSONL file cannot be loaded by datasets)"
         )
-    return export_tasks(tasks, out_path, snap.pool_of(), task_stats_map(run_dir))
+    return tasks, _extra(tasks, snap.pool_of(), task_stats_map(run_dir))
+
+
+def export_pool(run_dir: str | Path, pool: str, out_path: str | Path) -> int:
+    """Export one pool of a run (seeds | staged | active | retired | all) as JSONL; returns lines.
+    Raises PoolsFileError before the first snapshot and EmptyPool for an empty pool (no file written)."""
+    tasks, extra = _pool(run_dir, pool)
+    return write_tasks(out_path, tasks, extra)
+
+
+def pool_jsonl(run_dir: str | Path, pool: str) -> tuple[bytes, int]:
+    """(export_pool's file as bytes, its lines), made in memory: a page that offers the download writes nothing."""
+    if pool not in (*POOLS, "all"):
+        raise ValueError(f"unknown pool {pool!r}")
+    tasks, extra = _pool(run_dir, pool)
+    lines = [json.dumps(rec, ensure_ascii=False) + "\n" for rec in iter_records(tasks, extra)]
+    return "".join(lines).encode(), len(lines)
 
 
 def export_to_folder(run_dir: str | Path, pool: str, folder: str | Path, run_id: str) -> tuple[Path, int]:

@@ -143,3 +143,18 @@ def awaiting_review(run_dir: str | Path) -> list[str]:
     reasons = latest_buffer_reasons(RunReader(run_dir))
     staged = snapshot(run_dir).tasks("staged")
     return [t.id for t in staged if reasons.get(t.id, ("", None))[0] == OfferReason.AWAITING_REVIEW]
+
+
+def catch_downloads(monkeypatch) -> dict[str, bytes]:
+    """File name -> the bytes a page hands a download button, caught where Streamlit stores them."""
+    from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
+
+    stored: dict[str, bytes] = {}
+    keep = MemoryMediaFileStorage.load_and_get_id
+
+    def spy(self, data, mimetype, kind, filename=None):
+        stored[filename or ""] = data if isinstance(data, bytes) else b""
+        return keep(self, data, mimetype, kind, filename)
+
+    monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", spy)
+    return stored

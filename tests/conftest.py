@@ -12,6 +12,13 @@ from app_helpers import app_env, smoke_config  # noqa: F401 - re-exported for th
 from rods_core.seeds import load_seeds
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _audit_keys(tmp_path_factory):
+    """The audit chain's keys and recorded heads (storage.audit_keys) in one folder of the session's own, for
+    every store, app and process a test starts: never the project's workspace/audit."""
+    os.environ["RODS_AUDIT_DIR"] = str(tmp_path_factory.mktemp("audit"))
+
+
 @pytest.fixture(scope="session")
 def all_seeds():
     return load_seeds("all")

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 
-from app_helpers import RUN_ID, page
+from app_helpers import RUN_ID, catch_downloads, page
 
 from rods_lab import views
 
 
-def test_buffer_filters_history_and_export(app_env):
+def test_buffer_filters_history_and_export(app_env, monkeypatch):
     ws, _, _, run_dir = app_env
+    stored = catch_downloads(monkeypatch)
     at = page("pages/4_Buffer.py").run()
     assert not at.exception
     total = len(views.pool_table(run_dir))
@@ -20,6 +21,7 @@ def test_buffer_filters_history_and_export(app_env):
     at.selectbox(key="buffer_task").select(at.selectbox(key="buffer_task").options[0]).run()
     assert not at.exception
     at.selectbox(key="buffer_export_pool").select("staged").run()
-    lines = (ws / "exports" / f"{RUN_ID}-staged.jsonl").read_text().splitlines()
+    lines = stored[f"{RUN_ID}-staged.jsonl"].decode().splitlines()
+    assert not (ws / "exports").exists()  # offering a download writes nothing
     assert len(lines) == staged and {json.loads(ln)["pool"] for ln in lines} == {"staged"}
     assert "provenance" in json.loads(lines[0])

@@ -7,10 +7,11 @@ from __future__ import annotations
 import csv
 import io
 import json
+import shutil
 import sqlite3
 
 import pytest
-from app_helpers import ROOT, lab_env
+from app_helpers import ROOT, catch_downloads, lab_env
 from sqlalchemy import text
 from typer.testing import CliRunner
 
@@ -51,19 +52,11 @@ def test_the_audit_csv_neutralizes_hostile_cells_and_jsonl_keeps_them(tmp_path):
 def test_the_review_pages_csv_download_neutralizes_hostile_cells(tmp_path, monkeypatch):
     """The bytes the page hands its download button, caught where Streamlit stores them (no substitute)."""
     import streamlit as st
-    from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
     from streamlit.testing.v1 import AppTest
 
     from bench.review_bench import build_review_run
 
-    stored: dict[str, bytes] = {}
-    keep = MemoryMediaFileStorage.load_and_get_id
-
-    def spy(self, data, mimetype, kind, filename=None):
-        stored[filename or ""] = data if isinstance(data, bytes) else b""
-        return keep(self, data, mimetype, kind, filename)
-
-    monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", spy)
+    stored = catch_downloads(monkeypatch)
     ws, runs = tmp_path / "ws", tmp_path / "runs"
     with lab_env(ws, runs):
         build_review_run(ws, runs, "hostile", 2)
@@ -101,7 +94,7 @@ def verify(db: ControlDB, run_id: str = "r"):
 
 @pytest.fixture
 def trail(store):
-    """A run with two batches, a claim and outcomes: decisions 1-3, events 1-8."""
+    """A run with two batches, a claim and outcomes: decisions 1-3, events 1-8 (1: the launch)."""
     db = ControlDB(store)
     db.create_run("r", "runs/r")
     first = db.add_decisions("r", [("t1", "approve", None), ("t2", "reject", None)], "ana@lab.example", "ok", 3)
@@ -117,7 +110,7 @@ def trail(store):
 def test_an_untouched_trail_verifies(trail):
     result = verify(trail)
     assert result.exit_code == 0, result.output
-    assert "intact, 7 chained event(s)" in result.output
+    assert "intact, 8 chained event(s)" in result.output
     assert verify(trail, "other").exit_code == 0
 
 
@@ -127,16 +120,16 @@ TAMPERING = {
         "decisions row 1 (task t1): changed by hand",
     ),
     "outcome changed": ("UPDATE decisions SET status = 'applied' WHERE id = 2", "decisions row 2 (task t2): changed"),
-    "event changed": ("UPDATE decision_events SET reason = 'fine' WHERE id = 5", "decision_events row 5"),
+    "event changed": ("UPDATE decision_events SET reason = 'fine' WHERE id = 6", "decision_events row 6"),
     "event added": (
         "INSERT INTO decision_events (decision_id, run_id, kind, actor) VALUES (2, 'r', 'applied', 'eve')",
-        "decision_events row 9 (decision 2): added by hand",
+        "decision_events row 11 (decision 2): added by hand",
     ),
     "decision added": (
         "INSERT INTO decisions (run_id, task_id, action, author, status) VALUES ('r', 't9', 'approve', 'eve', 'pending')",
         "task t9): added by hand",
     ),
-    "event removed": ("DELETE FROM decision_events WHERE id = 3", "row 4 (decision 2, claimed by pid:"),
+    "event removed": ("DELETE FROM decision_events WHERE id = 4", "row 5 (decision 2, claimed by pid:"),
     "decision removed": ("DELETE FROM decisions WHERE id = 3", "decisions row 3: removed by hand"),
 }
 
@@ -156,18 +149,34 @@ def test_a_store_from_before_the_chain_opens_and_reads_unchained(store):
     db.create_run("r", "runs/r")
     db.add_decisions("r", [("t1", "approve", None), ("t2", "reject", None)], "ana@lab.example")
     db.claim_decisions("r")
-    for column in ("digest", "prev_hash", "row_hash"):  # the table as an earlier version made it
+    for column in ("digest", "prev_hash", "row_hash", "seq", "key_id"):  # the table as an earlier version made it
         by_hand(db, f"ALTER TABLE decision_events DROP COLUMN {column}")
+    shutil.rmtree(db.keys.folder / "heads" / db.keys.store_tag)  # an earlier version recorded no heads
     for table, column in (("runs", "launched_by"), ("runs", "stopped_by"), ("seeds", "edited_by")):
         by_hand(db, f"ALTER TABLE {table} DROP COLUMN {column}")
     db.engine.dispose()
     again = ControlDB(store)
     report = again.verify_audit("r")
-    assert (report.ok, report.checked, report.unchained) == (True, 0, 4)
+    assert (report.ok, report.checked, report.unchained) == (True, 0, 5)
     (d,) = again.add_decisions("r", [("t3", "approve", None)], "bo@lab.example")
     again.mark_decision(d.id, "applied", "ok", step=2)
     report = again.verify_audit("r")
-    assert (report.ok, report.checked, report.unchained) == (True, 2, 4)
+    assert (report.ok, report.checked, report.unchained) == (True, 2, 5)
     assert again.get_run("r").launched_by is None
     by_hand(again, f"UPDATE decisions SET author = 'eve' WHERE id = {d.id}")
     assert "decisions row 3 (task t3): changed by hand" in (again.verify_audit("r").problem or "")
+
+
+def test_a_rotated_key_signs_new_events_and_old_ones_still_verify(tmp_path, monkeypatch):
+    monkeypatch.setenv("RODS_AUDIT_DIR", str(tmp_path / "audit"))
+    db = ControlDB(tmp_path / "c.sqlite")
+    assert not (tmp_path / "audit" / "keys").exists()  # opening (or verifying) makes no key; the first write does
+    db.create_run("r", "runs/r")
+    old = db.keys.signing()[0]
+    assert oct((tmp_path / "audit" / "keys").stat().st_mode & 0o777) == "0o600"
+    new = db.keys.rotate_key()
+    db.add_decisions("r", [("t1", "approve", None)], "ana@lab.example")
+    assert [e.key_id for e in db.decision_events("r")] == [old, new] and db.verify_audit("r").ok
+    lines = (tmp_path / "audit" / "keys").read_text().splitlines()
+    (tmp_path / "audit" / "keys").write_text(lines[1] + "\n")  # the old key removed: its events no longer verify
+    assert "signed with key" in (ControlDB(tmp_path / "c.sqlite").verify_audit("r").problem or "")

@@ -68,5 +68,5 @@ def test_a_batch_is_applied_whole_at_one_step_boundary_exactly_once(tmp_path, ti
     events = RunReader(run_dir).query("select decision_id, step from decision_applied order by decision_id")
     assert events["decision_id"].tolist() == [d.id for d in batch]  # each exactly once
     assert set(events["step"]) == {1}
-    trail = db.verify_audit("batch")  # the trainer's claims and outcomes extend the hash chain
-    assert trail.ok and trail.checked == 3 * len(batch) and trail.unchained == 0, trail
+    trail = db.verify_audit("batch")  # the launch, then the trainer's claims and outcomes, in one chain
+    assert trail.ok and trail.checked == 3 * len(batch) + 1 and trail.unchained == 0, trail

@@ -20,7 +20,7 @@ from storage.control import ControlDB
 
 AUTH = {
     "redirect_uri": "http://lab.example/oauth2callback",
-    "cookie_secret": "x" * 32,
+    "cookie_secret": "5f0c2b9e8d7a41c3b6e2f19a0d4c7e8b3a6f1d2c9e0b7a4f",
     "client_id": "rods",
     "client_secret": "s3cret",
     "server_metadata_url": "http://127.0.0.1:9400/.well-known/openid-configuration",
@@ -122,7 +122,9 @@ def test_every_page_waits_for_login(lab, page):
 
 def test_a_reviewer_decides_under_her_email_with_no_typed_name(lab):
     ws, runs, run_id, db = lab
-    at = app_test("pages/3_Review.py", {"is_logged_in": True, "email": "ana@lab.example"}, run_id)
+    at = app_test(
+        "pages/3_Review.py", {"is_logged_in": True, "email": "ana@lab.example", "email_verified": True}, run_id
+    )
     assert not at.exception
     assert "review_reviewer" not in [t.key for t in at.text_input]  # no free-text reviewer with login on
     at.checkbox(key="review_all").check().run()
@@ -135,13 +137,15 @@ def test_a_reviewer_decides_under_her_email_with_no_typed_name(lab):
 
 def test_a_read_only_user_sees_no_decision_controls(lab):
     ws, runs, run_id, db = lab
-    at = app_test("pages/3_Review.py", {"is_logged_in": True, "email": "ro@lab.example"}, run_id)
+    at = app_test(
+        "pages/3_Review.py", {"is_logged_in": True, "email": "ro@lab.example", "email_verified": True}, run_id
+    )
     assert not at.exception
     keys = {b.key for b in at.button}
     assert not {k for k in keys if k and (k.startswith("review_bulk_") or k.startswith("review_focus_"))}, keys
     assert not any(k and k.startswith("review_add_comment_") for k in keys)
     assert any("Read-only: ro@lab.example" in i.value for i in at.info)
-    home = app_test("app.py", {"is_logged_in": True, "email": "ro@lab.example"})
+    home = app_test("app.py", {"is_logged_in": True, "email": "ro@lab.example", "email_verified": True})
     assert not home.exception and any("ro@lab.example" in c.value for c in home.sidebar.caption)
 
 

@@ -138,7 +138,7 @@ def test_comments_are_kept_per_task_with_their_reviewer(gated_run):
     assert not at.exception
     (c,) = db.comments(run_id, tid)
     assert (c.reviewer, c.text) == ("bo", "the wording is odd")
-    assert any("the wording is odd" in m.value for m in at.markdown)
+    assert any("the wording is odd" in t.value for t in at.text)  # plain text, never Markdown
     assert at.dataframe[0].value.set_index("task_id").comments[tid] == 1
 
 

@@ -193,7 +193,8 @@ def test_eight_writers_a_reader_and_a_claimer_at_once_lose_nothing(db, store):
     assert Counter(r["claimed"]) == Counter(r["ids"]) and r["double_marked"] == []
     assert {d.status for d in stored} == {"applied"} and r["reads"] > 0
     kinds = Counter((e.decision_id, e.kind) for e in db.decision_events("contended"))
-    assert set(kinds.values()) == {1} and len(kinds) == 3 * 160  # added, claimed, applied: once each
+    assert set(kinds.values()) == {1} and len(kinds) == 3 * 160 + 1  # added, claimed, applied: once each; the launch
+    assert db.verify_audit("contended").ok  # ten processes' events, one chain, one recorded head
 
 
 def test_a_store_is_a_file_or_a_url(tmp_path, monkeypatch):

@@ -142,6 +142,9 @@ def runs_audit(
     verify: bool = typer.Option(
         False, "--verify", help="check the trail's hash chain; exit 2 naming the first bad row"
     ),
+    expect_head: str | None = typer.Option(
+        None, "--expect-head", help="with --verify: a head hash printed earlier, which the trail must still hold"
+    ),
     reviewer: list[str] = typer.Option([], help="keep only these reviewers' decisions"),
     outcome: list[str] = typer.Option([], help="keep only these outcomes: pending, claimed, applied, refused"),
     db: str | None = typer.Option(None, help=DB_HELP),
@@ -155,18 +158,22 @@ def runs_audit(
     from storage.curation import AUDIT_FORMATS, audit_bytes, audit_frame, filter_audit
 
     fmt = out.suffix.lstrip(".").lower() if out else None
+    if expect_head and not verify:
+        raise typer.BadParameter("goes with --verify", param_hint="--expect-head")
     if out is None and not verify:
         raise typer.BadParameter("give --out FILE (.jsonl or .csv), --verify, or both", param_hint="--out")
     if out is not None and fmt not in AUDIT_FORMATS:
         raise typer.BadParameter(f"must end in .jsonl or .csv, got {out.name!r}", param_hint="--out")
     cdb = open_db(db)
-    if cdb.get_run(run_id) is None:
+    if cdb.get_run(run_id) is None and not verify:
         fail(f"no run {run_id!r}")
     if verify:
-        report = cdb.verify_audit(run_id)
+        report = cdb.verify_audit(run_id, expect_head)
         if not report.ok:
             fail(f"run {run_id}: the audit trail was edited by hand: {report.problem}")
         old = f"; {report.unchained} event(s) from before the chain, unchained" if report.unchained else ""
+        if cdb.get_run(run_id) is None:
+            fail(f"no run {run_id!r}")
         typer.echo(f"run {run_id}: audit trail intact, {report.checked} chained event(s){old}; head {report.head}")
     if out is None:
         return
