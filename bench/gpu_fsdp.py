@@ -43,6 +43,9 @@ ACCUMULATE = 2  # micro-batches per optimizer step: the second backward adds to 
 LOOSE = 1.25  # an estimate above the measured by more than this is loose: still a bound, but it refuses runs
 CHECKPOINT_TOLERANCE = 0.10  # files beside the plan's row, which counts the tensors' bytes only
 CHECKPOINT_SLACK = 2**20  # torch.distributed.checkpoint's .metadata and per-tensor headers (~2 KB a tensor)
+# the plan's rows held between steps; its other training-state rows (the gathered bf16 layers and gradients before
+# their reduce-scatter) live only while a micro-batch runs
+PERSISTENT = ("weights", "gradients", "AdamW moments")
 NO_CUDA = "no CUDA device: torch's allocator counters (max_memory_allocated) exist only on a GPU"
 
 
@@ -75,7 +78,7 @@ class Estimate:
     params: int
     weights: int  # the weights row
     state: int  # weights, gradients and AdamW moments
-    pass_: int  # one micro-batch's activations and TRL's LM head
+    pass_: int  # one micro-batch's gathered layers and gradients, activations and TRL's LM head
     checkpoint: int
     checkpoint_how: str
 
@@ -87,8 +90,9 @@ def estimate(cfg, memory: int) -> Estimate:
     shape = memory_plan.read_model_shape(cfg.model.path)
     run = memory_plan.RunShape.from_config(cfg)
     plan = memory_plan.plan(shape, run, 1, memory, "fsdp2")
-    state = memory_plan.training_state(shape, run, 1, "fsdp2")
-    pass_rows = memory_plan.pass_activations(shape, run, "fsdp2")
+    rows = memory_plan.training_state(shape, run, 1, "fsdp2")
+    state = [x for x in rows if x.name in PERSISTENT]
+    pass_rows = [x for x in rows if x.name not in PERSISTENT] + memory_plan.pass_activations(shape, run, "fsdp2")
     size, how = memory_plan.checkpoint_size(shape, run, "fsdp2")
     return Estimate(
         table=memory_plan.render(plan, "1 GPU, fsdp2, no vLLM"),

@@ -249,12 +249,12 @@ def training_state(model: ModelShape, run: RunShape, gpus: int, strategy: Strate
         lines = [
             Line("weights", p * w // shard, f"{p:,} x {w} B (model.dtype {run.dtype}), {where}"),
             Line("gradients", p * w // shard, f"{p:,} x {w} B, {where}"
-                 + (", each micro-batch reduce-scattered into them" if shard > 1 else "")),
+                 + (", each micro-batch reduce-scattered into them" if strategy != "ddp" else "")),
             Line("AdamW moments", 2 * p * w // shard, f"{p:,} x 2 x {w} B, {where}"),
         ]  # fmt: skip
         if strategy == "ddp" and gpus > 1:
             lines.append(Line("DDP gradient buckets", p * w, f"{p:,} x {w} B: the all-reduce's copy of the gradients"))
-    if shard > 1:
+    if strategy != "ddp":  # on one GPU too: bf16 compute parameters are copies of the fp32 shards
         n = 2 * model.layer_params + root
         lines.append(Line("gathered layers", n * b, f"2 decoder layers + embeddings unsharded, {n:,} x {b} B"))
         if not run.lora_r:

@@ -44,6 +44,8 @@ def test_the_plan_is_the_paper_configs_at_one_gpu_without_vllm_and_fits_an_h100(
     assert est.checkpoint == p * 12 + BILLION["vocab_size"] * BILLION["hidden_size"] * 4  # the tied head twice
     assert "vLLM (colocated)" not in est.table and "sharded over 1 GPU(s) (fsdp2)" in est.table and "fits" in est.table
     assert est.state + est.pass_ < 40 * GiB  # room on one 80 GB GPU beside the allocator's slack
+    # one GPU still holds FSDP2's bf16 copies of the fp32 shards while a micro-batch runs: counted with the pass
+    assert "gathered layers" in est.table and "gradients before reduce-scatter" in est.table
     small = estimate(run_config(tmp_path, 1, 4096), 80 * GiB)
     assert small.state == est.state and small.pass_ < est.pass_
 
