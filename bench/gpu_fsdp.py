@@ -354,16 +354,17 @@ def checkpoint_check(model, optimizer, plugin, accelerator, est: Estimate, meter
 
 
 def accumulation_report(on_model: dict, device) -> dict:
-    """The decoder layer's gradient under the run's setting, and the MLP's exact comparison of both ways: ok when
-    syncing each batch holds the gradient sharded in fp32 and sums it to fp32 rounding."""
+    """The first decoder layer's gradient under the run's setting (each micro-batch synced), and the MLP's exact
+    comparison of both ways: ok when syncing each batch holds the gradient sharded in fp32 and sums it to fp32
+    rounding."""
     from bench.fsdp_accumulation import accumulation_check
 
     ways = accumulation_check(device)
     each = ways["sync_each_batch"]
-    fp32 = on_model == {"unsharded": None, "sharded": "torch.float32"}
+    fp32 = on_model in (None, {"unsharded": None, "sharded": "torch.float32"})  # None: the model did not train
     fp32 = fp32 and (each["unsharded"], each["sharded"]) == (None, "torch.float32") and each["error"] < 1e-5
     verdict = "ok" if fp32 else "fail: syncing each micro-batch does not accumulate in the fp32 shards"
-    return {"decoder_layer_under_the_run_setting": on_model, "mlp": ways, "verdict": verdict}
+    return {"decoder_layer": on_model, "mlp": ways, "verdict": verdict}
 
 
 def run_checks(a) -> dict:
@@ -397,32 +398,58 @@ def run_checks(a) -> dict:
 
 
 def _checks(cfg, est: Estimate, device, steps: int, budget: Budget, work: Path) -> dict:
+    """The checks in order. An exception fails its own check (its type, message and last frames) and skips only
+    the check that needs its result, so one GPU session still reports the rest."""
+    meter, out = Meter(device), {}
+    model = optimizer = None
+    run: dict = {"held": None}
+    try:
+        model, optimizer, plugin, accelerator, out["model"] = _sharded_model(cfg, est, device, meter)
+        weights = meter.now()
+        # two fifths of the budget stay for the checkpoint and the accumulation comparison
+        run = train_steps(model, optimizer, cfg, meter, steps, 0.4 * budget.seconds, budget)
+        out["memory"] = memory_check(est, weights, run)
+    except Exception as e:
+        out["memory"], model = failed(e), None
+    if model is None:
+        out["checkpoint"] = {"verdict": "skipped: the model did not train (the memory check says why)"}
+    elif budget.left() <= 0:
+        out["checkpoint"] = {"verdict": "skipped: --budget-s spent"}
+    else:
+        folder = work / "checkpoint"
+        out["checkpoint"] = guarded(checkpoint_check, model, optimizer, plugin, accelerator, est, meter, folder)
+    del model, optimizer
+    if budget.left() > 0:
+        out["accumulation"] = guarded(accumulation_report, run["held"], device)
+    else:
+        out["accumulation"] = {"decoder_layer": run["held"], "verdict": "skipped: --budget-s spent"}
+    return out
+
+
+def _sharded_model(cfg, est: Estimate, device, meter: Meter) -> tuple:
+    """The model built, wrapped by accelerate's FSDP2 and given the trainer's optimizer; facts for the report."""
     from accelerate.utils.fsdp_utils import fsdp2_prepare_model
 
-    meter = Meter(device)
     t0 = time.perf_counter()
     model = build_model(cfg, device)
     params = sum(p.numel() for p in model.parameters())  # a tied head is one parameter
     plugin, accelerator = fsdp_plugin()
     model = fsdp2_prepare_model(accelerator, model)
     meter.sync()
-    out: dict = {"model": {"params": params, "plan_params": est.params, "built_and_sharded_s":
-                           round(time.perf_counter() - t0, 1), "dtype": str(next(model.parameters()).dtype)}}  # fmt: skip
-    weights = meter.now()
-    optimizer = trainer_optimizer(model, cfg.grpo.learning_rate)
-    # two fifths of the budget stay for the checkpoint and the accumulation comparison
-    run = train_steps(model, optimizer, cfg, meter, steps, 0.4 * budget.seconds, budget)
-    out["memory"] = memory_check(est, weights, run)
-    if budget.left() > 0:
-        out["checkpoint"] = checkpoint_check(model, optimizer, plugin, accelerator, est, meter, work / "checkpoint")
-    else:
-        out["checkpoint"] = {"verdict": "skipped: --budget-s spent"}
-    del model, optimizer
-    if budget.left() > 0:
-        out["accumulation"] = accumulation_report(run["held"], device)
-    else:
-        out["accumulation"] = {
-            "decoder_layer_under_the_run_setting": run["held"],
-            "verdict": "skipped: --budget-s spent",
-        }
-    return out
+    facts = {"params": params, "plan_params": est.params, "built_and_sharded_s": round(time.perf_counter() - t0, 1),
+             "dtype": str(next(model.parameters()).dtype)}  # fmt: skip
+    return model, trainer_optimizer(model, cfg.grpo.learning_rate), plugin, accelerator, facts
+
+
+def failed(e: BaseException) -> dict:
+    import traceback
+
+    frames = traceback.format_exception(e)[-6:]
+    return {"verdict": f"fail: {type(e).__name__}: {str(e)[:300]}", "traceback": "".join(frames)[-2000:]}
+
+
+def guarded(check, *args) -> dict:
+    try:
+        return check(*args)
+    except Exception as e:
+        return failed(e)

@@ -13,7 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from bench.gpu_fsdp import BILLION, NO_CUDA, TINY, Budget, checkpoint_verdict, compare, estimate, overall, run_config
+from bench.gpu_fsdp import (
+    BILLION,
+    NO_CUDA,
+    TINY,
+    Budget,
+    checkpoint_verdict,
+    compare,
+    estimate,
+    guarded,
+    overall,
+    run_config,
+)
 from bench.gpu_fsdp import write_model_config as write_config
 from rods_core.memory_plan import GiB, read_model_shape
 
@@ -70,6 +81,15 @@ def test_a_checkpoint_is_ok_within_its_tolerance_and_the_report_fails_on_any_fai
     assert 0 < Budget(5).left() <= 5
 
 
+def test_a_check_that_raises_fails_alone_with_its_reason():
+    def broken():
+        raise RuntimeError("no fused AdamW for DTensor")
+
+    out = guarded(broken)
+    assert out["verdict"] == "fail: RuntimeError: no fused AdamW for DTensor" and "broken" in out["traceback"]
+    assert guarded(lambda x: {"verdict": x}, "ok") == {"verdict": "ok"}
+
+
 def test_the_fsdp_check_runs_its_path_on_the_cpu():
     """The tiny model through accelerate's FSDP2 wrapping, the run's scoring and optimizer, its sharded checkpoint
     and the accumulation comparison over a one-rank gloo group: everything but torch's CUDA counters."""
@@ -89,6 +109,6 @@ def test_the_fsdp_check_runs_its_path_on_the_cpu():
     # every byte the plan counts is on disk, and little else (a tiny model's metadata weighs ~10%)
     assert 1.0 <= ckpt["ratio"] < 1.15, ckpt
     acc = r["accumulation"]
-    assert acc["verdict"] == "ok" and acc["decoder_layer_under_the_run_setting"]["sharded"] == "torch.float32"
+    assert acc["verdict"] == "ok" and acc["decoder_layer"]["sharded"] == "torch.float32"
     assert acc["mlp"]["no_sync"]["unsharded"] == "torch.bfloat16" and acc["mlp"]["no_sync"]["error"] > 1e-3
     assert ckpt["verdict"] == "ok" and r["verdict"] == "ok" and r["total_s"] < 120
