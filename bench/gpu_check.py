@@ -12,7 +12,9 @@ real model size and fits in 8 minutes on an H100/H200 (237 s on an H200 with --n
    of a fixed token sequence against the training model's (bf16 engine vs fp32 weights: a loose tolerance);
 5. one JSON report: tokens/s, each step's `time/*`, the estimate beside the measured peak GPU memory.
 `--smoke` runs the same path on the CPU with a tiny model (tests/test_paper_config.py), so the first GPU run can
-fail on nothing but the GPU. Usage: python -m bench.gpu_check [--model org/name] [--out report.json]
+fail on nothing but the GPU. `--fsdp` runs bench.gpu_fsdp's checks instead: `rods plan`'s rows against the
+measured memory of a 1.1B-parameter model under FSDP2, the gradient accumulation dtype, a sharded checkpoint's size
+and save time. Usage: python -m bench.gpu_check [--model org/name] [--fsdp] [--out report.json]
 """
 
 from __future__ import annotations
@@ -45,6 +47,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--lr", type=float, default=1e-5, help="learning rate (large enough for the sync check to see)")
     p.add_argument("--no-vllm", action="store_true", help="generate with transformers instead of colocated vLLM")
     p.add_argument("--vllm-memory", type=float, default=0.35, help="vllm_gpu_memory_utilization (colocated share)")
+    p.add_argument("--fsdp", action="store_true", help="the FSDP2 checks at 1.1B parameters (bench.gpu_fsdp)")
+    p.add_argument("--budget-s", type=float, default=540, help="--fsdp: wall-clock budget of the checks")
+    p.add_argument("--micro-batch", type=int, default=None, help="--fsdp: rollouts per pass (the paper config's)")
+    p.add_argument("--context", type=int, default=None, help="--fsdp: tokens per rollout (the paper config's)")
     p.add_argument("--out", type=Path, default=None, help="also write the JSON report to this file")
     p.add_argument("--keep", action="store_true", help="keep the work folder (model, run)")
     a = p.parse_args(argv)
@@ -141,6 +147,10 @@ def build_policy(work: Path, a: argparse.Namespace, gpu: bool) -> tuple[Path, di
 
 
 def main(a: argparse.Namespace) -> dict:
+    if a.fsdp:
+        from bench.gpu_fsdp import run_checks
+
+        return run_checks(a)
     import torch
 
     from rods_core.config import RunConfig
@@ -235,5 +245,5 @@ if __name__ == "__main__":
         args.out.write_text(text + "\n")
     print(text)
     sys.stdout.flush()
-    if result.get("weight_sync", {}).get("ok") is False:
+    if result.get("weight_sync", {}).get("ok") is False or result.get("verdict") == "fail":
         sys.exit(1)

@@ -15,7 +15,7 @@ Pure arithmetic, every row following what the engines allocate (docs/scaling.md 
   bf16 weights, a workspace, and the KV cache left for the step's episodes;
 - without vLLM, the evaluation batch's KV cache (eval.max_batch episodes) and, when sharded, the whole weights
   gathered to generate;
-- on disk, one checkpoint as the engine writes it (weights once, optimizer state) times the checkpoints kept.
+- on disk, one checkpoint as the engine writes it (weights, optimizer state) times the checkpoints kept.
 """
 
 from __future__ import annotations
@@ -227,7 +227,7 @@ def _gib(n: float) -> str:
 def training_state(model: ModelShape, run: RunShape, gpus: int, strategy: Strategy) -> list[Line]:
     """Weights, gradients and optimizer state on one GPU, and the unsharded layers a sharded pass gathers."""
     shard = 1 if strategy == "ddp" else gpus
-    where = "whole on every GPU (DDP)" if shard == 1 else f"sharded over {gpus} GPUs ({strategy})"
+    where = "whole on every GPU (DDP)" if strategy == "ddp" else f"sharded over {gpus} GPU(s) ({strategy})"
     p = model.params
     root = model.vocab * model.hidden * (1 if model.tied else 2)  # embeddings and LM head
     b = 2 if run.bf16 else run.weight_bytes  # a gathered (compute) parameter's element size
@@ -249,12 +249,12 @@ def training_state(model: ModelShape, run: RunShape, gpus: int, strategy: Strate
         lines = [
             Line("weights", p * w // shard, f"{p:,} x {w} B (model.dtype {run.dtype}), {where}"),
             Line("gradients", p * w // shard, f"{p:,} x {w} B, {where}"
-                 + (", each micro-batch reduce-scattered into them" if shard > 1 else "")),
+                 + (", each micro-batch reduce-scattered into them" if strategy != "ddp" else "")),
             Line("AdamW moments", 2 * p * w // shard, f"{p:,} x 2 x {w} B, {where}"),
         ]  # fmt: skip
         if strategy == "ddp" and gpus > 1:
             lines.append(Line("DDP gradient buckets", p * w, f"{p:,} x {w} B: the all-reduce's copy of the gradients"))
-    if shard > 1:
+    if strategy != "ddp":  # on one GPU too: bf16 compute parameters are copies of the fp32 shards
         n = 2 * model.layer_params + root
         lines.append(Line("gathered layers", n * b, f"2 decoder layers + embeddings unsharded, {n:,} x {b} B"))
         if not run.lora_r:
@@ -298,9 +298,9 @@ def lm_head(model: ModelShape, run: RunShape, strategy: Strategy, tokens: int) -
 
 def checkpoint_size(model: ModelShape, run: RunShape, strategy: Strategy) -> tuple[int, str]:
     """(bytes, what) of one checkpoint on disk as each engine writes it: FSDP2 (SHARDED_STATE_DICT, as
-    configs/accelerate/fsdp.yaml sets it) the fp32 weights once and AdamW's moments, each rank its shard; ZeRO-3 its
-    bf16 partitions, fp32 masters and moments, and the 16-bit model it consolidates for from_pretrained; DDP and one
-    GPU the model file and the optimizer; LoRA the adapter and its optimizer only."""
+    configs/accelerate/fsdp.yaml sets it) the fp32 weights (a tied LM head twice) and AdamW's moments, each rank its
+    shard; ZeRO-3 its bf16 partitions, fp32 masters and moments, and the 16-bit model it consolidates for
+    from_pretrained; DDP and one GPU the model file and the optimizer; LoRA the adapter and its optimizer only."""
     p, w = model.params, run.weight_bytes
     if run.lora_r:
         a = model.lora_params(run.lora_r, run.lora_targets)
@@ -308,7 +308,10 @@ def checkpoint_size(model: ModelShape, run: RunShape, strategy: Strategy) -> tup
     if strategy == "zero3":
         return p * 16, f"{p:,} x (2 bf16 + 12 fp32 masters and moments + 2 for the 16-bit model file) B"
     if strategy == "fsdp2":
-        return p * 3 * w, f"{p:,} x {w} B weights once + 2 x {w} B AdamW moments, sharded files"
+        # torch.distributed.checkpoint writes every state-dict key, so a tied LM head is written a second time
+        tied = model.vocab * model.hidden * w if model.tied else 0
+        head = f" + the tied LM head again {model.vocab * model.hidden:,} x {w} B" if tied else ""
+        return p * 3 * w + tied, f"{p:,} x {w} B weights + 2 x {w} B AdamW moments{head}, sharded files"
     return p * 3 * w, f"{p:,} x {w} B model file + 2 x {w} B AdamW moments"
 
 

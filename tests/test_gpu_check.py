@@ -23,11 +23,13 @@ def test_help_runs_without_loading_the_training_stack():
     )
     assert done.returncode == 0, done.stderr
     assert "--model" in done.stdout and "--no-vllm" in done.stdout and "--smoke" in done.stdout
+    assert "--fsdp" in done.stdout and "--budget-s" in done.stdout
 
 
 def test_arguments_default_to_two_steps_with_vllm_and_a_built_model():
     a = parse_args([])
     assert (a.steps, a.no_vllm, a.model, a.sft_tokens, a.smoke) == (2, False, None, 400_000, False)
+    assert (a.fsdp, a.budget_s, a.micro_batch, a.context) == (False, 540, None, None)  # the paper config's pass
     a = parse_args(["--smoke", "--model", "org/name", "--steps", "1"])
     assert (a.sft_tokens, a.model, a.steps) == (5_000, "org/name", 1)
     with pytest.raises(SystemExit):

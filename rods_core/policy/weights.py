@@ -50,7 +50,8 @@ def _reshard_setting(module) -> tuple:
     """An FSDP2 module's reshard-after-forward setting, as `set_reshard_after_forward` changes it (torch exposes
     no getter; the root's is special: its automatic choice keeps the weights after forward)."""
     state = module._get_fsdp_state()
-    return getattr(state, "_auto_reshard_after_forward", None), [g.post_forward_mesh_info for g in _groups(state)]
+    infos = [g.post_forward_mesh_info for g in fsdp_param_groups(state)]
+    return getattr(state, "_auto_reshard_after_forward", None), infos
 
 
 def _restore_reshard_setting(module, setting: tuple) -> None:
@@ -58,11 +59,11 @@ def _restore_reshard_setting(module, setting: tuple) -> None:
     auto, infos = setting
     if hasattr(state, "_auto_reshard_after_forward"):
         state._auto_reshard_after_forward = auto
-    for group, info in zip(_groups(state), infos, strict=True):
+    for group, info in zip(fsdp_param_groups(state), infos, strict=True):
         group.post_forward_mesh_info = info
 
 
-def _groups(state) -> list:
+def fsdp_param_groups(state) -> list:
     """An FSDP2 state's parameter groups: a list in the pinned torch (2.13), one or None in earlier releases (2.11,
     which a lent GPU host had: there the root's automatic choice is its group's mesh info alone)."""
     if hasattr(state, "_fsdp_param_groups"):
