@@ -93,7 +93,7 @@ class Replayer:
         loss = self.trainer.compute_loss(self.model, inputs_for(self.batch, rows))
         loss.backward()
         grads = [p.grad.flatten() if p.grad is not None else torch.zeros(p.numel()) for p in self.params()]
-        return float(loss), torch.cat(grads)
+        return float(loss.detach()), torch.cat(grads)
 
     def params(self) -> list[torch.nn.Parameter]:
         return [p for p in self.model.parameters() if p.requires_grad]

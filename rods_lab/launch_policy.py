@@ -43,6 +43,12 @@ RUN_ENV = (
     "TRANSFORMERS_OFFLINE",
     "OMP_NUM_THREADS",
     "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    # CPU kernel choices: a run repeats another's figures only under the same kernels (bench/machine.py), and
+    # some processors need OpenBLAS's core type set or older builds compute wrong results
+    "ATEN_CPU_CAPABILITY",
+    "OPENBLAS_CORETYPE",
+    "OPENBLAS_L2_SIZE",
     "CUDA_VISIBLE_DEVICES",
     "CUDA_HOME",
     "VLLM_CPU_KVCACHE_SPACE",
