@@ -9,6 +9,9 @@ A budget passes when, against the full build on the same tasks:
 - the share of seeds whose 8 sampled rewards differ (no per-task detail) is at least the lower end of the full
   build's Wilson 95% interval;
 - the warm start's own targets hold: format validity >= 0.9, greedy progress > 0.3, share differing >= 0.5.
+These are SFT-side figures only. A budget that passes them counts as good as the shipped warm start only when
+`rods bench demo` also says the demo holds on its model: a warm start that passed them started GRPO weaker, and
+the demo's rods arm collapsed on it (docs/experiments/demo-collapse.md).
 """
 
 from __future__ import annotations

@@ -19,4 +19,5 @@ dist.init_process_group("gloo")
 out = accumulation_check(torch.device("cpu"))
 if dist.get_rank() == 0:
     print("\nRESULT " + json.dumps(out), flush=True)
+dist.barrier()  # both ranks done with every collective before the group goes: gloo aborted at teardown otherwise
 dist.destroy_process_group()
