@@ -14,8 +14,10 @@ one-sided p <= INTERIM_P; at PLANNED_K the final analysis uses Holm at family-wi
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from rods_core.statistics import holm, paired_t
 
@@ -157,3 +159,47 @@ def areas(summaries: list[dict], split: str = "H1") -> dict[str, dict[int, float
                  if e.get("set") == split and not e.get("sampled")}  # fmt: skip
         out.setdefault(s["arm"], {})[s["replicate"]] = progress_area(evals)
     return out
+
+
+def read_summaries(folder: Path) -> list[dict]:
+    """Every run summary (<run id>.json) in a folder, in name order."""
+    return [json.loads(p.read_text()) for p in sorted(Path(folder).glob("*.json"))]
+
+
+def from_summaries(folder: Path, look: str | None = None) -> Look:
+    """P1-P3 over the runs summarised in `folder` (bench/run_summaries.py), at the look their count makes."""
+    found = read_summaries(folder)
+    if not found:
+        raise ValueError(f"{folder}: no run summaries (<run id>.json) to read")
+    return evaluate(areas(found), look)
+
+
+DEPLETION_FALL = 0.15  # the pilot's fall of static's informative share that fixes the run length
+WINDOW = 10  # steps of the rolling mean (and of the first mean it is measured from)
+LENGTH_BOUNDS = (60, 200)
+
+
+def run_length(shares: list[list[float]]) -> tuple[int, int | None]:
+    """(L, the depletion step or None) from the pilot's static runs (each a list of per-step informative shares,
+    step 1 first): the first step at which the WINDOW-step rolling mean, averaged over the runs, has fallen by at
+    least DEPLETION_FALL below its first WINDOW steps' mean, times 1.5, rounded up to a multiple of 10 and bounded
+    to LENGTH_BOUNDS; the upper bound and None when it never falls that far."""
+    n = min(len(s) for s in shares)
+    mean = [sum(s[i] for s in shares) / len(shares) for i in range(n)]
+    first = sum(mean[:WINDOW]) / WINDOW
+    for end in range(WINDOW, n + 1):
+        if sum(mean[end - WINDOW : end]) / WINDOW <= first - DEPLETION_FALL + 1e-12:
+            lo, hi = LENGTH_BOUNDS
+            return min(hi, max(lo, math.ceil(1.5 * end / 10) * 10)), end
+    return LENGTH_BOUNDS[1], None
+
+
+def length_from_summaries(folder: Path, arm: str = "static") -> dict:
+    """The run length L from the pilot's run summaries: `arm`'s per-step informative shares (run_length)."""
+    runs = [s for s in read_summaries(folder) if s["arm"] == arm]
+    shares = [s["steps"]["per_step"].get("boundary/informative_share") or [] for s in runs]
+    shares = [[0.0 if v is None else v for v in s] for s in shares if s]
+    if not shares:
+        raise ValueError(f"{folder}: no {arm} run summary with per-step informative shares")
+    length, step = run_length(shares)
+    return {"L": length, "depletion_step": step, "runs": [s["run"] for s in runs], "reached": step is not None}

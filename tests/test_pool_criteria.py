@@ -3,12 +3,21 @@ area, support, refutation, inconclusive, the interim stop and its continuation, 
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
 import pytest
 
-from bench.pool_criteria import FINAL_ALPHA, areas, evaluate, progress_area
+from bench.pool_criteria import (
+    FINAL_ALPHA,
+    areas,
+    evaluate,
+    from_summaries,
+    length_from_summaries,
+    progress_area,
+    run_length,
+)
 from rods_core.statistics import holm, paired_t
 
 
@@ -90,3 +99,38 @@ def test_areas_read_each_runs_greedy_h1_evaluations_from_its_summary():
     ]
     got = areas([{"arm": "rods", "replicate": 3, "evaluations": evals}])
     assert got == {"rods": {3: pytest.approx(0.2)}}
+
+
+def test_the_verdict_reads_the_summaries_folder_alone(tmp_path):
+    data = make(8, {"static": 0.05, "uniform_parents": 0.05, "offline_large": 0.0}, sd=0.01)
+    for arm, per in data.items():
+        for k, area in per.items():
+            evals = [{"step": 0, "set": "H1", "progress": 0.5}, {"step": 10, "set": "H1", "progress": 0.5 + area}]
+            (tmp_path / f"{arm}_r{k}.json").write_text(json.dumps({"arm": arm, "replicate": k, "evaluations": evals}))
+    look = from_summaries(tmp_path)
+    assert look.look == "interim" and look.k == 8
+    assert look.tests[0].diff == pytest.approx(sum(data["rods"][k] - data["static"][k] for k in range(8)) / 8)
+    with pytest.raises(ValueError, match="no run summaries"):
+        from_summaries(tmp_path / "empty")
+
+
+@pytest.mark.parametrize(
+    "fall_at, expected",
+    [(None, (200, None)), (60, (90, 60)), (20, (60, 20)), (150, (200, 150))],
+)
+def test_the_run_length_follows_static_depletion_in_the_pilot(fall_at, expected):
+    def shares(offset):  # 0.6 until fall_at, then 0.4 (a fall of 0.2): the rolling mean crosses 0.15 at fall_at
+        return [0.6 + offset if fall_at is None or s < fall_at - 7 else 0.4 + offset for s in range(1, 201)]
+
+    assert run_length([shares(0.01), shares(-0.01)]) == expected
+
+
+def test_the_pilot_length_reads_statics_shares_from_the_summaries(tmp_path):
+    per_step = {"boundary/informative_share": [0.6] * 12 + [0.4] * 188}
+    for k in (0, 1):
+        (tmp_path / f"static_r{k}.json").write_text(
+            json.dumps({"arm": "static", "run": f"static_r{k}", "steps": {"per_step": per_step}})
+        )
+    (tmp_path / "rods_r0.json").write_text(json.dumps({"arm": "rods", "run": "rods_r0", "steps": {"per_step": {}}}))
+    got = length_from_summaries(tmp_path)
+    assert got == {"L": 60, "depletion_step": 20, "runs": ["static_r0", "static_r1"], "reached": True}
