@@ -15,27 +15,18 @@ import json
 import os
 import shutil
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from bench import run_summaries
 from bench.curriculum_bench import design_settings, ensure_model_once, launch, plan_steps, run_configs
 from bench.experiments import EXPERIMENTS
-from bench.experiments_heldout import (
-    SCORES,
-    SETS,
-    HeldOutSpec,
-    score_checkpoints,
-    score_folders,
-    sha256,
-    warm_start_tasks,
-)
-from bench.experiments_heldout import build as build_heldout
-from bench.experiments_heldout import load as load_heldout
+from bench.experiments_heldout import SCORES, HeldOutSpec, same_spec, score_checkpoints, sha256
 from bench.experiments_offline import OFFLINE_ARMS, offline_m, offline_variants, write_offline_seeds
 from bench.machine import cpu_kernels
+from bench.replicates import Replicate, Replicates, heldout_folder, with_heldout, with_pool_seed
 from rods_core.checkpoint import checkpoint_step, last_checkpoint
 from rods_core.config import METHODS, RunConfig
-from rods_core.tasksets import select_seeds
 from storage.reader import RunReader
 
 # Ablations of rods: each changes one decision of the method, by one config flag (default: rods as shipped).
@@ -47,12 +38,30 @@ ABLATIONS: dict[str, dict[str, object]] = {
     "paper_streaks": {"buffer.mastered_streak": 2, "buffer.hard_streak": 3, "buffer.probe_obs": 2},
 }
 # Settings a restart on the same folder must share with the runs already there (arms and repeats may grow).
-RESTART_SAME = ("budget", "config", "sets", "max_steps", "eval_every", "trajectories_per_step", "heldout")
+RESTART_SAME = (
+    "budget",
+    "config",
+    "sets",
+    "max_steps",
+    "eval_every",
+    "trajectories_per_step",
+    "heldout",
+    "pool_seed_base",
+)
 # Seconds per training step and per held-out task evaluated, of the demo design (2 processes) on this 2-core
 # machine while loaded (docs/experiments/cpu-depletion.md); used only for the estimate printed before the runs start.
 EST_STEP_S = {"static": 10.0, "rods": 16.0}
 EST_EVAL_S_PER_TASK = 0.07
 EST_RUN_OVERHEAD_S = 40.0  # process start, model load, held-out variant synthesis
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What `rods bench paper` adds to the plan: replicates' own pools, run summaries, offline_large's M."""
+
+    pool_seed_base: int | None = None  # repeat k draws its pool by seed pool_seed_base + k (None: one pool)
+    summaries: Path | None = None  # the folder of run summaries (None: none written or read)
+    offline_large_ratio: int | None = None  # offline_large's M = this x rods' M (None: OFFLINE_LARGE_PER_SEED a seed)
 
 
 def parse_arms(text: str) -> list[str]:
@@ -73,19 +82,21 @@ def arm_overrides(arm: str) -> tuple[str, dict[str, object]]:
     return ("rods", dict(ABLATIONS[arm])) if arm in ABLATIONS else (arm, {})
 
 
-def heldout_overrides(heldout_dir: Path) -> dict[str, object]:
-    """Every run evaluates in-run on H1 and rejects synthesized variants equal to any held-out task."""
-    files = [str(heldout_dir / f"{name}.jsonl") for name in SETS]
-    return {"eval.split": "file", "eval.file": files[0], "eval.limit": None, "synthesis.exclude": files}
-
-
 def plan_arms(
-    base: Path, out: Path, arms: list[str], repeats: int, budget: int, evals: int, sets: dict, heldout: bool = False
+    base: Path,
+    out: Path,
+    arms: list[str],
+    repeats: int,
+    budget: int,
+    evals: int,
+    sets: dict,
+    heldout: HeldOutSpec | None = None,
+    pool_seed_base: int | None = None,
 ) -> list[tuple[str, str, int, RunConfig]]:
     """(run id, arm, repeat, config) of every run, validated before any starts (a bad flag fails here). With
-    `heldout`, runs use the experiment's held-out sets (out/heldout) and keep a checkpoint at each evaluation."""
+    `heldout`, runs use the held-out sets of their repeat (bench.replicates.heldout_folder) and keep a checkpoint
+    at each evaluation; with `pool_seed_base`, repeat k of every arm draws its pool by seed pool_seed_base + k."""
     plans = []
-    sets = {**sets, **(heldout_overrides(out / "heldout") if heldout else {})}
     for arm in arms:
         method, extra = arm_overrides(arm)
         if arm in OFFLINE_ARMS:
@@ -95,9 +106,10 @@ def plan_arms(
                 cfg = cfg.model_copy(
                     update={"seeds": cfg.seeds.model_copy(update={"file": str(offline_file(out, arm, k))})}
                 )
-            if heldout:  # a checkpoint at every evaluation, all kept: each is scored on H2 and H3 after the run
-                grpo = cfg.grpo.model_copy(update={"save_steps": cfg.eval.every, "save_total_limit": evals + 2})
-                cfg = cfg.model_copy(update={"grpo": grpo})
+            elif pool_seed_base is not None:
+                cfg = with_pool_seed(cfg, pool_seed_base + k)
+            if heldout is not None:
+                cfg = with_heldout(cfg, heldout_folder(out, None if pool_seed_base is None else k), heldout, evals)
             plans.append((f"{arm}_r{k}", arm, k, cfg.model_copy(update={"name": arm})))
     return sorted(plans, key=lambda p: (p[2], arms.index(p[1])))  # repeat-major: partial results stay paired
 
@@ -131,10 +143,12 @@ def estimate_todo(runs: list[dict], todo: list[tuple], printed_per_run: float) -
     return printed_per_run * len(todo), "figures of a loaded 2-core machine"
 
 
-def score_run(run_dir: Path, sets: dict, cfg: RunConfig, log=print) -> float:
-    """Seconds spent scoring a run's checkpoints on H2 and H3 (part of what a run costs)."""
+def score_run(run_dir: Path, rep: Replicate, cfg: RunConfig, log=print) -> float:
+    """Seconds spent scoring a run's checkpoints on its repeat's later sets (part of what a run costs)."""
     t0 = time.perf_counter()
-    score_checkpoints(run_dir, {n: sets[n] for n in ("H2", "H3")}, cfg, log)
+    spec = rep.manifest.get("spec") or {}
+    sampled = (rep.sets["H1"], spec["h1_samples"]) if spec.get("h1_samples") else None
+    score_checkpoints(run_dir, rep.later_sets(), cfg, log, sampled)
     return round(time.perf_counter() - t0, 1)
 
 
@@ -159,29 +173,39 @@ def run(
     log=print,
     heldout: HeldOutSpec | None = None,
     only: list[str] | None = None,
+    pool_seed_base: int | None = None,
+    summaries: Path | None = None,
+    offline_large_ratio: int | None = None,
 ) -> Path:
     """Run every arm x repeat into `out` (skipping runs already complete there, resuming runs cut short from their
     last checkpoint); returns the folder. `only` names the runs of the plan to run now (one repeat per machine or
     per sitting); the others are left as they are, and the manifest lists them as not run. With
-    `heldout`, the experiment's held-out sets are made once (or read back, hash-checked) before any run, every
-    run is evaluated on H1 in-run and each of its checkpoints on H2 and H3 after it."""
+    `heldout`, held-out sets are made once (or read back, hash-checked), every run is evaluated on H1 in-run and
+    each of its checkpoints on the other sets after it: the experiment's sets, made before any run, or with
+    `pool_seed_base` each repeat's own pool (seeds.random.seed = pool_seed_base + k) and sets, made before its
+    first run (bench/replicates.py). With `summaries`, each finished run's summary is written there and a run
+    whose summary is there and valid is skipped (bench/run_summaries.py). `offline_large_ratio`: offline_large's M
+    is that many times rods' M of the same repeat (default: OFFLINE_LARGE_PER_SEED variants per seed)."""
+    opts = RunOptions(pool_seed_base, summaries, offline_large_ratio)
     sets = dict(sets or {})
     out = Path(out or EXPERIMENTS.parent / "paper" / time.strftime("%Y%m%d-%H%M%S"))
-    plans = plan_arms(Path(config), out, arms, repeats, budget, evals, sets, heldout=heldout is not None)
+    plans = plan_arms(Path(config), out, arms, repeats, budget, evals, sets, heldout, pool_seed_base)
     steps, every, per_step = plan_steps(plans[0][3], budget, evals)
     n_evals = len(range(every, steps + 1, every)) + (steps % every != 0)
     eval_tasks = plans[0][3].eval.limit or 0
     unknown = sorted(set(only or ()) - {p[0] for p in plans})
     if unknown:
         raise ValueError(f"--only: {', '.join(unknown)} not in this plan (its runs: {', '.join(p[0] for p in plans)})")
-    unfinished = [p for p in plans if not is_complete(out / "runs" / p[0], steps)]
+    kept = {p[0]: s for p in plans if summaries and (s := run_summaries.read_valid(summaries, p[0], p[3], out))}
+    unfinished = [p for p in plans if p[0] not in kept and not is_complete(out / "runs" / p[0], steps)]
     todo = [p for p in unfinished if not only or p[0] in only]
     manifest = out / "manifest.json"
     before = json.loads(manifest.read_text()) if manifest.exists() else {"settings": {}, "runs": []}
-    done = {m["run"]: m for m in before["runs"]}
+    done = {m["run"]: m for m in before["runs"]} | {r: summary_meta(s, done_before(before, r)) for r, s in kept.items()}
     est, how = estimate_todo(before["runs"], todo, estimate_s(arms, repeats, steps, n_evals, eval_tasks) / len(plans))
     log(
         f"paper: {len(plans)} runs ({len(plans) - len(unfinished)} already complete"
+        f"{f', {len(kept)} of them by their summaries' if kept else ''}"
         f"{f', {len(unfinished) - len(todo)} left for later (--only)' if len(unfinished) > len(todo) else ''}) "
         f"x {steps} steps x {per_step} trajectories, {n_evals} evaluations (and one at step 0) of "
         f"{eval_tasks or 'the H1'} tasks each; estimated {est / 60:.0f} min ({how}; the log updates the estimate "
@@ -193,53 +217,121 @@ def run(
         "arms": arms,
         "ablations": {a: ABLATIONS[a] for a in arms if a in ABLATIONS},
         "heldout": asdict(heldout) if heldout else None,
+        "pool_seed_base": pool_seed_base,
+        "offline_large_ratio": offline_large_ratio,
     }
-    changed = [k for k in RESTART_SAME if before["settings"] and before["settings"].get(k) != settings.get(k)]
+    recorded = dict(before["settings"])
+    if recorded.get("heldout") and heldout is not None and same_spec(recorded["heldout"], heldout):
+        recorded["heldout"] = settings["heldout"]  # a spec field added since it was recorded, at its default
+    changed = [k for k in RESTART_SAME if recorded and recorded.get(k) != settings.get(k)]
     if changed:
         raise ValueError(f"{out}: holds runs of another design ({', '.join(changed)} differ); give a new --out")
     ensure_model_once(plans[0][3], out, log)
     model = Path(plans[0][3].model.path)
     settings |= {"model": str(model), "model_sha256": weights_sha256(model), "cpu_kernels": cpu_kernels()}
     check_repeatable(before["settings"], settings, out)
-    pool = select_seeds(plans[0][3])
-    settings["pool"] = [t.id for t in pool]
-    held = prepare_heldout(plans[0][3], pool, heldout, out / "heldout", log) if heldout else None
-    if held is not None:
-        settings["heldout_sets"] = {k: {"n": v["n"], "sha256": v["sha256"]} for k, v in held[0]["sets"].items()}
-    if held is not None:  # a run that finished training but was cut short while its checkpoints were scored
-        for run_id, _, _, cfg in plans:
-            if is_complete(out / "runs" / run_id, steps) and not (out / "runs" / run_id / SCORES).is_file():
-                score_run(out / "runs" / run_id, held[1], cfg, log)
+    for summary in kept.values():  # a summary from another session: its runs must repeat under these floats too
+        check_repeatable(summary, settings, Path(summaries) / f"{summary['run']}.json")
+    reps = Replicates(pool_reference(plans), heldout, out, pool_seed_base, log)
+    if heldout is not None and pool_seed_base is None:
+        reps.get(0)  # the experiment's one set of held-out sets, made before any run
+    settings |= reps.settings(repeats)
+    finish_cut_short([p for p in plans if p[0] not in kept], reps, steps, out, summaries, settings, log)
     # recorded before any run starts, so a run cut short resumes only under the kernels and model it began with
     write_manifest(manifest, settings, [done[p[0]] for p in plans if p[0] in done])
     t0, spent = time.perf_counter(), []
     for i, (run_id, arm, k, cfg) in enumerate(todo):
-        # a run cut short resumes from its last checkpoint (the figures of the run uninterrupted: tests/
-        # test_resume_exact.py); one cut before its first checkpoint starts again from nothing
-        ckpt = last_checkpoint(out / "runs" / run_id)
-        if ckpt is None:
-            shutil.rmtree(out / "runs" / run_id, ignore_errors=True)
-        extra = prepare_offline(out, arm, k, cfg, pool, held[1] if held else {}, log) if arm in OFFLINE_ARMS else {}
-        load = os.getloadavg()[0]  # what else ran as this run started (the report says whether it was quiet)
-        # "method" names the arm, so `rods bench curriculum-pool` numbers an ablation's repeats apart from rods'
-        meta = {
-            **launch(run_id, cfg, out, timeout_s, log, resume=ckpt is not None),
-            "resumed_from": checkpoint_step(ckpt) if ckpt else None,
-            "method": arm,
-            "arm": arm,
-            "load_1min_at_start": round(load, 2),
-        }
-        if held is not None and (out / "runs" / run_id).is_dir():
-            meta["score_s"] = score_run(out / "runs" / run_id, held[1], cfg, log)
-        done[run_id] = {**meta, **extra}
-        spent.append(meta["wall_s"] + meta.get("score_s", 0.0))
+        done[run_id] = one_run(run_id, arm, k, cfg, reps.get(k), out, timeout_s, opts, log)
+        if summaries and is_complete(out / "runs" / run_id, steps):
+            write_summary(out, run_id, cfg, done[run_id], reps.get(k), summaries, settings | reps.settings(repeats))
+        spent.append(done[run_id]["wall_s"] + done[run_id].get("score_s", 0.0))
         left = (len(todo) - i - 1) * sum(spent) / len(spent)
         log(f"  {i + 1}/{len(todo)} done; about {left / 60:.0f} min left at the measured pace")
+        settings |= reps.settings(repeats)
         write_manifest(manifest, settings, [done[p[0]] for p in plans if p[0] in done])
     settings["wall_s"] = round(time.perf_counter() - t0, 1)
     runs = [done.get(p[0]) or {"run": p[0], "arm": p[1], "status": _status(out / "runs" / p[0], steps)} for p in plans]
     write_manifest(manifest, settings, runs)
     return out
+
+
+def pool_reference(plans: list[tuple]) -> RunConfig:
+    """A planned config whose seeds are the pool's: not an offline arm's (those train on a file made from it)."""
+    ref = next((p[3] for p in plans if p[1] not in OFFLINE_ARMS), None)
+    if ref is None:
+        raise ValueError("an offline arm trains on variants of another arm's pool: add rods (before it) to --arms")
+    return ref
+
+
+def one_run(
+    run_id: str,
+    arm: str,
+    k: int,
+    cfg: RunConfig,
+    rep: Replicate,
+    out: Path,
+    timeout_s: float | None,
+    opts: RunOptions,
+    log=print,
+) -> dict:
+    """Train one run (an offline arm's seeds file written first) and score its checkpoints; its manifest entry."""
+    # a run cut short resumes from its last checkpoint (the figures of the run uninterrupted: tests/
+    # test_resume_exact.py); one cut before its first checkpoint starts again from nothing
+    ckpt = last_checkpoint(out / "runs" / run_id)
+    if ckpt is None:
+        shutil.rmtree(out / "runs" / run_id, ignore_errors=True)
+    extra = prepare_offline(out, arm, k, cfg, rep, opts, log) if arm in OFFLINE_ARMS else {}
+    load = os.getloadavg()[0]  # what else ran as this run started (the report says whether it was quiet)
+    # "method" names the arm, so `rods bench curriculum-pool` numbers an ablation's repeats apart from rods'
+    meta = {
+        **launch(run_id, cfg, out, timeout_s, log, resume=ckpt is not None),
+        "resumed_from": checkpoint_step(ckpt) if ckpt else None,
+        "method": arm,
+        "arm": arm,
+        "load_1min_at_start": round(load, 2),
+    }
+    if rep.folder is not None and (out / "runs" / run_id).is_dir():
+        meta["score_s"] = score_run(out / "runs" / run_id, rep, cfg, log)
+    return {**meta, **extra}
+
+
+def finish_cut_short(
+    plans: list[tuple], reps: Replicates, steps: int, out: Path, summaries: Path | None, settings: dict, log=print
+) -> None:
+    """Complete what a bench cut short left of runs that finished training: the scores of their checkpoints and,
+    with `summaries`, their summaries (a complete run without a valid one gets it now)."""
+    for run_id, arm, k, cfg in plans:
+        run_dir = out / "runs" / run_id
+        if not is_complete(run_dir, steps):
+            continue
+        if reps.spec is not None and not (run_dir / SCORES).is_file():
+            score_run(run_dir, reps.get(k), cfg, log)
+        if summaries:
+            meta = {"run": run_id, "arm": arm, "status": "finished"}
+            write_summary(out, run_id, cfg, meta, reps.get(k), summaries, settings)
+
+
+def write_summary(
+    out: Path, run_id: str, cfg: RunConfig, meta: dict, rep: Replicate, summaries: Path, settings: dict
+) -> None:
+    """A finished run's summary into `summaries` (bench/run_summaries.py)."""
+    if meta.get("status") == "finished":
+        summary = run_summaries.summarize(out / "runs" / run_id, cfg, meta, rep, out, settings)
+        run_summaries.write(summaries, summary)
+
+
+def done_before(before: dict, run_id: str) -> dict:
+    return next((m for m in before["runs"] if m["run"] == run_id), {})
+
+
+def summary_meta(summary: dict, recorded: dict) -> dict:
+    """A run skipped by its summary, as the manifest lists it: what this folder recorded of it, else the
+    summary's own figures."""
+    keep = ("wall_s", "score_s", "load_1min_at_start", "resumed_from", "offline", "seed")
+    mine = {k: summary.get(k) for k in keep if summary.get(k) is not None}
+    arm = summary["arm"]
+    return {"run": summary["run"], "arm": arm, "method": arm, "status": "finished", **mine, **recorded,
+            "summary": True}  # fmt: skip
 
 
 def write_manifest(path: Path, settings: dict, runs: list[dict]) -> None:
@@ -278,33 +370,18 @@ def check_repeatable(recorded: dict, now: dict, out: Path) -> None:
         raise ValueError(f"{out}: runs here would not repeat its runs: {'; '.join(problems)}; or give a new --out")
 
 
-def prepare_heldout(cfg: RunConfig, pool: list, spec: HeldOutSpec, folder: Path, log=print) -> tuple[dict, dict]:
-    """(manifest, sets) of the experiment's held-out folder: made once, read back (hash-checked) on a restart;
-    the base model's H2 and H3 scores (every run's step 0) beside them."""
-    if (folder / "manifest.json").is_file():
-        manifest, sets = load_heldout(folder)
-        if manifest["spec"] != asdict(spec):
-            raise ValueError(f"{folder}: held-out sets of another spec ({manifest['spec']}); give a new --out")
-    else:
-        manifest = build_heldout(pool, spec, cfg.synthesis, folder, trained=warm_start_tasks(cfg))
-        _, sets = load_heldout(folder)
-        log("held-out sets: " + ", ".join(f"{k} {v['n']} tasks" for k, v in manifest["sets"].items()))
-    base = folder / "base_model"
-    if not (base / SCORES).is_file():
-        base.mkdir(exist_ok=True)
-        model = Path(cfg.model.path)
-        rows = score_folders([(0, model)], {n: sets[n] for n in ("H2", "H3")}, cfg, log)
-        (base / SCORES).write_text(json.dumps(rows))
-    return manifest, sets
-
-
-def prepare_offline(out: Path, arm: str, k: int, cfg: RunConfig, pool: list, sets: dict, log=print) -> dict:
-    """Write the seeds file of an offline arm's run k (pool + M variants); its stats go to the manifest."""
+def prepare_offline(out: Path, arm: str, k: int, cfg: RunConfig, rep: Replicate, opts: RunOptions, log=print) -> dict:
+    """Write the seeds file of an offline arm's run k (pool + M variants); its stats go to the manifest. M comes
+    from rods' run of the repeat: its folder, or where that is gone, its summary."""
     rods_dir = out / "runs" / f"rods_r{k}"
-    m = offline_m(arm, rods_dir, pool)
-    keys = {t.content_key(): name for name, tasks in sets.items() for t in tasks}
-    variants, stats = offline_variants(pool, m, cfg.synthesis, cfg.seed, keys)
-    write_offline_seeds(offline_file(out, arm, k), pool, variants, stats)
+    rods_summary = run_summaries.path(opts.summaries, f"rods_r{k}") if opts.summaries else None
+    rods_m = None
+    if not rods_dir.is_dir() and rods_summary is not None and rods_summary.is_file():
+        rods_m = json.loads(rods_summary.read_text())["pool_sizes"]["variants_played"]
+    m = offline_m(arm, rods_dir, rep.pool, opts.offline_large_ratio, rods_m)
+    keys = {t.content_key(): name for name, tasks in rep.sets.items() for t in tasks}
+    variants, stats = offline_variants(rep.pool, m, cfg.synthesis, cfg.seed, keys)
+    write_offline_seeds(offline_file(out, arm, k), rep.pool, variants, stats)
     log(
         f"  {arm}_r{k}: {stats['made']} of M = {m} variants synthesized up front ({stats['heldout_collisions_excluded']} held-out collisions left out)"
     )

@@ -1,7 +1,9 @@
 """An experiment's held-out sets, made once, saved with it and hashed, shared by every arm and run seed:
 
 - H1: `h1_per_seed` fresh variants of every pool seed (does training generalise within the pool's structures?);
-- H2: `h2_per_seed` variants of each of `h2_seeds` train-split seeds outside the pool (transfer);
+- H2: `h2_per_seed` variants of each of `h2_seeds` train-split seeds outside the pool (transfer); with
+  `h2_solvable`, named H1b: only parents the warm-started model scores above 0 greedily (new scenarios the policy
+  can start on; every candidate parent's score and those that passed are recorded);
 - H3: `h3` BFCL test-split tasks of the pool's categories (the benchmark's own held-out split).
 
 Each set is exactly the size asked: a seed whose variants come short is tried again with more attempts (up to
@@ -16,15 +18,19 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rods_core.benchmarks.entries import benchmark_entry
 from rods_core.config import RunConfig, SynthesisConfig
 from rods_core.seeds import load_seeds
 from rods_core.tasks import Task, read_tasks, write_tasks
 
-SETS = ("H1", "H2", "H3")
+if TYPE_CHECKING:
+    from rods_core.evaluation import EvalConfig
+
 MANIFEST = "manifest.json"
 
 
@@ -42,6 +48,12 @@ class HeldOutSpec:
     h3: int = 100
     seed: int = 0
     max_attempts: int = 400  # candidates per parent at most, raised step by step from the synth config's
+    h2_solvable: bool = False  # H2's parents only seeds the warm-started model scores above 0 greedily: set H1b
+    h1_samples: int = 0  # H1 also scored sampled, this many plays a task at the run's temperature (step 0, last)
+
+    def names(self) -> tuple[str, str, str]:
+        """The sets' names: H1, H2 (H1b when its parents are filtered by the warm start's progress), H3."""
+        return ("H1", "H1b" if self.h2_solvable else "H2", "H3")
 
 
 def _variants(parent: Task, k: int, keys: set[str], cfg: SynthesisConfig, cap: int) -> list[Task]:
@@ -56,10 +68,18 @@ def _variants(parent: Task, k: int, keys: set[str], cfg: SynthesisConfig, cap: i
         attempts = min(cap, attempts * 4)
 
 
-def build(pool: list[Task], spec: HeldOutSpec, synth: SynthesisConfig, out: Path, trained: list[Task] = ()) -> dict:
-    """Make H1, H2, H3 for a pool of seeds into `out` (JSONL per set + manifest.json with sizes, yields and
-    sha256); returns the manifest. `trained`: tasks the policy saw before the runs (its warm start): no held-out
-    task equals one, and no H2 parent is one. Raises HeldOutShort, writing nothing, when a set cannot be made."""
+def build(
+    pool: list[Task],
+    spec: HeldOutSpec,
+    synth: SynthesisConfig,
+    out: Path,
+    trained: list[Task] = (),
+    parent_progress: Callable[[list[Task]], dict[str, float]] | None = None,
+) -> dict:
+    """Make H1, H2 (or H1b), H3 for a pool of seeds into `out` (JSONL per set + manifest.json with sizes, yields
+    and sha256); returns the manifest. `trained`: tasks the policy saw before the runs (its warm start): no held-out
+    task equals one, and no H2 parent is one. `parent_progress` (task -> the warm-started model's greedy progress)
+    filters H1b's parents (spec.h2_solvable). Raises HeldOutShort, writing nothing, when a set cannot be made."""
     from rods_core.rng import derive_seed
 
     cfg = synth.model_copy(update={"seed": derive_seed(spec.seed, "heldout")})
@@ -82,24 +102,15 @@ def build(pool: list[Task], spec: HeldOutSpec, synth: SynthesisConfig, out: Path
         (t for t in load_seeds("train") if t.category in cats and t.id not in pool_ids | seen), key=lambda t: t.id
     )
     random.Random(spec.seed).shuffle(outside)
-    h2, h2_yields = [], {}
-    for parent in outside:
-        if len(h2) >= spec.h2_seeds * spec.h2_per_seed:
-            break
-        got = _variants(parent, spec.h2_per_seed, keys, cfg, spec.max_attempts)
-        h2_yields[parent.id] = len(got)
-        if len(got) == spec.h2_per_seed:
-            keys.update(v.content_key() for v in got)
-            h2 += got
-    if len(h2) < spec.h2_seeds * spec.h2_per_seed:
-        raise HeldOutShort(f"H2: {len(h2)} of {spec.h2_seeds * spec.h2_per_seed} variants; yields {h2_yields}")
+    h2, h2_meta = _outside_set(outside, spec, keys, cfg, parent_progress)
     test = sorted((t for t in load_seeds("test") if t.category in cats), key=lambda t: t.id)
     if len(test) < spec.h3:
         raise HeldOutShort(f"H3: {spec.h3} tasks asked, the test split holds {len(test)} of categories {cats}")
     h3 = sorted(random.Random(spec.seed).sample(test, spec.h3), key=lambda t: t.id)
     out.mkdir(parents=True, exist_ok=True)
     manifest = {"spec": asdict(spec), "pool": sorted(pool_ids), "warm_start_tasks_avoided": len(trained), "sets": {}}
-    sets = (("H1", h1, {"yield_per_seed": yields}), ("H2", h2, {"yield_per_seed": h2_yields}), ("H3", h3, {}))
+    names = spec.names()
+    sets = ((names[0], h1, {"yield_per_seed": yields}), (names[1], h2, h2_meta), (names[2], h3, {}))
     for name, tasks, extra in sets:
         path = out / f"{name}.jsonl"
         write_tasks(path, tasks)
@@ -108,8 +119,43 @@ def build(pool: list[Task], spec: HeldOutSpec, synth: SynthesisConfig, out: Path
     return manifest
 
 
+def _outside_set(
+    outside: list[Task], spec: HeldOutSpec, keys: set[str], cfg: SynthesisConfig, parent_progress
+) -> tuple[list[Task], dict]:
+    """(variants, manifest extras) of the set made of seeds outside the pool, taken in `outside`'s order: every
+    parent that yields `h2_per_seed` variants, until `h2_seeds` did; with spec.h2_solvable only parents whose
+    warm-started greedy progress is above 0 (all candidates scored once; the scores and the passed recorded)."""
+    name, extra = spec.names()[1], {}
+    if spec.h2_solvable:
+        if parent_progress is None:
+            raise ValueError("H1b filters its parents by the warm-started model's progress: give parent_progress")
+        scores = parent_progress(outside)
+        outside = [t for t in outside if scores.get(t.id, 0.0) > 0]
+        extra = {"parent_progress": scores, "parents_passed": [t.id for t in outside]}
+    got_all, yields = [], {}
+    for parent in outside:
+        if len(got_all) >= spec.h2_seeds * spec.h2_per_seed:
+            break
+        got = _variants(parent, spec.h2_per_seed, keys, cfg, spec.max_attempts)
+        yields[parent.id] = len(got)
+        if len(got) == spec.h2_per_seed:
+            keys.update(v.content_key() for v in got)
+            got_all += got
+    if len(got_all) < spec.h2_seeds * spec.h2_per_seed:
+        passed = f" ({len(outside)} parents passed the progress filter)" if spec.h2_solvable else ""
+        raise HeldOutShort(
+            f"{name}: {len(got_all)} of {spec.h2_seeds * spec.h2_per_seed} variants{passed}; yields {yields}"
+        )
+    return got_all, {"yield_per_seed": yields, **extra}
+
+
 def sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def same_spec(recorded: dict, spec: HeldOutSpec) -> bool:
+    """Whether a recorded spec is `spec`, a field added since it was recorded read at its default."""
+    return {**asdict(HeldOutSpec()), **recorded} == asdict(spec)
 
 
 def load(folder: Path) -> tuple[dict, dict[str, list[Task]]]:
@@ -143,16 +189,23 @@ def exclude_files(folder: Path) -> list[str]:
 SCORES = "heldout_scores.json"
 
 
+def greedy_config(cfg: RunConfig) -> EvalConfig:
+    """The evaluation every held-out score uses: the run's episodes, greedy, without hints."""
+    from rods_core.evaluation import EvalConfig
+
+    sampling = cfg.episode.sampling.model_copy(update={"temperature": 0.0})
+    episode = cfg.episode.model_copy(update={"sampling": sampling, "hints": False})
+    return EvalConfig(episode=episode, benchmark=cfg.benchmark, prereq=cfg.prereq, max_batch=cfg.eval.max_batch)
+
+
 def score_folders(
     folders: list[tuple[int, Path]], sets: dict[str, list[Task]], cfg: RunConfig, log=print
 ) -> list[dict]:
     """Greedy scores of model folders (step, folder) on each held-out set: per set and step n, progress,
     accuracy, and each task's progress (for paired analyses by task)."""
-    from rods_core.evaluation import EvalConfig, evaluate
+    from rods_core.evaluation import evaluate
 
-    sampling = cfg.episode.sampling.model_copy(update={"temperature": 0.0})
-    episode = cfg.episode.model_copy(update={"sampling": sampling, "hints": False})
-    ecfg = EvalConfig(episode=episode, benchmark=cfg.benchmark, prereq=cfg.prereq, max_batch=cfg.eval.max_batch)
+    ecfg = greedy_config(cfg)
     rows = []
     for step, folder in folders:
         for name, tasks in sets.items():
@@ -164,32 +217,74 @@ def score_folders(
     return rows
 
 
-def score_checkpoints(run_dir: Path, sets: dict[str, list[Task]], cfg: RunConfig, log=print) -> list[dict]:
-    """score_folders over every saved checkpoint of a run, written to <run>/heldout_scores.json."""
+def warm_start_progress(cfg: RunConfig) -> Callable[[list[Task]], dict[str, float]]:
+    """tasks -> each task's greedy progress under the config's model (the warm start every run starts from):
+    H1b's parent filter."""
+    from rods_core.evaluation import evaluate
+
+    def progress(tasks: list[Task]) -> dict[str, float]:
+        r = evaluate(str(cfg.model.path), tasks, greedy_config(cfg))
+        return {k: float(v["progress"]) for k, v in r["per_task"].items()}
+
+    return progress
+
+
+def score_checkpoints(
+    run_dir: Path, sets: dict[str, list[Task]], cfg: RunConfig, log=print, sampled: tuple[list[Task], int] | None = None
+) -> list[dict]:
+    """score_folders over every saved checkpoint of a run, and with `sampled` (H1, samples) the last checkpoint's
+    sampled score, written to <run>/heldout_scores.json."""
     ckpts = sorted((Path(run_dir) / "checkpoints").glob("checkpoint-*"), key=lambda c: int(c.name.split("-")[1]))
-    rows = score_folders([(int(c.name.split("-")[1]), c) for c in ckpts], sets, cfg, log)
+    folders = [(int(c.name.split("-")[1]), c) for c in ckpts]
+    rows = score_folders(folders, sets, cfg, log)
+    if sampled and folders:
+        rows.append(sampled_score(folders[-1], sampled[0], sampled[1], cfg, log))
     (Path(run_dir) / SCORES).write_text(json.dumps(rows))
     return rows
 
 
+SAMPLED = "H1_sampled"  # the set name of H1's sampled scores (never read as its greedy evaluations)
+
+
+def sampled_score(folder: tuple[int, Path], tasks: list[Task], samples: int, cfg: RunConfig, log=print) -> dict:
+    """A model folder's (step, folder) progress on `tasks` each played `samples` times at the run's own sampling
+    temperature, torch's sampling seeded from the run seed and step (the same draws for every arm of a seed)."""
+    import torch
+
+    from rods_core.evaluation import evaluate
+    from rods_core.rng import derive_seed
+
+    step, path = folder
+    ecfg = greedy_config(cfg)
+    ecfg = ecfg.model_copy(update={"episode": ecfg.episode.model_copy(update={"sampling": cfg.episode.sampling})})
+    torch.manual_seed(derive_seed(cfg.seed, f"sampled-h1-{step}"))
+    r = evaluate(str(path), [t for t in tasks for _ in range(samples)], ecfg)
+    temperature = cfg.episode.sampling.temperature
+    log(f"  {Path(path).name} (step {step}) on H1 sampled {samples}x at T {temperature}: {r['eval/progress']:.3f}")
+    return {"step": step, "set": SAMPLED, "n": len(tasks), "samples": samples, "temperature": temperature,
+            "sampled": True, "progress": r["eval/progress"], "accuracy": r["eval/accuracy"]}  # fmt: skip
+
+
 def parse_spec(text: str) -> HeldOutSpec | None:
-    """`h1=8,h2=16x4,h3=100[,seed=0]` (H1 variants per pool seed; H2 seeds x variants; H3 test tasks) or `none`
-    (the run config's own evaluation, no held-out sets)."""
+    """`h1=8,h2=16x4,h3=100[,seed=0]` (H1 variants per pool seed; H2 seeds x variants; H3 test tasks), with
+    `h1b=16x4` in place of h2 for H2's parents filtered by the warm start's progress (set H1b) and `h1s=4` for H1's
+    sampled score (4 plays a task at the run's temperature, step 0 and last), or `none` (the run config's own
+    evaluation, no held-out sets)."""
     if text.strip().lower() == "none":
         return None
-    fields: dict[str, int] = {}
+    fields: dict[str, int | bool] = {}
     try:
         for part in filter(None, (p.strip() for p in text.split(","))):
             key, _, value = part.partition("=")
-            if key == "h2":
+            if key in ("h2", "h1b"):
                 seeds, _, per = value.partition("x")
-                fields.update(h2_seeds=int(seeds), h2_per_seed=int(per))
-            elif key in ("h1", "h3", "seed"):
-                fields[{"h1": "h1_per_seed"}.get(key, key)] = int(value)
+                fields.update(h2_seeds=int(seeds), h2_per_seed=int(per), h2_solvable=key == "h1b")
+            elif key in ("h1", "h3", "seed", "h1s"):
+                fields[{"h1": "h1_per_seed", "h1s": "h1_samples"}.get(key, key)] = int(value)
             else:
                 raise ValueError(f"unknown key {key!r}")
     except ValueError as e:
-        raise ValueError(f"--heldout {text!r}: {e}; write e.g. h1=8,h2=16x4,h3=100 or none") from None
+        raise ValueError(f"--heldout {text!r}: {e}; write e.g. h1=8,h2=16x4,h3=100 (or h1b=16x4) or none") from None
     return HeldOutSpec(**fields)
 
 

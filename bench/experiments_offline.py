@@ -56,14 +56,22 @@ def rods_distinct_variants(run_dir: Path, seed_ids: set[str]) -> int:
     return int(sum(t not in seed_ids for t in played.task_id))
 
 
-def offline_m(arm: str, rods_dir: Path | None, pool: list[Task]) -> int:
-    """M of an offline arm's run (OFFLINE_ARMS): measured from the rods run of the same repeat, or the large M."""
+def offline_m(
+    arm: str, rods_dir: Path | None, pool: list[Task], large_ratio: int | None = None, rods_m: int | None = None
+) -> int:
+    """M of an offline arm's run (OFFLINE_ARMS): measured from the rods run of the same repeat (its folder, or
+    `rods_m` where that run's summary gave it), or the large M: OFFLINE_LARGE_PER_SEED per seed, or with
+    `large_ratio` that many times rods' M (the paper's ratio of synthesized data)."""
     rule = OFFLINE_ARMS[arm]
-    if rule == "large":
+    if rule == "large" and large_ratio is None:
         return OFFLINE_LARGE_PER_SEED * len(pool)
-    if rods_dir is None or not rods_dir.is_dir():
-        raise ValueError(f"{arm}: M is measured from rods' run of the same repeat; add rods to --arms, before {arm}")
-    return max(1, rods_distinct_variants(rods_dir, {t.id for t in pool}))
+    if rods_m is None:
+        if rods_dir is None or not rods_dir.is_dir():
+            raise ValueError(
+                f"{arm}: M is measured from rods' run of the same repeat; add rods to --arms, before {arm}"
+            )
+        rods_m = rods_distinct_variants(rods_dir, {t.id for t in pool})
+    return max(1, rods_m) * (large_ratio if rule == "large" else 1)
 
 
 def write_offline_seeds(path: Path, pool: list[Task], variants: list[Task], stats: dict) -> None:

@@ -69,11 +69,18 @@ def load_paper(folder: str | Path) -> PaperFrames:
     configs = {}
     for r in refs:
         configs.setdefault(r.method, yaml.safe_load((r.run_dir / "config.yaml").read_text()) or {})
-    base = folder / "heldout" / "base_model" / SCORES
-    base_rows = json.loads(base.read_text()) if base.is_file() else []
-    scores = _cat([_scores(r, base_rows) for r in refs])
+    scores = _cat([_scores(r, _base_rows(r, folder)) for r in refs])
     hits = _cat([_collisions(r) for r in refs])
     return PaperFrames(load_runs(refs), buffer, groups, eval_times, step_times, configs, scores, hits)
+
+
+def _base_rows(ref: RunRef, folder: Path) -> list[dict]:
+    """The base model's scores on the held-out sets a run was scored on (its step 0): beside the H1 file it was
+    evaluated on (each replicate's own with `--pool-seed-base`), else the experiment's heldout/ folder."""
+    ev = (yaml.safe_load((ref.run_dir / "config.yaml").read_text()) or {}).get("eval") or {}
+    where = Path(ev["file"]).parent if ev.get("split") == "file" and ev.get("file") else folder / "heldout"
+    base = where / "base_model" / SCORES
+    return json.loads(base.read_text()) if base.is_file() else []
 
 
 def _scores(ref: RunRef, base_rows: list[dict]) -> pd.DataFrame:

@@ -138,3 +138,22 @@ def test_held_out_tasks_avoid_the_warm_starts_tasks_and_seeds(tmp_path):
     _, sets = load(tmp_path)
     assert collisions(trained, sets) == {"H1": [], "H2": [], "H3": []}
     assert not {t.provenance.parent_id for t in sets["H2"]} & {t.id for t in demo_seeds()}
+
+
+def test_h1b_takes_parents_only_where_the_warm_start_scores_above_0_and_records_them(tmp_path):
+    scored = []
+
+    def progress(tasks):  # stands in for the warm-started model's greedy progress: every other candidate passes
+        scored.extend(t.id for t in tasks)
+        return {t.id: (0.5 if i % 2 == 0 else 0.0) for i, t in enumerate(tasks)}
+
+    spec = HeldOutSpec(h1_per_seed=1, h2_seeds=2, h2_per_seed=1, h3=2, seed=2, h2_solvable=True)
+    manifest = build(demo_seeds()[:2], spec, SynthesisConfig(max_attempts=4), tmp_path, parent_progress=progress)
+    assert list(manifest["sets"]) == ["H1", "H1b", "H3"] and (tmp_path / "H1b.jsonl").is_file()
+    h1b = manifest["sets"]["H1b"]
+    assert h1b["parents_passed"] == scored[::2] and set(h1b["parent_progress"]) == set(scored)
+    _, sets = load(tmp_path)
+    assert {t.provenance.parent_id for t in sets["H1b"]} <= set(h1b["parents_passed"]) and len(sets["H1b"]) == 2
+    assert exclude_files(tmp_path)[1].endswith("H1b.jsonl")
+    with pytest.raises(ValueError, match="give parent_progress"):
+        build(demo_seeds()[:2], spec, SynthesisConfig(max_attempts=4), tmp_path / "no")

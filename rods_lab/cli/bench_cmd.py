@@ -131,16 +131,31 @@ def paper(
     timeout: float = typer.Option(None, help="seconds allowed per run (default: no limit)"),
     heldout: str = typer.Option(
         "h1=8,h2=16x4,h3=100",
-        help="held-out sets made once and shared by every run: H1 variants per pool seed, H2 seeds x variants "
-        "outside the pool, H3 test-split tasks (bench/experiments_heldout.py); none = the config's eval",
+        help="held-out sets made once and shared by every run (of a repeat, with --pool-seed-base): H1 variants per "
+        "pool seed, H2 seeds x variants outside the pool (h1b=16x4: only parents the warm start scores above 0), "
+        "H3 test-split tasks (bench/experiments_heldout.py); none = the config's eval",
     ),
     only: str = typer.Option(
         None, help="comma-separated run ids of the plan (e.g. static_r1) to run now; the others are left as they are"
+    ),
+    pool_seed_base: int = typer.Option(
+        None,
+        help="replicates with pools of their own: repeat k of every arm draws its pool with seeds.random.seed = "
+        "this + k (give seeds.random.n by --set) and gets held-out sets made for that pool",
+    ),
+    summaries: Path = typer.Option(
+        None, help="write each finished run's JSON summary here; a run whose valid summary is here is skipped"
+    ),
+    offline_large_ratio: int = typer.Option(
+        None, min=1, help="offline_large's M = this x rods' M of the same repeat (default: 50 variants per seed)"
     ),
 ) -> None:
     """The paper's comparison: arms x K repeats on one budget, with a time estimate; restartable per run.
 
     Example: rods bench paper --budget 1440 --arms rods,static,single_layer --repeats 4 --out bench/results/paper/a
+
+    Replicates with pools of their own, summaries kept: rods bench paper --budget 1440 --arms rods,static
+    --repeats 16 --pool-seed-base 1000 --set seeds.ids=null --set seeds.random.n=16 --summaries runs/
     """
     from bench.arms import parse_arms, run
     from bench.experiments_heldout import parse_spec
@@ -151,11 +166,49 @@ def paper(
         spec = parse_spec(heldout)
         runs = [r.strip() for r in only.split(",") if r.strip()] if only else None
         overrides = parse_overrides(sets)
-        folder = run(budget, parse_arms(arms), repeats, config, evals, overrides, out, timeout, typer.echo, spec, runs)
+        folder = run(
+            budget, parse_arms(arms), repeats, config, evals, overrides, out, timeout, typer.echo, spec, runs,
+            pool_seed_base, summaries, offline_large_ratio,
+        )  # fmt: skip
         write(folder, folder / "report", log=typer.echo)
     except (ValueError, ConfigError) as e:
         fail(str(e))
     typer.echo((folder / "report" / "summary.md").read_text())
+
+
+@app.command("pool-criteria")
+def pool_criteria(
+    summaries: Path = typer.Argument(..., help="a folder of run summaries (`rods bench paper --summaries`)"),
+    look: str = typer.Option(None, help="interim or final (default: the look the replicate count makes)"),
+    as_json: bool = typer.Option(False, "--json", help="print the JSON instead of Markdown"),
+) -> None:
+    """The pool-replicates design's P1-P3 on the H1 progress area, from run summaries alone.
+
+    Example: rods bench pool-criteria docs/experiments/pool-replicates/runs
+    """
+    from bench.pool_criteria import from_summaries, markdown
+
+    try:
+        result = from_summaries(summaries, look)
+    except ValueError as e:
+        fail(str(e))
+    emit_json(result.as_dict()) if as_json else typer.echo("\n".join(markdown(result)))
+
+
+@app.command("pilot-length")
+def pilot_length(
+    summaries: Path = typer.Argument(..., help="the depletion pilot's run summaries (`rods bench paper --summaries`)"),
+) -> None:
+    """The pool-replicates design's run length L from its depletion pilot: static's informative share.
+
+    Example: rods bench pilot-length docs/experiments/pool-replicates/pilot-runs
+    """
+    from bench.pool_criteria import length_from_summaries
+
+    try:
+        emit_json(length_from_summaries(summaries))
+    except ValueError as e:
+        fail(str(e))
 
 
 @app.command("paper-report")

@@ -1,0 +1,205 @@
+"""The pool-replicates design's primary outcome and confirmatory tests (docs/experiments/pool-replicates/design.md),
+as pure functions over per-replicate figures.
+
+Primary outcome, per run: the H1 progress area, the mean over the evaluations after step 0 of (progress there minus
+progress at step 0). P1 rods > static and P2 rods > uniform_parents: supported when the Holm-adjusted one-sided p is
+below alpha and the 95% interval's low end is above 0; refuted when its high end is below +REFUTE_BELOW. P3 rods not
+worse than offline_large by more than NONINFERIORITY: supported when the 95% interval's low end of rods -
+offline_large is above -NONINFERIORITY, refuted when its high end is below it; its p (of the shifted differences
+d + NONINFERIORITY, one-sided) only joins the Holm family. Otherwise inconclusive. Every test is paired by
+replicate (rods_core.statistics.paired_t, one-sided "greater": exact sign-flip p below its SMALL_K pairs); Holm runs
+over P1-P3 alone. At INTERIM_K replicates the design stops early only if every one of P1-P3 is supported at raw
+one-sided p <= INTERIM_P; at PLANNED_K the final analysis uses Holm at family-wise FINAL_ALPHA.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from rods_core.statistics import holm, paired_t
+
+PLANNED_K = 16
+INTERIM_K = 8
+INTERIM_P = 0.0005  # O'Brien-Fleming spending at half the information, per test (3 x 0.0005 spent)
+FINAL_ALPHA = 0.0485  # family-wise one-sided alpha of the final look, less the interim's spend
+REFUTE_BELOW = 0.02  # P1, P2 refuted: a gain of this much or more excluded (the interval's high end below it)
+NONINFERIORITY = 0.03  # P3's margin
+TESTS = {  # name -> (arm, reference, kind)
+    "P1": ("rods", "static", "superiority"),
+    "P2": ("rods", "uniform_parents", "superiority"),
+    "P3": ("rods", "offline_large", "noninferiority"),
+}
+CLAIMS = {
+    "P1": "rods > static on H1 progress area",
+    "P2": "rods > uniform_parents on H1 progress area (boundary parents matter, not only more tasks)",
+    "P3": f"rods not worse than offline_large by more than {NONINFERIORITY} on H1 progress area",
+}
+
+
+def progress_area(evals: dict[int, float]) -> float:
+    """The mean over the evaluations after step 0 of (progress there - progress at step 0); nan without a step-0
+    evaluation or any after it. `evals` maps step -> H1 progress."""
+    if 0 not in evals:
+        return math.nan
+    later = [p - evals[0] for step, p in evals.items() if step > 0]
+    return sum(later) / len(later) if later else math.nan
+
+
+@dataclass(frozen=True)
+class Test:
+    """One confirmatory test at one look."""
+
+    name: str
+    claim: str
+    n: int  # replicates paired
+    diff: float  # mean of rods - reference over the paired replicates
+    lo: float  # the two-sided 95% paired t-interval
+    hi: float
+    p: float  # one-sided ("greater"), of d (P1, P2) or of d + NONINFERIORITY (P3)
+    p_holm: float
+    verdict: str  # supported, refuted, inconclusive, not evaluable
+    detail: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Look:
+    """The tests at one look and what the design does next."""
+
+    look: str  # interim (K = INTERIM_K), final (K >= PLANNED_K), or partial (any other K: not a planned look)
+    k: int  # replicates with every arm's area
+    alpha: float
+    tests: list[Test]
+    decision: str
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "tests": [t.as_dict() for t in self.tests]}
+
+
+def _paired(areas: dict[str, dict], arm: str, ref: str) -> list[float]:
+    a, b = areas.get(arm, {}), areas.get(ref, {})
+    shared = sorted(k for k in set(a) & set(b) if math.isfinite(a[k]) and math.isfinite(b[k]))
+    return [a[k] - b[k] for k in shared]
+
+
+def look_of(k: int) -> str:
+    return "final" if k >= PLANNED_K else "interim" if k == INTERIM_K else "partial"
+
+
+def evaluate(areas: dict[str, dict], look: str | None = None) -> Look:
+    """P1-P3 over `areas` (arm -> replicate -> H1 progress area) at the look its replicate count makes (or the one
+    named): the verdicts, and whether the design stops (interim: all three supported at p <= INTERIM_P)."""
+    diffs = {name: _paired(areas, arm, ref) for name, (arm, ref, _) in TESTS.items()}
+    results, ps = {}, {}
+    for name, d in diffs.items():
+        shift = NONINFERIORITY if TESTS[name][2] == "noninferiority" else 0.0
+        r, rp = paired_t(d), paired_t([x + shift for x in d], alternative="greater")
+        results[name], ps[name] = r, rp.p
+    k = min(len(d) for d in diffs.values())
+    look = look or look_of(k)
+    alpha = FINAL_ALPHA
+    adjusted = holm(ps, TESTS)
+    tests = [_judge(name, results[name], ps[name], adjusted[name], alpha) for name in TESTS]
+    if look == "interim":
+        stop = all(t.verdict == "supported" and t.p <= INTERIM_P for t in tests)
+        decision = (
+            f"stop: every one of P1-P3 supported at one-sided p <= {INTERIM_P}"
+            if stop
+            else f"continue to K = {PLANNED_K} (no futility stop; the interim stops only when all three are "
+            f"supported at p <= {INTERIM_P})"
+        )
+    elif look == "final":
+        decision = f"final analysis at K = {k}, Holm over P1-P3 at family-wise alpha {FINAL_ALPHA}"
+    else:
+        decision = f"K = {k} is not a planned look (interim K = {INTERIM_K}, final K = {PLANNED_K}): descriptive only"
+    return Look(look, k, alpha, tests, decision)
+
+
+def _judge(name: str, r, p: float, p_holm: float, alpha: float) -> Test:
+    """The verdict of one test from its paired result (two-sided 95% interval), its one-sided p and Holm's p."""
+    kind = TESTS[name][2]
+    if r.n < 2 or math.isnan(r.lo):
+        return Test(name, CLAIMS[name], r.n, r.mean, r.lo, r.hi, p, p_holm, "not evaluable", f"{r.n} replicate(s)")
+    span = f"rods - {TESTS[name][1]} {r.mean:+.4f} (95% CI {r.lo:+.4f} .. {r.hi:+.4f}, n {r.n}, {r.method})"
+    if kind == "superiority":
+        support = not math.isnan(p_holm) and p_holm < alpha and r.lo > 0
+        refute = r.hi < REFUTE_BELOW
+        verdict = "supported" if support else "refuted" if refute else "inconclusive"
+        if support and refute:
+            span += f"; a gain of {REFUTE_BELOW} or more is excluded too (the gain is real and small)"
+    else:
+        verdict = "supported" if r.lo > -NONINFERIORITY else "refuted" if r.hi < -NONINFERIORITY else "inconclusive"
+    return Test(name, CLAIMS[name], r.n, r.mean, r.lo, r.hi, p, p_holm, verdict, span)
+
+
+def markdown(result: Look) -> list[str]:
+    """The look as Markdown lines: a table of P1-P3 and the decision."""
+    lines = [f"## P1-P3 ({result.look} look, K = {result.k})", ""]
+    lines += ["| test | claim | figures | one-sided p | Holm p | verdict |", "|---|---|---|---|---|---|"]
+    for t in result.tests:
+        lines.append(f"| {t.name} | {t.claim} | {t.detail} | {_p(t.p)} | {_p(t.p_holm)} | **{t.verdict}** |")
+    return [*lines, "", f"Decision: {result.decision}.", ""]
+
+
+def _p(p: float) -> str:
+    return "—" if p is None or math.isnan(p) else f"{p:.3g}"
+
+
+def areas(summaries: list[dict], split: str = "H1") -> dict[str, dict[int, float]]:
+    """arm -> replicate -> H1 progress area, from run summaries (bench/run_summaries.py): the greedy evaluations
+    of `split` (sampled scores left out)."""
+    out: dict[str, dict[int, float]] = {}
+    for s in summaries:
+        evals = {int(e["step"]): float(e["progress"]) for e in s["evaluations"]
+                 if e.get("set") == split and not e.get("sampled")}  # fmt: skip
+        out.setdefault(s["arm"], {})[s["replicate"]] = progress_area(evals)
+    return out
+
+
+def read_summaries(folder: Path) -> list[dict]:
+    """Every run summary (<run id>.json) in a folder, in name order."""
+    return [json.loads(p.read_text()) for p in sorted(Path(folder).glob("*.json"))]
+
+
+def from_summaries(folder: Path, look: str | None = None) -> Look:
+    """P1-P3 over the runs summarised in `folder` (bench/run_summaries.py), at the look their count makes."""
+    found = read_summaries(folder)
+    if not found:
+        raise ValueError(f"{folder}: no run summaries (<run id>.json) to read")
+    return evaluate(areas(found), look)
+
+
+DEPLETION_FALL = 0.15  # the pilot's fall of static's informative share that fixes the run length
+WINDOW = 10  # steps of the rolling mean (and of the first mean it is measured from)
+LENGTH_BOUNDS = (60, 200)
+
+
+def run_length(shares: list[list[float]]) -> tuple[int, int | None]:
+    """(L, the depletion step or None) from the pilot's static runs (each a list of per-step informative shares,
+    step 1 first): the first step at which the WINDOW-step rolling mean, averaged over the runs, has fallen by at
+    least DEPLETION_FALL below its first WINDOW steps' mean, times 1.5, rounded up to a multiple of 10 and bounded
+    to LENGTH_BOUNDS; the upper bound and None when it never falls that far."""
+    n = min(len(s) for s in shares)
+    mean = [sum(s[i] for s in shares) / len(shares) for i in range(n)]
+    first = sum(mean[:WINDOW]) / WINDOW
+    for end in range(WINDOW, n + 1):
+        if sum(mean[end - WINDOW : end]) / WINDOW <= first - DEPLETION_FALL + 1e-12:
+            lo, hi = LENGTH_BOUNDS
+            return min(hi, max(lo, math.ceil(1.5 * end / 10) * 10)), end
+    return LENGTH_BOUNDS[1], None
+
+
+def length_from_summaries(folder: Path, arm: str = "static") -> dict:
+    """The run length L from the pilot's run summaries: `arm`'s per-step informative shares (run_length)."""
+    runs = [s for s in read_summaries(folder) if s["arm"] == arm]
+    shares = [s["steps"]["per_step"].get("boundary/informative_share") or [] for s in runs]
+    shares = [[0.0 if v is None else v for v in s] for s in shares if s]
+    if not shares:
+        raise ValueError(f"{folder}: no {arm} run summary with per-step informative shares")
+    length, step = run_length(shares)
+    return {"L": length, "depletion_step": step, "runs": [s["run"] for s in runs], "reached": step is not None}

@@ -1,0 +1,136 @@
+"""The pool-replicates design's primary outcome and P1-P3 (bench.pool_criteria) on synthetic replicates: the
+area, support, refutation, inconclusive, the interim stop and its continuation, Holm within P1-P3 alone."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from bench.pool_criteria import (
+    FINAL_ALPHA,
+    areas,
+    evaluate,
+    from_summaries,
+    length_from_summaries,
+    progress_area,
+    run_length,
+)
+from rods_core.statistics import holm, paired_t
+
+
+def test_progress_area_is_the_mean_rise_over_the_evaluations_after_step_0():
+    assert progress_area({0: 0.5, 10: 0.6, 20: 0.7}) == pytest.approx(0.15)
+    assert progress_area({20: 0.4, 0: 0.5, 10: 0.5}) == pytest.approx(-0.05)  # order never matters
+    assert math.isnan(progress_area({10: 0.6})) and math.isnan(progress_area({0: 0.5}))
+
+
+def make(k: int, rods_minus: dict[str, float], sd: float, seed: int = 0) -> dict[str, dict[int, float]]:
+    """Areas of K replicates: a base area per replicate, rods = base, each reference = base - its gap + noise."""
+    rng = np.random.default_rng(seed)
+    base = rng.uniform(0.0, 0.1, k)
+    out = {"rods": dict(enumerate(base))}
+    for ref, gap in rods_minus.items():
+        out[ref] = dict(enumerate(base - gap + rng.normal(0, sd, k)))
+    return out
+
+
+def verdicts(look) -> dict[str, str]:
+    return {t.name: t.verdict for t in look.tests}
+
+
+def test_support_at_the_final_look():
+    look = evaluate(make(16, {"static": 0.06, "uniform_parents": 0.05, "offline_large": 0.0}, sd=0.02))
+    assert look.look == "final" and look.k == 16 and look.alpha == FINAL_ALPHA
+    assert verdicts(look) == {"P1": "supported", "P2": "supported", "P3": "supported"}
+    p1 = look.tests[0]
+    assert p1.lo > 0 and p1.p_holm < FINAL_ALPHA and "final analysis" in look.decision
+
+
+def test_refutation_at_the_final_look():
+    look = evaluate(make(16, {"static": 0.0, "uniform_parents": -0.01, "offline_large": -0.1}, sd=0.01))
+    assert verdicts(look) == {"P1": "refuted", "P2": "refuted", "P3": "refuted"}
+    assert all(t.hi < 0.02 for t in look.tests[:2]) and look.tests[2].hi < -0.03
+
+
+def test_inconclusive_when_the_interval_spans_both_margins():
+    look = evaluate(make(16, {"static": 0.01, "uniform_parents": 0.01, "offline_large": -0.03}, sd=0.2, seed=1))
+    assert verdicts(look) == {"P1": "inconclusive", "P2": "inconclusive", "P3": "inconclusive"}
+
+
+def test_the_interim_stops_only_when_all_three_are_supported_at_p_0_0005():
+    strong = evaluate(make(8, {"static": 0.08, "uniform_parents": 0.08, "offline_large": 0.05}, sd=0.005))
+    assert strong.look == "interim" and all(t.p <= 0.0005 for t in strong.tests)
+    assert strong.decision.startswith("stop")
+    weaker = evaluate(make(8, {"static": 0.03, "uniform_parents": 0.08, "offline_large": 0.05}, sd=0.03, seed=3))
+    assert weaker.look == "interim" and weaker.tests[0].p > 0.0005
+    assert weaker.decision.startswith("continue to K = 16")
+
+
+def test_holm_runs_over_p1_to_p3_alone_with_p3_tested_against_its_margin():
+    data = make(16, {"static": 0.02, "uniform_parents": 0.01, "offline_large": 0.0}, sd=0.02, seed=5)
+    data["single_layer"] = data["static"]  # another arm never joins the family
+    look = evaluate(data)
+    d = {r: [data["rods"][k] - data[r][k] for k in range(16)] for r in ("static", "uniform_parents", "offline_large")}
+    ps = {
+        "P1": paired_t(d["static"], alternative="greater").p,
+        "P2": paired_t(d["uniform_parents"], alternative="greater").p,
+        "P3": paired_t([x + 0.03 for x in d["offline_large"]], alternative="greater").p,
+    }
+    expected = holm(ps, ps)
+    assert [t.p_holm for t in look.tests] == pytest.approx([expected[n] for n in ("P1", "P2", "P3")])
+
+
+def test_a_look_between_the_planned_ones_is_descriptive_and_missing_arms_are_not_evaluable():
+    look = evaluate(make(5, {"static": 0.05, "uniform_parents": 0.05, "offline_large": 0.0}, sd=0.01))
+    assert look.look == "partial" and "not a planned look" in look.decision
+    only = evaluate({"rods": {0: 0.1, 1: 0.2}, "static": {0: 0.0, 1: 0.1}})
+    assert verdicts(only)["P2"] == "not evaluable" and only.k == 0
+
+
+def test_areas_read_each_runs_greedy_h1_evaluations_from_its_summary():
+    evals = [
+        {"step": 0, "set": "H1", "progress": 0.5},
+        {"step": 10, "set": "H1", "progress": 0.7},
+        {"step": 10, "set": "H1", "progress": 0.1, "sampled": True},
+        {"step": 10, "set": "H1b", "progress": 0.9},
+    ]
+    got = areas([{"arm": "rods", "replicate": 3, "evaluations": evals}])
+    assert got == {"rods": {3: pytest.approx(0.2)}}
+
+
+def test_the_verdict_reads_the_summaries_folder_alone(tmp_path):
+    data = make(8, {"static": 0.05, "uniform_parents": 0.05, "offline_large": 0.0}, sd=0.01)
+    for arm, per in data.items():
+        for k, area in per.items():
+            evals = [{"step": 0, "set": "H1", "progress": 0.5}, {"step": 10, "set": "H1", "progress": 0.5 + area}]
+            (tmp_path / f"{arm}_r{k}.json").write_text(json.dumps({"arm": arm, "replicate": k, "evaluations": evals}))
+    look = from_summaries(tmp_path)
+    assert look.look == "interim" and look.k == 8
+    assert look.tests[0].diff == pytest.approx(sum(data["rods"][k] - data["static"][k] for k in range(8)) / 8)
+    with pytest.raises(ValueError, match="no run summaries"):
+        from_summaries(tmp_path / "empty")
+
+
+@pytest.mark.parametrize(
+    "fall_at, expected",
+    [(None, (200, None)), (60, (90, 60)), (20, (60, 20)), (150, (200, 150))],
+)
+def test_the_run_length_follows_static_depletion_in_the_pilot(fall_at, expected):
+    def shares(offset):  # 0.6 until fall_at, then 0.4 (a fall of 0.2): the rolling mean crosses 0.15 at fall_at
+        return [0.6 + offset if fall_at is None or s < fall_at - 7 else 0.4 + offset for s in range(1, 201)]
+
+    assert run_length([shares(0.01), shares(-0.01)]) == expected
+
+
+def test_the_pilot_length_reads_statics_shares_from_the_summaries(tmp_path):
+    per_step = {"boundary/informative_share": [0.6] * 12 + [0.4] * 188}
+    for k in (0, 1):
+        (tmp_path / f"static_r{k}.json").write_text(
+            json.dumps({"arm": "static", "run": f"static_r{k}", "steps": {"per_step": per_step}})
+        )
+    (tmp_path / "rods_r0.json").write_text(json.dumps({"arm": "rods", "run": "rods_r0", "steps": {"per_step": {}}}))
+    got = length_from_summaries(tmp_path)
+    assert got == {"L": 60, "depletion_step": 20, "runs": ["static_r0", "static_r1"], "reached": True}
