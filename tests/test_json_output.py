@@ -56,7 +56,16 @@ def files(tmp_path_factory, tiny_model_dir):
     tasks.write_text(task.model_dump_json() + "\n")
     db = tmp / "control.sqlite"
     ControlDB(db).create_run("r1", tmp / "runs" / "r1", config={"method": "rods"})
-    return {"tmp": tmp, "model": tiny_model_dir, "answers": answers, "tasks": tasks, "db": db, "seed": task.id}
+    summaries = tmp / "summaries"  # run summaries as `rods bench paper --summaries` writes them: 2 replicates
+    summaries.mkdir()
+    for k, (arm, rise) in enumerate([(a, r) for a, r in (("rods", 0.1), ("static", 0.0)) for _ in range(2)]):
+        evals = [{"step": 0, "set": "H1", "progress": 0.3}, {"step": 10, "set": "H1", "progress": 0.3 + rise}]
+        shares = {"boundary/informative_share": [0.6] * 12 + [0.4] * 188}
+        (summaries / f"{arm}_r{k % 2}.json").write_text(json.dumps(
+            {"arm": arm, "run": f"{arm}_r{k % 2}", "replicate": k % 2, "evaluations": evals, "steps": {"per_step": shares}}
+        ))  # fmt: skip
+    return {"tmp": tmp, "model": tiny_model_dir, "answers": answers, "tasks": tasks, "db": db, "seed": task.id,
+            "summaries": summaries}  # fmt: skip
 
 
 def cases(f) -> dict[tuple[str, ...], list[str]]:
@@ -76,13 +85,15 @@ def cases(f) -> dict[tuple[str, ...], list[str]]:
         ("runs", "show"): ["r1", "--db", str(f["db"])],
         ("bench", "env"): ["--repeats", "1"],
         ("bench", "store"): ["--rows", "1000", "--tasks-per-step", "100", "--out", str(tmp / "store")],
+        ("bench", "pool-criteria"): [str(f["summaries"]), "--json"],
+        ("bench", "pilot-length"): [str(f["summaries"])],
         ("bench", "systems"): ["--json", "--quick", "--steps", "2", "--model", model]
         + ["--config", str(ROOT / "configs/demo-cpu.yaml")],
     }
 
 
 SLOW = {("sft",), ("bench", "systems")}  # they train a few steps of the tiny model
-PATHS = sorted(cases(dict.fromkeys(("tmp", "model", "answers", "tasks", "db", "seed"), Path("x"))))
+PATHS = sorted(cases(dict.fromkeys(("tmp", "model", "answers", "tasks", "db", "seed", "summaries"), Path("x"))))
 
 
 def test_every_json_command_has_a_case():

@@ -19,7 +19,7 @@ _DOCUMENT: list[Any] = []  # the real stdout while one_document() holds it; empt
 _SAVED_FD: list[int] = []  # its file descriptor
 
 # Commands that always print a JSON document (the others do with --json).
-DOCUMENT_COMMANDS = (("runs", "show"), ("bench", "store"), ("bench", "env"))
+DOCUMENT_COMMANDS = (("runs", "show"), ("bench", "store"), ("bench", "env"), ("bench", "pilot-length"))
 
 
 def prints_document(args: list[str]) -> bool:
