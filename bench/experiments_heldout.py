@@ -21,15 +21,13 @@ import random
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rods_core.benchmarks.entries import benchmark_entry
 from rods_core.config import RunConfig, SynthesisConfig
+from rods_core.evaluation import EvalConfig, evaluate
+from rods_core.rng import derive_seed
 from rods_core.seeds import load_seeds
 from rods_core.tasks import Task, read_tasks, write_tasks
-
-if TYPE_CHECKING:
-    from rods_core.evaluation import EvalConfig
 
 MANIFEST = "manifest.json"
 
@@ -80,7 +78,6 @@ def build(
     and sha256); returns the manifest. `trained`: tasks the policy saw before the runs (its warm start): no held-out
     task equals one, and no H2 parent is one. `parent_progress` (task -> the warm-started model's greedy progress)
     filters H1b's parents (spec.h2_solvable). Raises HeldOutShort, writing nothing, when a set cannot be made."""
-    from rods_core.rng import derive_seed
 
     cfg = synth.model_copy(update={"seed": derive_seed(spec.seed, "heldout")})
     keys = {t.content_key() for t in [*pool, *trained]}
@@ -191,7 +188,6 @@ SCORES = "heldout_scores.json"
 
 def greedy_config(cfg: RunConfig) -> EvalConfig:
     """The evaluation every held-out score uses: the run's episodes, greedy, without hints."""
-    from rods_core.evaluation import EvalConfig
 
     sampling = cfg.episode.sampling.model_copy(update={"temperature": 0.0})
     episode = cfg.episode.model_copy(update={"sampling": sampling, "hints": False})
@@ -203,7 +199,6 @@ def score_folders(
 ) -> list[dict]:
     """Greedy scores of model folders (step, folder) on each held-out set: per set and step n, progress,
     accuracy, and each task's progress (for paired analyses by task)."""
-    from rods_core.evaluation import evaluate
 
     ecfg = greedy_config(cfg)
     rows = []
@@ -220,7 +215,6 @@ def score_folders(
 def warm_start_progress(cfg: RunConfig) -> Callable[[list[Task]], dict[str, float]]:
     """tasks -> each task's greedy progress under the config's model (the warm start every run starts from):
     H1b's parent filter."""
-    from rods_core.evaluation import evaluate
 
     def progress(tasks: list[Task]) -> dict[str, float]:
         r = evaluate(str(cfg.model.path), tasks, greedy_config(cfg))
@@ -250,9 +244,6 @@ def sampled_score(folder: tuple[int, Path], tasks: list[Task], samples: int, cfg
     """A model folder's (step, folder) progress on `tasks` each played `samples` times at the run's own sampling
     temperature, torch's sampling seeded from the run seed and step (the same draws for every arm of a seed)."""
     import torch
-
-    from rods_core.evaluation import evaluate
-    from rods_core.rng import derive_seed
 
     step, path = folder
     ecfg = greedy_config(cfg)

@@ -9,6 +9,8 @@ tests/fsdp_accumulation_worker.py (2 gloo ranks on CPU) and bench.gpu_fsdp (one 
 
 from __future__ import annotations
 
+from rods_core.policy.weights import fsdp_param_groups
+
 MICRO = 32  # micro-batches per step (the paper config accumulates 32 per GPU)
 
 
@@ -22,8 +24,6 @@ def bf16_policy():
 def held(unit) -> dict:
     """Where the gradient of an FSDP2 unit's first parameter lives after a backward: unsharded (and its dtype) or in
     the sharded parameter (and its dtype); None where it holds none."""
-    from rods_core.policy.weights import fsdp_param_groups
-
     param = fsdp_param_groups(unit._get_fsdp_state())[0].fsdp_params[0]
     unsharded = param._unsharded_param.grad if param._unsharded_param is not None else None
     sharded = param.sharded_param.grad

@@ -28,6 +28,11 @@ from pathlib import Path
 from types import SimpleNamespace
 from unittest import mock
 
+from bench.fsdp_accumulation import accumulation_check, held
+from rods_core import memory_plan
+from rods_core.config import load_config
+from rods_core.policy.precision import model_init_kwargs
+
 ROOT = Path(__file__).resolve().parent.parent
 PAPER = ROOT / "configs" / "paper-qwen3-4b.yaml"
 FSDP_LAUNCH = ROOT / "configs" / "accelerate" / "fsdp.yaml"
@@ -60,7 +65,6 @@ def write_model_config(folder: Path, size: dict) -> Path:
 
 def run_config(model: Path, micro_batch: int | None, context: int | None):
     """The paper config at this model, without vLLM; its micro-batch and context unless given."""
-    from rods_core.config import load_config
 
     over: dict = {"model.path": str(model), "grpo.use_vllm": False}
     if micro_batch:
@@ -85,7 +89,6 @@ class Estimate:
 
 def estimate(cfg, memory: int) -> Estimate:
     """The plan `rods plan --gpus 1 --strategy fsdp2` prints for `cfg`, and its rows grouped by phase."""
-    from rods_core import memory_plan
 
     shape = memory_plan.read_model_shape(cfg.model.path)
     run = memory_plan.RunShape.from_config(cfg)
@@ -224,8 +227,6 @@ def build_model(cfg, device):
     from transformers import AutoConfig, AutoModelForCausalLM
     from trl.trainer.utils import add_fused_lm_head
 
-    from rods_core.policy.precision import model_init_kwargs
-
     kwargs = model_init_kwargs(cfg.model, cfg.grpo.trainer_args)
     kwargs.pop("trust_remote_code", None)  # a config of a known architecture: no code to trust
     with torch.device(device):
@@ -269,8 +270,6 @@ def train_steps(model, optimizer, cfg, meter: Meter, steps: int, stop_at: float,
     state after each step, the largest forward/backward and AdamW step above what was held before them, the
     first micro-batch's gradient dtype, and the step's peak. Stops early once the budget falls to `stop_at`."""
     import torch
-
-    from bench.fsdp_accumulation import held
 
     micro, context = cfg.grpo.micro_batch, cfg.episode.max_context_tokens
     keep, vocab = context - context // 8, model.config.vocab_size  # a prompt of 1/8, the rest model tokens
@@ -357,7 +356,6 @@ def accumulation_report(on_model: dict, device) -> dict:
     """The first decoder layer's gradient under the run's setting (each micro-batch synced), and the MLP's exact
     comparison of both ways: ok when syncing each batch holds the gradient sharded in fp32 and sums it to fp32
     rounding."""
-    from bench.fsdp_accumulation import accumulation_check
 
     ways = accumulation_check(device)
     each = ways["sync_each_batch"]

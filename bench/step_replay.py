@@ -29,10 +29,11 @@ from rods_core.batch_record import RecordedBatch, read_batch
 from rods_core.config import load_config
 from rods_core.ids import lineage_of
 from rods_core.loop import Policy
+from rods_core.policy.backends import choose_generator
 from rods_core.ranks import Ranks
 from rods_core.rollout import run_episodes
 from rods_core.tasksets import select_seeds
-from rods_core.trainer import RodsGRPOTrainer
+from rods_core.trainer import RodsGRPOTrainer, trim_padding
 
 
 def group_rows(batch: RecordedBatch, g: int) -> list[tuple[str, list[int]]]:
@@ -128,8 +129,6 @@ class Replayer:
     def target_figures(self, tasks: list, samples: int, seed: int) -> dict[str, float]:
         """Sampled progress of each target (`samples` episodes at the run's temperature, the same random numbers
         whatever the weights) and the mean log-prob per model token of its successful rollouts in the batch."""
-        from rods_core.policy.backends import choose_generator
-
         self.model.eval()
         gen = choose_generator(self.model, self.policy.tokenizer)
         out = {}
@@ -156,8 +155,6 @@ class Replayer:
         return float((logps * m).sum() / m.sum())
 
     def trainer_inputs(self, rows: list[int]) -> dict:
-        from rods_core.trainer import trim_padding
-
         return trim_padding(inputs_for(self.batch, rows))
 
 
