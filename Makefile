@@ -106,7 +106,7 @@ test-browser-login: $(STAMP)
 	RODS_BROWSER_REQUIRED=1 $(BIN)/python -m pytest -q -m browser tests/test_browser_login.py
 
 # The newcomer's journey against a real demo-cpu run and its static twin: Home's counters at the build, wait,
-# start-up, training and finished phases, then Boundary, Review, Compare, Buffer export and Seeds import. The
+# start-up, training and stopped phases, then Boundary, Review, Compare, Buffer export, Seeds import and Stop. The
 # runs build the demo model when it is missing (~5 min on 2 cores), as on a clean clone; .ci/run runs it.
 test-browser-demo: $(STAMP)
 	RODS_BROWSER_REQUIRED=1 $(BIN)/python -m pytest -q -m browser tests/test_browser.py

@@ -8,6 +8,7 @@ import hashlib
 import streamlit as st
 
 from rods_lab import review, ui, views
+from rods_lab.status import run_status
 from storage import curation
 
 ui.page_setup(__file__)
@@ -44,6 +45,13 @@ def live() -> None:
     if b.button("Refresh", key="review_refresh"):
         review.new_read()
         st.rerun()
+    if (status := run_status(ui.db(), run.id)) not in ("queued", "running", "stale"):
+        # the trainer claims decisions at each step: after its last one they wait, kept, for a resume
+        st.info(
+            f"This run is **{status}**: a decision made now is kept and applied at the first step of "
+            f"`rods train --resume {run.id}`.",
+            icon=":material/pause_circle:",
+        )
 
 
 live()

@@ -68,3 +68,24 @@ def test_review_switch_sets_the_mode_for_new_runs(app_env):
     assert any("launched **gated**" in m.value for m in at.caption)
     at.toggle(key="review_gated").set_value(False).run()
     assert read_prefs(AppPaths.from_env())["review"] == "auto"
+
+
+def test_review_says_an_ended_run_applies_decisions_only_on_resume(app_env):
+    """The fixture's run has finished: its trainer claims no more decisions, so the page says a decision made now
+    waits for `rods train --resume`; a running run (this process stands in for its trainer) shows no such note."""
+    import os
+
+    from rods_core.process_identity import process_start
+
+    db = AppPaths.from_env().db()
+    at = review()
+    assert not at.exception
+    assert [i.value for i in at.info if "--resume fx_run" in i.value and "finished" in i.value]
+    before = db.get_run(RUN_ID)
+    try:
+        db.register_process(RUN_ID, os.getpid(), process_start(os.getpid()))
+        at = review()
+        assert not at.exception
+        assert not [i.value for i in at.info if "--resume" in i.value]
+    finally:
+        db.update_run(RUN_ID, status=before.status, pid=before.pid, proc_start=before.proc_start)

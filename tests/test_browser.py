@@ -1,16 +1,16 @@
 """The newcomer's first quarter hour, end to end in a real browser (Playwright + Debian's chromium, headless):
 serve the app, launch the default demo config with its static twin from the Launch page, and read Home at
-every phase (the model build, the twin's wait for it, start-up, both runs training, both finished): its
+every phase (the model build, the twin's wait for it, start-up, both runs training, both stopped from Home): its
 counters sum to the cards shown and no card says stale. Then Boundary (open on the rods run by default),
 Review (approve every waiting variant in one batch and Fix & Accept one; the trainer applies each), Compare
-(per-step curves smoothed), Buffer (export the active pool) and Seeds (import it back).
+(per-step curves smoothed), Buffer (export the active pool), Seeds (import it back), then Stop on Home.
 
 The runs are demo-cpu as a newcomer launches them: method rods on the warm-started demo model
 (models/tiny-demo). On a clean clone the model is missing and the first run builds it (`make
 test-browser-demo`, in .ci/run) while its twin waits; where it exists, the build and wait phases are skipped
 and said so. Only the runs' length, the rollouts per task and the evaluation are cut down; variants are
 review-gated. Screenshots go to bench/results/screenshots/ (home-build, home-wait, home-starting, home-running,
-home-finished, compare-smoothed, ...); with RODS_SCREENSHOTS=docs/img (`make screenshots`) the README's
+home-stopped, compare-smoothed, ...); with RODS_SCREENSHOTS=docs/img (`make screenshots`) the README's
 pictures of Home with the live run and of Boundary are taken too.
 """
 
@@ -73,6 +73,9 @@ def test_launch_watch_review_export_import(served, page):
         raise
 
 
+# Longer than the journey takes on a slow machine, so the rods run is training when the reviewer decides (a
+# decision made after a run's last step waits for a resume); the journey stops both runs from Home at its end.
+STEPS = 400
 BUILD_S = 1500  # the demo model's build on 2 loaded cores (~5 min quiet, more loaded), with room
 
 
@@ -138,7 +141,7 @@ def journey(served, page) -> None:
     # demo-cpu is the default config, rods its method and models/tiny-demo its model: only cut the runs down.
     pg.locator(key("launch_name")).locator("input").fill("browser")
     pg.locator(key("launch_review")).get_by_text("gated").click()
-    pg.locator(key("launch_steps")).locator("input").fill("14")
+    pg.locator(key("launch_steps")).locator("input").fill(str(STEPS))
     pg.locator(key("launch_gens")).locator("input").fill("4")
     pg.locator(key("launch_pair")).get_by_text("Also launch a static twin").click()
     pg.locator(key("launch_more")).locator("textarea").fill(
@@ -256,8 +259,15 @@ def journey(served, page) -> None:
     pg.get_by_role("tab", name="Catalog").click()
     shot(pg, "5-seeds")
 
-    # Both runs finish; Home counts them finished.
-    wait(lambda: {db.get_run(r.id).status for r in (run, twin)} == {"finished"} or None, 900, "both runs to finish",
-         every=5)  # fmt: skip
-    counts = home_says(pg, url, "home-finished")
-    assert counted(counts, "Finished") == 2, counts
+    # Stop both runs from Home (a launcher's button on each card): each records who stopped it, ends at its next
+    # step boundary after a checkpoint, and Home counts it stopped.
+    from rods_lab.processes import process_alive
+
+    open_page(pg, url, "RODS Lab")
+    for r in (run, twin):
+        pg.locator(key(f"home_stop_{r.id}")).locator("button").click()
+        wait(lambda r=r: db.get_run(r.id).status == "stopped" or None, 60, f"{r.id} to be marked stopped", every=1)
+    wait(lambda: not any(process_alive(r.pid, r.proc_start) for r in map(db.get_run, (run.id, twin.id))) or None,
+         300, "both runs' processes to end", every=3)  # fmt: skip
+    counts = home_says(pg, url, "home-stopped")
+    assert counted(counts, "Stopped") == 2, counts
