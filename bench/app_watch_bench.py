@@ -105,7 +105,7 @@ def run(config: Path, steps: int, block: int, warmup: int) -> dict:
     Length: the experiment's timeline (launch, browser blocks, teardown), read in the order it happens."""
     from playwright.sync_api import sync_playwright
 
-    from bench.machine import describe
+    from rods_lab.experiments.machine import describe
     from storage.reader import RunReader
 
     work = Path(tempfile.mkdtemp(prefix="rods-watch-"))

@@ -86,8 +86,8 @@ def arm(
 def run(
     config: Path, processes: list[int], steps: int, warmup: int, sets: list[str], threads_arms: bool = False
 ) -> dict:
-    from bench.machine import describe
     from rods_core.config import load_config
+    from rods_lab.experiments.machine import describe
 
     cfg = load_config(config)
     tasks = cfg.grpo.tasks_per_step * cfg.compute.processes  # the config's whole batch, the same in every arm

@@ -8,11 +8,11 @@ import time
 
 from polling import wait_until
 
-from bench.curriculum_bench import ensure_model_once
 from rods_core.config import RunConfig
 from rods_core.policy.build import build_lock, build_processes, lock_holder, lock_path, usable_cores
 from rods_core.policy.tiny import read_card
 from rods_lab.configs import build_config
+from rods_lab.experiments.runner import ensure_model_once
 from rods_lab.identity import local
 from rods_lab.launch import launch_pair
 from rods_lab.paths import AppPaths

@@ -7,7 +7,7 @@ figures). Each run is a `rods train` subprocess (a crash or out-of-memory kills 
 experiment; runs go one after another because they share the cores). Repeat k of every method uses
 seed base+k for torch, the buffer and synthesis, so methods face the same held-out variants and the
 same initial draws; max_steps = budget // (tasks_per_step x num_generations), so the budget is met
-exactly when it is a multiple of the batch. Aggregation is bench.experiments (the Compare page
+exactly when it is a multiple of the batch. Aggregation is rods_lab.experiments.results (the Compare page
 reads the same tables).
 """
 
@@ -23,9 +23,9 @@ from pathlib import Path
 
 import yaml
 
-from bench.experiments import EXPERIMENTS as RESULTS
 from rods_core.config import METHODS, ConfigRenamedWarning, RunConfig, dump_config, load_config
 from rods_core.config.synth import renamed_sections
+from rods_lab.experiments.results import EXPERIMENTS as RESULTS
 
 
 def parse_methods(text: str) -> list[str]:
@@ -141,7 +141,7 @@ def run(
     log=print,
 ) -> Path:
     """Run the experiment and write its report; returns the output folder."""
-    from bench.curriculum_report import write_report
+    from rods_lab.experiments.curriculum_report import write_report
 
     sets = dict(sets or {})
     out = Path(out or RESULTS / time.strftime("%Y%m%d-%H%M%S"))
@@ -166,7 +166,7 @@ def design_settings(
     cfg: RunConfig, budget: int, methods: list[str], repeats: int, config: Path, evals: int, sets: dict
 ) -> dict:
     """An experiment's design as its manifest records it (what the report and a restart read back)."""
-    from bench.machine import describe
+    from rods_lab.experiments.machine import describe
 
     steps, every, per_step = plan_steps(cfg, budget, evals)
     return {
@@ -194,7 +194,7 @@ def read_manifest(folder: Path) -> dict:
 
 def report_again(out: Path, log=print) -> Path:
     """Rewrite a finished experiment's report from its manifest (e.g. after a newer `rods bench systems`)."""
-    from bench.curriculum_report import write_report
+    from rods_lab.experiments.curriculum_report import write_report
 
     data = read_manifest(out)
     write_report(Path(out), data["settings"], data["runs"], log)
@@ -328,7 +328,7 @@ def differing_settings(by_method: dict[str, dict]) -> dict[str, dict[str, object
 
 def pool(sources: list, out: Path | None = None, log=print) -> Path:
     """Pool finished experiments of one design into one report (pool_runs, then the usual report)."""
-    from bench.curriculum_report import write_report
+    from rods_lab.experiments.curriculum_report import write_report
 
     out = Path(out or RESULTS / f"pooled-{time.strftime('%Y%m%d-%H%M%S')}")
     settings, runs_meta = pool_runs(list(sources), out)
