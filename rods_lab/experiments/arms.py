@@ -26,7 +26,8 @@ from rods_lab.experiments.machine import cpu_kernels
 from rods_lab.experiments.offline import OFFLINE_ARMS, offline_m, offline_variants, write_offline_seeds
 from rods_lab.experiments.replicates import Replicate, Replicates, heldout_folder, with_heldout, with_pool_seed
 from rods_lab.experiments.results import EXPERIMENTS
-from rods_lab.experiments.runner import design_settings, ensure_model_once, launch, plan_steps, run_configs
+from rods_lab.experiments.runner import design_settings, launch, plan_steps, run_configs
+from rods_lab.model_build import build_before_runs
 from storage.reader import RunReader
 
 # Ablations of rods: each changes one decision of the method, by one config flag (default: rods as shipped).
@@ -226,7 +227,7 @@ def run(
     changed = [k for k in RESTART_SAME if recorded and recorded.get(k) != settings.get(k)]
     if changed:
         raise ValueError(f"{out}: holds runs of another design ({', '.join(changed)} differ); give a new --out")
-    ensure_model_once(plans[0][3], out, log)
+    build_before_runs(plans[0][3], out / "configs" / "model-build.yaml", log)
     model = Path(plans[0][3].model.path)
     settings |= {"model": str(model), "model_sha256": weights_sha256(model), "cpu_kernels": cpu_kernels()}
     check_repeatable(before["settings"], settings, out)
