@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from rods_core.statistics import bootstrap_stat, quantile_interval
+from rods_lab.launch import train_command
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
@@ -105,7 +106,7 @@ def run(config: Path, steps: int, block: int, warmup: int) -> dict:
     Length: the experiment's timeline (launch, browser blocks, teardown), read in the order it happens."""
     from playwright.sync_api import sync_playwright
 
-    from bench.machine import describe
+    from rods_lab.experiments.machine import describe
     from storage.reader import RunReader
 
     work = Path(tempfile.mkdtemp(prefix="rods-watch-"))
@@ -115,8 +116,7 @@ def run(config: Path, steps: int, block: int, warmup: int) -> dict:
     sets = [f"grpo.max_steps={steps}", "eval.every=0", f"grpo.save_steps={steps + 1}", f"output_dir={runs}",
             f"workspace={ws}", "eval.limit=4"]  # fmt: skip
     trainer = subprocess.Popen(
-        [sys.executable, "-m", "rods_lab.cli", "train", "--config", str(config), "--run-id", run_id,
-         *[a for s in sets for a in ("--set", s)]],  # fmt: skip
+        train_command(config, run_id, options=[a for s in sets for a in ("--set", s)]),
         cwd=ROOT, env=env, stdout=(work / "train.log").open("wb"), stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
     port = _free_port()

@@ -5,6 +5,7 @@ Goals: >= 5,000 calls/s, <= 2 ms per task. Run: `rods bench env` or `python -m b
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import time
@@ -53,4 +54,6 @@ def run(repeats: int = 3) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(run(), indent=2))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3, help="take the best of this many passes")
+    print(json.dumps(run(parser.parse_args().repeats), indent=2))

@@ -18,6 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from rods_lab.launch import train_command
+
 ROOT = Path(__file__).resolve().parent.parent
 SPLIT = ("rollout_s", "gen_s", "env_s", "reward_s", "render_s", "update_s", "optimizer_s", "curriculum_s", "store_s")
 
@@ -49,8 +51,9 @@ def arm(
         f"compute.threads={threads}",
         *sets,
     ]
-    cmd = [sys.executable, "-m", "rods_lab.cli", "train", "--config", str(config), "--run-id", run_id,
-           "--processes", str(processes), *[a for s in overrides for a in ("--set", s)]]  # fmt: skip
+    cmd = train_command(
+        config, run_id, options=["--processes", str(processes), *[a for s in overrides for a in ("--set", s)]]
+    )
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if neighbour else None
     t0 = time.perf_counter()
     try:
@@ -86,8 +89,8 @@ def arm(
 def run(
     config: Path, processes: list[int], steps: int, warmup: int, sets: list[str], threads_arms: bool = False
 ) -> dict:
-    from bench.machine import describe
     from rods_core.config import load_config
+    from rods_lab.experiments.machine import describe
 
     cfg = load_config(config)
     tasks = cfg.grpo.tasks_per_step * cfg.compute.processes  # the config's whole batch, the same in every arm

@@ -1,6 +1,6 @@
 """Step timing of a rods step against a plain TRL GRPO step on the same model, seed and tasks.
 
-The rods arm is `rods train` itself (rods_core.loop.train with the storage recorder: the RODS step,
+The rods arm is `rods train` itself (rods_lab.run.train, the loop with the storage recorder: the RODS step,
 synthesis worker, decisions, event log), with a StepWatcher that hands the turn over and records the task ids each step drew. The plain arm
 builds the model from the same folder under the same seed and replays those draws through the same
 trainer and rollout function with nothing around the step: what TRL's GRPOTrainer does with a
@@ -56,8 +56,8 @@ def _policy(cfg: RunConfig):
 
 def _rods_arm(cfg_data: dict, work: str, conn) -> None:
     """Child process: `rods train`, one step per turn."""
-    from rods_core.loop import StepWatcher, train
-    from storage.run_recorder import open_run_recorder
+    from rods_core.loop import StepWatcher
+    from rods_lab.run import train
 
     cfg = RunConfig.model_validate(cfg_data)
     turns = Turns(conn)
@@ -75,7 +75,7 @@ def _rods_arm(cfg_data: dict, work: str, conn) -> None:
             timed.update(step_s=wall, cpu_s=cpu, tokens=row["train/tokens"], step=row["step"])
             turns.report(timed, ([t.id for t in drawn], {t.id: t for t in drawn}))
 
-    train(cfg, open_recorder=open_run_recorder, log=lambda *_: None, watcher=Watcher())
+    train(cfg, log=lambda *_: None, watcher=Watcher())
 
 
 class _PlainTimer(TrainerCallback):

@@ -11,6 +11,7 @@ a temporary folder, plus PostgreSQL when a URL is given or $RODS_TEST_POSTGRES_U
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import random
@@ -146,8 +147,18 @@ def run(
     }
 
 
+def main(argv: list[str]) -> dict:
+    """The store figures (`--rows`, `--tasks-per-step`, `--step-s`, `--out`), or `contention [URL]`'s."""
+    if argv[:1] == ["contention"]:
+        return contention_report(*argv[1:2])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000, help="task_stats rows to write")
+    parser.add_argument("--tasks-per-step", type=int, default=512, help="rows per step")
+    parser.add_argument("--step-s", type=float, default=30.0, help="step time the write share is measured against")
+    parser.add_argument("--out", type=Path, default=Path("bench/results/store"), help="scratch run folder")
+    a = parser.parse_args(argv)
+    return run(rows=a.rows, tasks_per_step=a.tasks_per_step, step_s=a.step_s, out=a.out)
+
+
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["contention"]:
-        print(json.dumps(contention_report(*sys.argv[2:3]), indent=2))
-    else:
-        print(json.dumps(run(), indent=2))
+    print(json.dumps(main(sys.argv[1:]), indent=2))

@@ -15,8 +15,12 @@ inside the RODS hooks) is reported too; it is the lower-noise figure on a shared
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import json
+import os
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -72,7 +76,7 @@ def headline(components: dict, steps: dict | None) -> dict:
 
 
 def markdown(report: dict) -> str:
-    from bench.machine import markdown as machine_md
+    from rods_lab.experiments.machine import markdown as machine_md
 
     h, c = report["headline"], report["components"]
     st = report.get("steps")
@@ -127,8 +131,8 @@ def run(
     quick: bool = False,
     log=print,
 ) -> dict:
-    from bench.machine import describe
     from bench.step_overhead import measure_steps
+    from rods_lab.experiments.machine import describe
 
     RESULTS.mkdir(parents=True, exist_ok=True)
     machine = describe()
@@ -151,3 +155,32 @@ def run(
         (RESULTS / f"{name}.md").write_text(text)
     log(f"systems: wrote {RESULTS / f'systems-{stamp}.md'}")
     return {"json": report, "markdown": text}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`rods bench systems`' script: the report on stdout (Markdown, or `--json`); progress and TRL's step logs go
+    to stderr."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print the JSON report instead of Markdown")
+    parser.add_argument("--config", type=Path, default=Path("configs/demo-cpu.yaml"), help="the step timing's config")
+    parser.add_argument("--steps", type=int, default=6, help="timed training steps per arm (after one warm-up step)")
+    parser.add_argument("--model", type=Path, default=None, help="model folder for the step timing")
+    parser.add_argument("--quick", action="store_true", help="smaller store and synthesis workloads (for tests)")
+    a = parser.parse_args(argv)
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)  # TRL's step logs and the arms' processes print: stdout carries only the report
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            report = run(a.config, steps=a.steps, model=a.model, quick=a.quick, log=lambda m: print(m, file=sys.stderr))
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+    if a.json:
+        print(json.dumps(report["json"], indent=2, default=str))
+    else:
+        print(report["markdown"], end="")
+
+
+if __name__ == "__main__":
+    main()

@@ -70,9 +70,9 @@ def _run(model: Path, tokens: int, threads: int, processes: int, neighbour: bool
 
 
 def run(tokens: int) -> dict:
-    from bench.machine import describe
     from rods_core.config import TinyModelConfig
     from rods_core.policy.tiny import init_tiny
+    from rods_lab.experiments.machine import describe
 
     model = Path(tempfile.mkdtemp(prefix="rods-threads-model-")) / "tiny"
     init_tiny(TinyModelConfig(), model)

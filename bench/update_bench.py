@@ -121,7 +121,7 @@ def main() -> None:
     p.add_argument("--config", default="configs/demo-cpu.yaml")
     p.add_argument("--repeats", type=int, default=5)
     args = p.parse_args()
-    from bench.machine import describe
+    from rods_lab.experiments.machine import describe
 
     print(json.dumps({"machine": describe(), **run(args.config, args.repeats)}, indent=2))
 

@@ -42,8 +42,8 @@ def held_out_set(per_seed: int, exclude_k: int) -> tuple[list, list]:
 
 
 def run(arms: list[int], tokens: int, processes: int, held_per_seed: int, exclude_k: int | None = None) -> dict:
-    from bench.machine import describe
     from rods_core.tasks import write_tasks
+    from rods_lab.experiments.machine import describe
 
     work = Path(tempfile.mkdtemp(prefix="rods-warmstart-"))
     held, seeds = held_out_set(held_per_seed, max(arms) if exclude_k is None else exclude_k)

@@ -9,15 +9,15 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from bench import experiments
 from rods_lab import charts, compare, ui
+from rods_lab.experiments import results
 
 ui.page_setup(__file__)
 
 
 @st.cache_data(ttl=ui.LIVE_S, show_spinner=False)
-def load(refs: tuple[tuple[str, str, int, str], ...]) -> experiments.Frames:
-    return experiments.load_runs([experiments.RunRef(r, m, s, Path(d)) for r, m, s, d in refs])
+def load(refs: tuple[tuple[str, str, int, str], ...]) -> results.Frames:
+    return results.load_runs([results.RunRef(r, m, s, Path(d)) for r, m, s, d in refs])
 
 
 def lab_runs() -> tuple | None:
@@ -40,12 +40,12 @@ def lab_runs() -> tuple | None:
 
 
 def experiment_runs() -> tuple | None:
-    folders = experiments.list_experiments(ui.paths().experiments)
+    folders = results.list_experiments(ui.paths().experiments)
     if not folders:
         st.info("No experiments yet: `rods bench curriculum --budget N` writes them to bench/results/curriculum/.")
         return None
     folder = st.selectbox("Experiment", folders, key="compare_experiment", format_func=lambda p: p.name)
-    return tuple((r.run, r.method, r.seed, str(r.run_dir)) for r in experiments.discover_runs(folder / "runs"))
+    return tuple((r.run, r.method, r.seed, str(r.run_dir)) for r in results.discover_runs(folder / "runs"))
 
 
 source = st.radio("Compare", ["runs of this lab", "a curriculum experiment"], horizontal=True, key="compare_source")
@@ -82,16 +82,14 @@ def side_by_side(refs: tuple, source: str, axis: str, window: int) -> None:
         cols[i % 2].plotly_chart(fig, key=f"compare_{y}")
         if note:
             cols[i % 2].caption(note)
-    runs = experiments.run_table(frames)
+    runs = results.run_table(frames)
     st.dataframe(runs, hide_index=True)
     if source == "a curriculum experiment":
-        methods = experiments.method_table(runs)
-        methods["mean ± 95% CI"] = [
-            experiments.fmt_ci(m, h) for m, h in zip(methods["mean"], methods.ci95, strict=True)
-        ]
+        methods = results.method_table(runs)
+        methods["mean ± 95% CI"] = [results.fmt_ci(m, h) for m, h in zip(methods["mean"], methods.ci95, strict=True)]
         st.dataframe(methods.pivot(index="metric", columns="method", values="mean ± 95% CI"), key="compare_methods")
-        ratio, landing = experiments.share_ratio(frames), experiments.landing_table(frames.landing)
-        st.dataframe(pd.DataFrame(experiments.goal_checks(methods, None, ratio, landing)), hide_index=True)
+        ratio, landing = results.share_ratio(frames), results.landing_table(frames.landing)
+        st.dataframe(pd.DataFrame(results.goal_checks(methods, None, ratio, landing)), hide_index=True)
 
 
 side_by_side(refs, source, axis, window if smooth else 0)

@@ -1,5 +1,6 @@
-"""Starting training runs from the app as background processes: one run, a run and its twin under another
-method, or a run on seeds picked from the catalog.
+"""Starting training runs as processes: the one command line a run starts with (`train_command`), the app's
+background runs (one run, a run and its twin under another method, a run on seeds picked from the catalog) and
+an experiment's runs in the foreground, one after another (`train_to_end`, rods_lab.experiments.runner).
 
 A run is started as `python -m rods_lab.cli train --config <runs/<id>/launch.yaml> --run-id <id>` in its
 own session (start_new_session=True), so it survives page reloads and app restarts; its Run row is
@@ -15,9 +16,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from rods_core.benchmarks.registry import make_benchmark, task_type_of
 from rods_core.config import RunConfig, dump_config
@@ -35,6 +37,28 @@ from storage.catalog import catalog_tasks
 from storage.control import ControlDB
 
 LAUNCH_FILE = "launch.yaml"
+
+
+def train_command(config: str | Path, run_id: str, *, resume: bool = False, options: Sequence[str] = ()) -> list[str]:
+    """`rods train` of run `run_id` from `config` in this Python (`resume`: the run folder's run, from its last
+    checkpoint), with further options (`--set k=v`, `--processes N`): every run starts with this command line,
+    whether the app, an experiment or a benchmark starts it."""
+    how = ["--resume", run_id] if resume else ["--run-id", run_id]
+    return [sys.executable, "-m", "rods_lab.cli", "train", "--config", str(config), *how, *options]
+
+
+def train_to_end(
+    config: str | Path, run_id: str, log: IO, *, resume: bool = False, timeout_s: float | None = None
+) -> int | str:
+    """Run `train_command` in the foreground with its output on `log`; its exit code, or "timeout" when it ran
+    past `timeout_s` (it is killed then). An experiment's runs go this way, one after another (they share the
+    cores; a crash or out-of-memory ends one run, not the experiment)."""
+    try:
+        return subprocess.run(
+            train_command(config, run_id, resume=resume), stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s
+        ).returncode
+    except subprocess.TimeoutExpired:
+        return "timeout"
 
 
 @dataclass(frozen=True)
@@ -75,7 +99,7 @@ def launch_run(
     log_path = run_dir / LOG_FILE
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "rods_lab.cli", "train", "--config", str(config_path), "--run-id", run_id],
+            train_command(config_path, run_id),
             cwd=PROJECT_ROOT,
             stdin=subprocess.DEVNULL,
             stdout=log,

@@ -44,7 +44,7 @@ RUN_ENV = (
     "OMP_NUM_THREADS",
     "MKL_NUM_THREADS",
     "OPENBLAS_NUM_THREADS",
-    # CPU kernel choices: a run repeats another's figures only under the same kernels (bench/machine.py), and
+    # CPU kernel choices: a run repeats another's figures only under the same kernels (rods_lab/experiments/machine.py), and
     # some processors need OpenBLAS's core type set or older builds compute wrong results
     "ATEN_CPU_CAPABILITY",
     "OPENBLAS_CORETYPE",

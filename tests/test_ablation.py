@@ -1,4 +1,4 @@
-"""The ablation table and its verdicts (bench.ablation), and the arms of `rods bench paper` (bench.arms)."""
+"""The ablation table and its verdicts (rods_lab.experiments.ablation), and the arms of `rods bench paper` (rods_lab.experiments.arms)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench.ablation import ablation_table, comparisons, landing_by_run, markdown_table
-from bench.arms import ABLATIONS, arm_overrides, estimate_s, is_complete, measured_s, parse_arms, plan_arms
+from rods_lab.experiments.ablation import ablation_table, comparisons, landing_by_run, markdown_table
+from rods_lab.experiments.arms import (
+    ABLATIONS,
+    arm_overrides,
+    estimate_s,
+    is_complete,
+    measured_s,
+    parse_arms,
+    plan_arms,
+)
 
 
 def _runs(values: dict[str, list[tuple[float, float]]]) -> pd.DataFrame:
@@ -113,7 +121,7 @@ def test_comparisons_with_fewer_than_three_runs_a_side_are_not_decided():
 def test_a_restart_on_a_folder_of_another_design_is_refused_before_any_run(tmp_path):
     import json
 
-    from bench.arms import run
+    from rods_lab.experiments.arms import run
 
     (tmp_path / "manifest.json").write_text(json.dumps({"settings": {"budget": 96, "max_steps": 2}, "runs": []}))
     with pytest.raises(ValueError, match="another design \\(budget, config, sets, max_steps"):

@@ -1,4 +1,4 @@
-"""Benchmark aggregation (bench.experiments), the step-overhead statistics, and `rods bench curriculum`.
+"""Benchmark aggregation (rods_lab.experiments.results), the step-overhead statistics, and `rods bench curriculum`.
 
 The synthetic runs are written with the real EventLog, so the tests go through the same Parquet
 files and DuckDB queries as a training run's report.
@@ -13,7 +13,9 @@ import statistics
 import pytest
 import yaml
 
-from bench.experiments import (
+from bench.step_overhead import overhead
+from rods_core.statistics import t_interval
+from rods_lab.experiments.results import (
     RUN_METRICS,
     discover_runs,
     goal_checks,
@@ -25,8 +27,6 @@ from bench.experiments import (
     share_ratio,
     variance_ratio,
 )
-from bench.step_overhead import overhead
-from rods_core.statistics import t_interval
 from storage.events import EventLog
 
 
@@ -264,7 +264,7 @@ def test_the_share_ratio_pairs_run_levels_by_seed_and_more_steps_do_not_narrow_i
     autocorrelated steps) does not shrink the interval the way resampling steps as independent draws did."""
     import pandas as pd
 
-    from bench.experiments import Frames
+    from rods_lab.experiments.results import Frames
 
     def frames(repeat: int) -> Frames:
         shares = {"rods": [[0.6, 0.7], [0.4, 0.5], [0.8, 0.8]], "static": [[0.3, 0.3], [0.2, 0.3], [0.4, 0.4]]}
@@ -280,7 +280,7 @@ def test_the_share_ratio_pairs_run_levels_by_seed_and_more_steps_do_not_narrow_i
 
 
 def test_variant_landing_reads_each_variants_first_probe(tmp_path):
-    from bench.experiments import landing_table, variant_landing
+    from rods_lab.experiments.results import landing_table, variant_landing
     from storage.events import EventLog
     from storage.reader import RunReader
 
@@ -317,7 +317,7 @@ def test_variant_landing_reads_each_variants_first_probe(tmp_path):
 def test_findings_tell_an_unrecorded_run_from_a_bad_exit_after_every_step():
     import pandas as pd
 
-    from bench.curriculum_report import findings
+    from rods_lab.experiments.curriculum_report import findings
 
     settings = {"methods": ["rods", "static"], "repeats": 1, "max_steps": 30}
     meta = [{"run": "rods_r0", "status": "failed (1)"}, {"run": "static_r0", "status": "failed (1)"}]
@@ -348,7 +348,7 @@ def _experiment(folder, seeds, shares, extra=None):
 
 
 def test_pooling_two_experiments_of_one_design_gives_one_experiment_of_their_repeats(tmp_path):
-    from bench.curriculum_bench import pool_runs
+    from rods_lab.experiments.runner import pool_runs
 
     a = _experiment(tmp_path / "a", [0], {"rods": [[0.2, 0.4, 0.6, 0.8]], "static": [[0.3, 0.3, 0.2, 0.2]]})
     b = _experiment(tmp_path / "b", [1, 2], {"rods": [[0.2, 0.4, 0.5, 0.7], [0.1, 0.1, 0.9, 0.9]],
@@ -366,7 +366,7 @@ def test_pooling_two_experiments_of_one_design_gives_one_experiment_of_their_rep
 
 
 def test_pooling_refuses_a_seed_used_twice_another_design_and_a_used_folder(tmp_path):
-    from bench.curriculum_bench import pool_runs
+    from rods_lab.experiments.runner import pool_runs
 
     shares = {"rods": [[0.5] * 4], "static": [[0.5] * 4]}
     a, b = _experiment(tmp_path / "a", [0], shares), _experiment(tmp_path / "b", [0], shares)
@@ -391,8 +391,8 @@ def test_pooling_takes_chosen_methods_from_a_folder_and_names_the_settings_that_
     """A method's runs reused from an earlier experiment (FOLDER:method) beside methods rerun under changed
     settings: pooled per method with the same seeds, the changed settings listed; mixed settings within one
     method, and methods with different seeds, are refused."""
-    from bench.curriculum_bench import parse_source, pool_runs
-    from bench.curriculum_report import differing_lines
+    from rods_lab.experiments.curriculum_report import differing_lines
+    from rods_lab.experiments.runner import parse_source, pool_runs
 
     assert parse_source("x/a:rods,static") == (tmp_path.__class__("x/a"), ["rods", "static"])
     assert parse_source("x/b:c") == (tmp_path.__class__("x/b:c"), None)  # not methods: part of the name

@@ -8,13 +8,13 @@ import time
 
 from polling import wait_until
 
-from bench.curriculum_bench import ensure_model_once
 from rods_core.config import RunConfig
 from rods_core.policy.build import build_lock, build_processes, lock_holder, lock_path, usable_cores
 from rods_core.policy.tiny import read_card
 from rods_lab.configs import build_config
 from rods_lab.identity import local
 from rods_lab.launch import launch_pair
+from rods_lab.model_build import build_before_runs
 from rods_lab.paths import AppPaths
 from rods_lab.status import run_status
 from storage.build_progress import read_build_progress
@@ -94,6 +94,6 @@ def test_the_bench_builds_the_model_its_runs_would_build(tmp_path):
     # bench's own process made another model than a run of the same config does.
     model = tmp_path / "models" / "tiny-fast"
     cfg = RunConfig.model_validate(smoke_config(tmp_path, model, **FAST_BUILD, **{"compute.processes": 2}))
-    ensure_model_once(cfg, tmp_path / "experiment", log=lambda *_: None)
+    build_before_runs(cfg, tmp_path / "experiment" / "configs" / "model-build.yaml", log=lambda *_: None)
     (sft,) = [s for s in read_card(model)["stages"] if s["stage"] == "sft"]
     assert sft["sft/processes"] == 2

@@ -1,4 +1,4 @@
-"""Pool churn (bench.churn) on synthetic buffer events, groups and step rows."""
+"""Pool churn (rods_lab.experiments.churn) on synthetic buffer events, groups and step rows."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from bench.churn import churn_methods, churn_runs, depletion, groups_before_retirement, retired_per_step
+from rods_lab.experiments.churn import churn_methods, churn_runs, depletion, groups_before_retirement, retired_per_step
 
 
 def _buffer(run: str, method: str, events: list[tuple]) -> pd.DataFrame:

@@ -1,4 +1,4 @@
-"""Sample-efficiency curves and the cost to reach a target (bench.efficiency), on synthetic frames."""
+"""Sample-efficiency curves and the cost to reach a target (rods_lab.experiments.efficiency), on synthetic frames."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.efficiency import (
+from rods_lab.experiments.efficiency import (
     at_equal_cost,
     attach_costs,
     curve_band,

@@ -12,10 +12,10 @@ import sys
 import pytest
 import yaml
 
-from bench import arms
-from bench.arms import offline_file, run
-from bench.experiments_heldout import SCORES, HeldOutSpec, load, parse_spec, sha256
-from bench.machine import cpu_kernels
+from rods_lab.experiments import arms
+from rods_lab.experiments.arms import offline_file, run
+from rods_lab.experiments.heldout import SCORES, HeldOutSpec, load, parse_spec, sha256
+from rods_lab.experiments.machine import cpu_kernels
 from storage.reader import RunReader
 from tests.app_helpers import smoke_config
 
@@ -59,7 +59,7 @@ def test_an_experiment_shares_its_held_out_sets_scores_every_checkpoint_and_runs
     (meta,) = [m for m in manifest["runs"] if m["run"] == "offline_small_r0"]
     offline = [json.loads(line) for line in offline_file(out, "offline_small", 0).read_text().splitlines()]
     assert meta["offline"]["made"] == len(offline) - 6 and meta["offline"]["asked"] >= 1
-    from bench.paper_report import write
+    from rods_lab.experiments.report import write
 
     text = (write(out, tmp_path / "report", png=False, log=lambda *_: None) / "summary.md").read_text()
     assert (
@@ -152,7 +152,7 @@ def test_only_runs_the_named_runs_of_the_plan_and_lists_the_others_as_not_run(tm
 
 
 def test_cpu_kernels_names_the_instruction_set_torch_dispatches_to_and_follows_its_cap():
-    code = "from bench.machine import cpu_kernels; print(cpu_kernels())"
+    code = "from rods_lab.experiments.machine import cpu_kernels; print(cpu_kernels())"
     env = {**os.environ, "ATEN_CPU_CAPABILITY": "default"}
     capped = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert capped.stdout.strip() == "DEFAULT"  # the portable kernels, on any machine

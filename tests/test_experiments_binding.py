@@ -1,4 +1,4 @@
-"""Binding checks of the ablations (bench.experiments_binding) on synthetic frames: the demo design's no-ops
+"""Binding checks of the ablations (rods_lab.experiments.binding) on synthetic frames: the demo design's no-ops
 (single_layer with streaks of 1 and no staleness within the run; no_budget with P_max never reached) are said
 to be no-ops, an ablation that fired binds, and runs identical to rods' on every seed are a no-op."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.experiments_binding import binding_checks, identical_to_rods
+from rods_lab.experiments.binding import binding_checks, identical_to_rods
 
 RODS = {
     "method": "rods",
@@ -74,7 +74,7 @@ def test_runs_identical_to_rods_on_every_seed_or_an_equal_config_are_no_ops():
 
 
 def test_the_ablation_table_marks_a_no_op_arm():
-    from bench.ablation import display_table
+    from rods_lab.experiments.ablation import display_table
 
     table = pd.DataFrame(
         [{"arm": a, "runs": 4, **{f"{m}{x}": v for m in ("informative_share_last_half",) for x, v in (("", 0.5), ("_ci95", 0.1))}}

@@ -1,4 +1,4 @@
-"""An experiment's held-out sets (bench.experiments_heldout): exactly the size asked or a stop with the yields,
+"""An experiment's held-out sets (rods_lab.experiments.heldout): exactly the size asked or a stop with the yields,
 saved and hashed, read back only unchanged; training tasks checked against them by content, and a run rejecting
 a synthesized variant that equals one (synthesis.exclude)."""
 
@@ -8,11 +8,11 @@ import json
 
 import pytest
 
-from bench.experiments_heldout import HeldOutShort, HeldOutSpec, build, collisions, exclude_files, load
 from rods_core.config import RunConfig, SynthesisConfig
 from rods_core.policy.demo import demo_seeds
 from rods_core.seeds import split_of
 from rods_core.tasksets import eval_tasks
+from rods_lab.experiments.heldout import HeldOutShort, HeldOutSpec, build, collisions, exclude_files, load
 
 SPEC = HeldOutSpec(h1_per_seed=5, h2_seeds=2, h2_per_seed=3, h3=6, seed=1)
 
@@ -107,7 +107,7 @@ def test_a_run_evaluates_on_the_file_and_rejects_a_variant_equal_to_a_held_out_t
 def test_transfer_reads_each_runs_last_checkpoint_and_pairs_it_with_static_by_seed():
     import pandas as pd
 
-    from bench.paper_heldout import synthesized, transfer
+    from rods_lab.experiments.heldout_report import synthesized, transfer
 
     rows = []
     for arm, effect in (("static", 0.0), ("rods", 0.05)):

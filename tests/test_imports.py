@@ -1,6 +1,7 @@
 """Imports go one way, with no cycles, and modules stay readable: every first-party file's imports (top level,
 inside functions, under TYPE_CHECKING, relative) are read with `ast` and checked against the layering
-rods_core < storage < bench < rods_lab < app (app.py, pages/); tests/ are exempt."""
+rods_core < storage < rods_lab < app (app.py, pages/) < bench; tests/ are exempt. bench/ holds the scripts that
+print figures: they are run (`python -m bench.<script>`, `rods bench` does so), never imported by the project."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = {"rods_core": 0, "storage": 1, "bench": 2, "rods_lab": 3, "app": 4, "pages": 4}
+LAYERS = {"rods_core": 0, "storage": 1, "rods_lab": 2, "app": 3, "pages": 3, "bench": 4}
 LIBRARY_NEVER = ("streamlit", "plotly")  # rods_core draws and serves nothing
 MAX_MODULE_LINES, MAX_FUNCTION_LINES = 500, 80
 LENGTH_REASON = "Length:"  # why a module (its docstring) or one function (its docstring or def line) is long
@@ -129,9 +130,42 @@ def long_without_reason(root: Path) -> list[str]:
     return out
 
 
+def imports_of_bench(root: Path) -> list[str]:
+    """'file:line: a -> bench.x' for each first-party module outside bench/ (tests/ are not read) that imports bench."""
+    files = module_files(root)
+    return [
+        f"{path.relative_to(root)}:{line}: {module} -> {target}"
+        for module, path in files.items()
+        if layer_of(module) != LAYERS["bench"]
+        for line, target in imports_of(module, path, set(files))
+        if target.split(".")[0] == "bench"
+    ]
+
+
 def test_imports_follow_the_layering():
     bad = layering_violations(ROOT)
-    assert not bad, "imports against rods_core < storage < bench < rods_lab < app:\n" + "\n".join(bad)
+    assert not bad, "imports against rods_core < storage < rods_lab < app < bench:\n" + "\n".join(bad)
+
+
+def test_nothing_imports_bench():
+    """bench/ is scripts that print figures: the lab runs them (`python -m bench.<script>`), never imports them."""
+    bad = imports_of_bench(ROOT)
+    assert not bad, "first-party modules importing bench (run the script, or move the code into the lab):\n" + (
+        "\n".join(bad)
+    )
+
+
+def test_the_bench_check_sees_an_import_inside_a_function(tmp_path):
+    root = _tree(
+        tmp_path,
+        {
+            "bench/__init__.py": "",
+            "bench/b.py": "from rods_lab import r\n",
+            "rods_lab/__init__.py": "",
+            "rods_lab/r.py": "def f():\n    from bench import b\n",
+        },
+    )
+    assert imports_of_bench(root) == ["rods_lab/r.py:2: rods_lab.r -> bench.b"]
 
 
 def test_no_import_cycles():

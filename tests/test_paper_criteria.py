@@ -1,4 +1,4 @@
-"""The learning-pool design's pre-registered criteria (bench.paper_criteria) on synthetic run tables whose right
+"""The learning-pool design's pre-registered criteria (rods_lab.experiments.criteria) on synthetic run tables whose right
 verdict is known: every verdict reachable (supported, refuted, inconclusive, not evaluable; the gate holding and
 failing), the gate said beside a verdict and never blocking it, and a pilot of rods and static at K = 2 deciding only the gate."""
 
@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.paper_criteria import GATE_RISE, criteria, gate, markdown, side_checks
+from rods_lab.experiments.criteria import GATE_RISE, criteria, gate, markdown, side_checks
 
 STEPS = 11  # evaluations at steps 0, 10, ..., 100 of 48 trajectories a step
 

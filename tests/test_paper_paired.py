@@ -1,4 +1,4 @@
-"""Paired views of held-out progress (bench.paper_paired) on synthetic frames: the per-seed difference curve and its
+"""Paired views of held-out progress (rods_lab.experiments.paired) on synthetic frames: the per-seed difference curve and its
 paired t band, which arms are read against which reference, and the distinct synthesized tasks by each evaluation."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from bench.paper_paired import distinct_tasks, paired_curve, paired_curves, reference_pairs
+from rods_lab.experiments.paired import distinct_tasks, paired_curve, paired_curves, reference_pairs
 
 
 def _evals(curves: dict[tuple[str, int], list[float]]) -> pd.DataFrame:

@@ -10,10 +10,11 @@ import shutil
 import pytest
 import yaml
 
-from bench import arms, replicates, run_summaries
-from bench.arms import plan_arms, run
-from bench.experiments_heldout import HeldOutSpec, parse_spec
-from bench.pool_criteria import areas
+from rods_lab.experiments import arms, replicates
+from rods_lab.experiments import summaries as run_summaries
+from rods_lab.experiments.arms import plan_arms, run
+from rods_lab.experiments.heldout import HeldOutSpec, parse_spec
+from rods_lab.experiments.pool_criteria import areas
 from tests.app_helpers import smoke_config
 
 POOL = {"seeds.limit": None, "seeds.random": {"n": 3}}

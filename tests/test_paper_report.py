@@ -10,12 +10,12 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from bench.arms import ABLATIONS
-from bench.curriculum_report import band_figure
-from bench.paper_frames import arm_of, load_paper
-from bench.paper_report import write
 from rods_core.config import METHODS
 from rods_lab.cli import app
+from rods_lab.experiments.arms import ABLATIONS
+from rods_lab.experiments.curriculum_report import band_figure
+from rods_lab.experiments.paper_frames import arm_of, load_paper
+from rods_lab.experiments.report import write
 from storage.events import EventLog
 
 
@@ -107,7 +107,7 @@ def test_paper_commands_refuse_bad_input_with_exit_code_2(tmp_path):
 
 
 def test_paper_folders_of_one_design_pool_with_each_ablation_numbered_apart_from_rods(tmp_path):
-    from bench.curriculum_bench import pool_runs
+    from rods_lab.experiments.runner import pool_runs
 
     settings = {"config": "c.yaml", "budget": 40, "max_steps": 4, "eval_every": 2, "trajectories_per_step": 10,
                 "sets": {}, "methods": ["rods", "single_layer"], "repeats": 1}  # fmt: skip

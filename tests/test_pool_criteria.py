@@ -1,4 +1,4 @@
-"""The pool-replicates design's primary outcome and P1-P3 (bench.pool_criteria) on synthetic replicates: the
+"""The pool-replicates design's primary outcome and P1-P3 (rods_lab.experiments.pool_criteria) on synthetic replicates: the
 area, support, refutation, inconclusive, the interim stop and its continuation, Holm within P1-P3 alone."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from bench.pool_criteria import (
+from rods_core.statistics import holm, paired_t
+from rods_lab.experiments.pool_criteria import (
     FINAL_ALPHA,
     areas,
     evaluate,
@@ -18,7 +19,6 @@ from bench.pool_criteria import (
     progress_area,
     run_length,
 )
-from rods_core.statistics import holm, paired_t
 
 
 def test_progress_area_is_the_mean_rise_over_the_evaluations_after_step_0():

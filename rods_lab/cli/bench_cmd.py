@@ -1,7 +1,12 @@
-"""`rods bench ...`: benchmarks that print figures (never asserted in tests)."""
+"""`rods bench ...`: the lab's experiments (rods_lab.experiments) and the benchmarks that print figures; those are
+scripts under bench/, run as `python -m bench.<script>` (nothing imports bench), so their figures are never
+asserted in tests."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import typer
@@ -11,15 +16,22 @@ from rods_lab.cli._common import emit_json, fail
 app = typer.Typer(no_args_is_help=True, help="Benchmarks: environment, store, synthesis, buffer, training.")
 
 
+def run_script(script: str, *args: str) -> str:
+    """Run the benchmark script bench/<script>.py (`python -m bench.<script> ARGS`) and return what it printed on
+    stdout; its stderr (progress, libraries' chatter) passes through. Its exit code is this command's on failure."""
+    done = subprocess.run([sys.executable, "-m", f"bench.{script}", *args], stdout=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        fail(f"`python -m bench.{script}` exited with code {done.returncode} (its output is above)", done.returncode)
+    return done.stdout
+
+
 @app.command("env")
 def env(repeats: int = typer.Option(3, min=1, help="take the best of this many passes")) -> None:
     """Tool calls per second on one core and ms per task for replay + check.
 
     Example: rods bench env
     """
-    from bench.env_bench import run
-
-    emit_json(run(repeats))
+    emit_json(json.loads(run_script("env_bench", "--repeats", str(repeats))))
 
 
 @app.command("curriculum")
@@ -37,8 +49,8 @@ def curriculum(
 
     Example: rods bench curriculum --budget 360 --methods rods,static --repeats 2
     """
-    from bench.curriculum_bench import parse_methods, run
     from rods_core.config import ConfigError, parse_overrides
+    from rods_lab.experiments.runner import parse_methods, run
 
     try:
         folder = run(
@@ -62,8 +74,8 @@ def demo(
 
     Example: rods bench demo --repeats 4 --seed 3000
     """
-    from bench.demo_check import report, run
     from rods_core.config import ConfigError, parse_overrides
+    from rods_lab.experiments.demo import report, run
 
     try:
         if report_only is not None:
@@ -80,7 +92,7 @@ def curriculum_report(folder: Path = typer.Argument(..., help="a bench/results/c
 
     Example: rods bench curriculum-report bench/results/curriculum/20260101-120000
     """
-    from bench.curriculum_bench import report_again
+    from rods_lab.experiments.runner import report_again
 
     try:
         report_again(folder, log=typer.echo)
@@ -105,7 +117,7 @@ def curriculum_pool(
     Reuse one method's runs while the others are rerun under changed settings (the report lists every
     setting that differs between methods): rods bench curriculum-pool NEW OLD:static
     """
-    from bench.curriculum_bench import pool
+    from rods_lab.experiments.runner import pool
 
     try:
         folder = pool(sources, out, log=typer.echo)
@@ -119,7 +131,7 @@ def paper(
     budget: int = typer.Option(..., min=1, help="trajectories per run (max_steps = budget // (tasks x rollouts))"),
     arms: str = typer.Option(
         "rods,static,uniform_parents,direct_injection,single_layer,no_budget,paper_streaks",
-        help="comma-separated arms: methods, and ablations of rods (bench/arms.py ABLATIONS)",
+        help="comma-separated arms: methods, and ablations of rods (rods_lab/experiments/arms.py ABLATIONS)",
     ),
     repeats: int = typer.Option(4, min=1, help="random seeds per arm (K); repeat k of every arm uses seed base+k"),
     config: Path = typer.Option(Path("configs/demo-cpu.yaml"), "--config", "-c", help="the base run config"),
@@ -133,7 +145,7 @@ def paper(
         "h1=8,h2=16x4,h3=100",
         help="held-out sets made once and shared by every run (of a repeat, with --pool-seed-base): H1 variants per "
         "pool seed, H2 seeds x variants outside the pool (h1b=16x4: only parents the warm start scores above 0), "
-        "H3 test-split tasks (bench/experiments_heldout.py); none = the config's eval",
+        "H3 test-split tasks (rods_lab/experiments/heldout.py); none = the config's eval",
     ),
     only: str = typer.Option(
         None, help="comma-separated run ids of the plan (e.g. static_r1) to run now; the others are left as they are"
@@ -157,10 +169,10 @@ def paper(
     Replicates with pools of their own, summaries kept: rods bench paper --budget 1440 --arms rods,static
     --repeats 16 --pool-seed-base 1000 --set seeds.ids=null --set seeds.random.n=16 --summaries runs/
     """
-    from bench.arms import parse_arms, run
-    from bench.experiments_heldout import parse_spec
-    from bench.paper_report import write
     from rods_core.config import ConfigError, parse_overrides
+    from rods_lab.experiments.arms import parse_arms, run
+    from rods_lab.experiments.heldout import parse_spec
+    from rods_lab.experiments.report import write
 
     try:
         spec = parse_spec(heldout)
@@ -186,7 +198,7 @@ def pool_criteria(
 
     Example: rods bench pool-criteria docs/experiments/pool-replicates/runs
     """
-    from bench.pool_criteria import from_summaries, markdown
+    from rods_lab.experiments.pool_criteria import from_summaries, markdown
 
     try:
         result = from_summaries(summaries, look)
@@ -203,7 +215,7 @@ def pilot_length(
 
     Example: rods bench pilot-length docs/experiments/pool-replicates/pilot-runs
     """
-    from bench.pool_criteria import length_from_summaries
+    from rods_lab.experiments.pool_criteria import length_from_summaries
 
     try:
         emit_json(length_from_summaries(summaries))
@@ -221,7 +233,7 @@ def paper_report(
 
     Example: rods bench paper-report bench/results/paper/a --out docs/experiments/cpu-paper
     """
-    from bench.paper_report import write
+    from rods_lab.experiments.report import write
 
     try:
         target = write(folder, out or Path("docs/experiments") / Path(folder).name, png=png, log=typer.echo)
@@ -245,14 +257,9 @@ def systems(
 
     Example: rods bench systems --json
     """
-    import contextlib
-    import sys
-
-    from bench.systems_bench import run
-
-    with contextlib.redirect_stdout(sys.stderr):  # TRL prints its step logs; stdout carries only the report
-        report = run(config, steps=steps, model=model, quick=quick, log=lambda m: typer.echo(m, err=True))
-    emit_json(report["json"]) if as_json else typer.echo(report["markdown"])
+    args = ["--config", str(config), "--steps", str(steps), *(["--model", str(model)] if model else [])]
+    out = run_script("systems_bench", *args, *(["--quick"] if quick else []), *(["--json"] if as_json else []))
+    emit_json(json.loads(out)) if as_json else typer.echo(out, nl=False)
 
 
 @app.command("store")
@@ -266,6 +273,5 @@ def bench_store(
 
     Example: rods bench store --rows 1000000
     """
-    from bench.store_bench import run
-
-    emit_json(run(rows=rows, tasks_per_step=tasks_per_step, step_s=step_s, out=out))
+    args = ["--rows", str(rows), "--tasks-per-step", str(tasks_per_step), "--step-s", str(step_s), "--out", str(out)]
+    emit_json(json.loads(run_script("store_bench", *args)))

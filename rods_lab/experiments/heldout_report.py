@@ -1,6 +1,6 @@
 """The report's held-out part: the sets (sizes and hashes), held-out collisions per arm, transfer (H2, H3 at the
 last checkpoint, paired against static by run seed), the distinct synthesized tasks each arm trained on, and
-whether each ablation bound. Pure functions over bench.paper_frames.PaperFrames and the experiment's manifest.
+whether each ablation bound. Pure functions over rods_lab.experiments.paper_frames.PaperFrames and the experiment's manifest.
 """
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import math
 
 import pandas as pd
 
-from bench.experiments import fmt_ci
-from bench.experiments_binding import Binding
-from bench.experiments_stats import compare
 from rods_core.statistics import t_interval
+from rods_lab.experiments.binding import Binding
+from rods_lab.experiments.comparisons import compare
+from rods_lab.experiments.results import fmt_ci
 
 
 def transfer(scores: pd.DataFrame) -> list[dict]:

@@ -4,8 +4,8 @@ arm with a paired band, progress against distinct synthesized tasks, static's de
 ablation table; each as PNG plus the JSON of the numbers behind it, and summary.md / summary.json with every
 interval, the pre-registered criteria's verdicts, the sizes of every set and the machine's load as each run started.
 
-Composition only: the numbers come from bench.efficiency, bench.churn, bench.ablation, bench.paper_paired,
-bench.paper_criteria and bench.paper_sizes; plotting and PNG export reuse bench.curriculum_report (band_figure,
+Composition only: the numbers come from rods_lab.experiments.efficiency, rods_lab.experiments.churn, rods_lab.experiments.ablation, rods_lab.experiments.paired,
+rods_lab.experiments.criteria and rods_lab.experiments.sizes; plotting and PNG export reuse rods_lab.experiments.curriculum_report (band_figure,
 export_pngs).
 """
 
@@ -19,22 +19,30 @@ from pathlib import Path
 import pandas as pd
 import plotly.graph_objects as go
 
-from bench.ablation import ablation_table, comparisons, display_table, markdown_table
-from bench.churn import CHURN_METRICS, churn_methods, churn_runs, depletion
-from bench.curriculum_report import band_figure, export_pngs
-from bench.efficiency import COST_AXES, at_equal_cost, attach_costs, curve_band, describe_reach, eval_cost, reach_table
-from bench.experiments import fmt_ci, run_table
-from bench.experiments_binding import binding_checks
-from bench.experiments_offline import OFFLINE_ARMS
-from bench.paper_criteria import criteria, side_checks
-from bench.paper_criteria import markdown as criteria_markdown
-from bench.paper_frames import PaperFrames, evals_with_times, load_paper
-from bench.paper_heldout import bindings_data, synthesized, transfer
-from bench.paper_heldout import markdown as heldout_markdown
-from bench.paper_paired import distinct_tasks, paired_curves
-from bench.paper_sizes import loads, sizes
-from bench.paper_sizes import markdown as sizes_markdown
 from rods_core.statistics import t_interval
+from rods_lab.experiments.ablation import ablation_table, comparisons, display_table, markdown_table
+from rods_lab.experiments.binding import binding_checks
+from rods_lab.experiments.churn import CHURN_METRICS, churn_methods, churn_runs, depletion
+from rods_lab.experiments.criteria import criteria, side_checks
+from rods_lab.experiments.criteria import markdown as criteria_markdown
+from rods_lab.experiments.curriculum_report import band_figure, export_pngs
+from rods_lab.experiments.efficiency import (
+    COST_AXES,
+    at_equal_cost,
+    attach_costs,
+    curve_band,
+    describe_reach,
+    eval_cost,
+    reach_table,
+)
+from rods_lab.experiments.heldout_report import bindings_data, synthesized, transfer
+from rods_lab.experiments.heldout_report import markdown as heldout_markdown
+from rods_lab.experiments.offline import OFFLINE_ARMS
+from rods_lab.experiments.paired import distinct_tasks, paired_curves
+from rods_lab.experiments.paper_frames import PaperFrames, evals_with_times, load_paper
+from rods_lab.experiments.results import fmt_ci, run_table
+from rods_lab.experiments.sizes import loads, sizes
+from rods_lab.experiments.sizes import markdown as sizes_markdown
 from storage.export import json_safe
 
 
@@ -106,7 +114,7 @@ def table_figure(shown: pd.DataFrame, comps: list[dict], title: str) -> go.Figur
 
 def paired_figures(ev: pd.DataFrame, note: str) -> tuple[dict[str, go.Figure], dict[str, list]]:
     """Per reference arm (static, each offline arm): every other arm's per-seed difference in held-out progress
-    at each evaluation step, with the paired t 95% band (bench.paper_paired)."""
+    at each evaluation step, with the paired t 95% band (rods_lab.experiments.paired)."""
     figs, data = {}, {}
     for ref, curve in paired_curves(ev).items():
         name = f"paired_progress_vs_{ref}"
@@ -278,7 +286,7 @@ def markdown(data: dict, figures: list[str]) -> str:
         f"Arms {', '.join(s.get('arms') or s.get('methods') or [])}; K = {s.get('repeats')}; "
         f"{s.get('max_steps')} steps x {s.get('trajectories_per_step')} trajectories per run; "
         f"held-out evaluation every {s.get('eval_every')} steps; machine {data['machine']}.",
-        *(  # what else fixes every run's floats (recorded since the restart check; bench/arms.py)
+        *(  # what else fixes every run's floats (recorded since the restart check; rods_lab/experiments/arms.py)
             [f"Model `{s['model']}`, weights sha256 `{s['model_sha256']}`; torch's CPU kernels {s['cpu_kernels']}."]
             if s.get("model_sha256")
             else []

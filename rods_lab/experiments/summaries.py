@@ -18,19 +18,19 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.experiments_heldout import SCORES
-from bench.experiments_offline import rods_distinct_variants
-from bench.paper_audit import audit, training_tasks
-from bench.replicates import Replicate
 from rods_core.config import RunConfig
 from rods_core.reasons import OfferReason
+from rods_lab.experiments.audit import audit, training_tasks
+from rods_lab.experiments.heldout import SCORES
+from rods_lab.experiments.offline import rods_distinct_variants
+from rods_lab.experiments.replicates import Replicate
 from storage.reader import RunReader
 
 VERSION = 1
 REQUIRED = ("version", "run", "arm", "replicate", "config_hash", "status", "evaluations")
 _OUT_PATHS = ("output_dir", "workspace")
 _EXPERIMENT_PATHS = (("eval", "file"), ("seeds", "file"))
-CODE_ROOT = Path(__file__).resolve().parents[1]  # the checkout whose code the runs ran
+CODE_ROOT = Path(__file__).resolve().parents[2]  # the checkout whose code the runs ran
 
 
 def config_hash(cfg: RunConfig, out: Path) -> str:

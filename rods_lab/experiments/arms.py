@@ -2,8 +2,8 @@
 x K repeats on one trajectory budget, with a time estimate up front and a restart that skips finished runs.
 
 An arm is a method plus run-config overrides; a run is named after its arm (config `name`, run id
-<arm>_r<k>), so the report (bench/paper_report.py) tells the ablations of rods apart. Runs reuse
-`rods bench curriculum`'s plans and launcher (bench/curriculum_bench.py): seed base+k for repeat k of every
+<arm>_r<k>), so the report (rods_lab/experiments/report.py) tells the ablations of rods apart. Runs reuse
+`rods bench curriculum`'s plans and launcher (rods_lab/experiments/runner.py): seed base+k for repeat k of every
 arm, one `rods train` subprocess per run, one after another. Restarting the command on the same folder keeps
 every run whose event log holds all its steps and reruns the others from scratch.
 """
@@ -18,15 +18,16 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bench import run_summaries
-from bench.curriculum_bench import design_settings, ensure_model_once, launch, plan_steps, run_configs
-from bench.experiments import EXPERIMENTS
-from bench.experiments_heldout import SCORES, HeldOutSpec, same_spec, score_checkpoints, sha256
-from bench.experiments_offline import OFFLINE_ARMS, offline_m, offline_variants, write_offline_seeds
-from bench.machine import cpu_kernels
-from bench.replicates import Replicate, Replicates, heldout_folder, with_heldout, with_pool_seed
 from rods_core.checkpoint import checkpoint_step, last_checkpoint
 from rods_core.config import METHODS, RunConfig
+from rods_lab.experiments import summaries as run_summaries
+from rods_lab.experiments.heldout import SCORES, HeldOutSpec, same_spec, score_checkpoints, sha256
+from rods_lab.experiments.machine import cpu_kernels
+from rods_lab.experiments.offline import OFFLINE_ARMS, offline_m, offline_variants, write_offline_seeds
+from rods_lab.experiments.replicates import Replicate, Replicates, heldout_folder, with_heldout, with_pool_seed
+from rods_lab.experiments.results import EXPERIMENTS
+from rods_lab.experiments.runner import design_settings, launch, plan_steps, run_configs
+from rods_lab.model_build import build_before_runs
 from storage.reader import RunReader
 
 # Ablations of rods: each changes one decision of the method, by one config flag (default: rods as shipped).
@@ -66,7 +67,7 @@ class RunOptions:
 
 def parse_arms(text: str) -> list[str]:
     """Arms from a comma list: methods (rods_core.config.METHODS), ablations of rods (ABLATIONS) and the offline
-    baselines (bench.experiments_offline.OFFLINE_ARMS)."""
+    baselines (rods_lab.experiments.offline.OFFLINE_ARMS)."""
     arms = [a.strip() for a in text.split(",") if a.strip()]
     known = (*METHODS, *ABLATIONS, *OFFLINE_ARMS)
     bad = [a for a in arms if a not in known]
@@ -94,7 +95,7 @@ def plan_arms(
     pool_seed_base: int | None = None,
 ) -> list[tuple[str, str, int, RunConfig]]:
     """(run id, arm, repeat, config) of every run, validated before any starts (a bad flag fails here). With
-    `heldout`, runs use the held-out sets of their repeat (bench.replicates.heldout_folder) and keep a checkpoint
+    `heldout`, runs use the held-out sets of their repeat (rods_lab.experiments.replicates.heldout_folder) and keep a checkpoint
     at each evaluation; with `pool_seed_base`, repeat k of every arm draws its pool by seed pool_seed_base + k."""
     plans = []
     for arm in arms:
@@ -183,8 +184,8 @@ def run(
     `heldout`, held-out sets are made once (or read back, hash-checked), every run is evaluated on H1 in-run and
     each of its checkpoints on the other sets after it: the experiment's sets, made before any run, or with
     `pool_seed_base` each repeat's own pool (seeds.random.seed = pool_seed_base + k) and sets, made before its
-    first run (bench/replicates.py). With `summaries`, each finished run's summary is written there and a run
-    whose summary is there and valid is skipped (bench/run_summaries.py). `offline_large_ratio`: offline_large's M
+    first run (rods_lab/experiments/replicates.py). With `summaries`, each finished run's summary is written there and a run
+    whose summary is there and valid is skipped (rods_lab/experiments/summaries.py). `offline_large_ratio`: offline_large's M
     is that many times rods' M of the same repeat (default: OFFLINE_LARGE_PER_SEED variants per seed)."""
     opts = RunOptions(pool_seed_base, summaries, offline_large_ratio)
     sets = dict(sets or {})
@@ -226,7 +227,7 @@ def run(
     changed = [k for k in RESTART_SAME if recorded and recorded.get(k) != settings.get(k)]
     if changed:
         raise ValueError(f"{out}: holds runs of another design ({', '.join(changed)} differ); give a new --out")
-    ensure_model_once(plans[0][3], out, log)
+    build_before_runs(plans[0][3], out / "configs" / "model-build.yaml", log)
     model = Path(plans[0][3].model.path)
     settings |= {"model": str(model), "model_sha256": weights_sha256(model), "cpu_kernels": cpu_kernels()}
     check_repeatable(before["settings"], settings, out)
@@ -314,7 +315,7 @@ def finish_cut_short(
 def write_summary(
     out: Path, run_id: str, cfg: RunConfig, meta: dict, rep: Replicate, summaries: Path, settings: dict
 ) -> None:
-    """A finished run's summary into `summaries` (bench/run_summaries.py)."""
+    """A finished run's summary into `summaries` (rods_lab/experiments/summaries.py)."""
     if meta.get("status") == "finished":
         summary = run_summaries.summarize(out / "runs" / run_id, cfg, meta, rep, out, settings)
         run_summaries.write(summaries, summary)
@@ -354,7 +355,7 @@ def weights_sha256(folder: Path) -> str | None:
 
 def check_repeatable(recorded: dict, now: dict, out: Path) -> None:
     """Refuse runs that could not repeat the folder's runs: another model (its weights' sha256) or another set of
-    torch's CPU kernels (bench/machine.py). A folder that recorded neither (older code) is not checked."""
+    torch's CPU kernels (rods_lab/experiments/machine.py). A folder that recorded neither (older code) is not checked."""
     problems = []
     if recorded.get("cpu_kernels") and recorded["cpu_kernels"] != now["cpu_kernels"]:
         problems.append(

@@ -12,12 +12,12 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from bench.arms import ABLATIONS
-from bench.experiments import Frames, RunRef, discover_runs, load_runs
-from bench.experiments_heldout import SCORES
-from bench.experiments_offline import OFFLINE_ARMS
 from rods_core.config import METHODS
 from rods_core.tasksets import HELDOUT_REASON
+from rods_lab.experiments.arms import ABLATIONS
+from rods_lab.experiments.heldout import SCORES
+from rods_lab.experiments.offline import OFFLINE_ARMS
+from rods_lab.experiments.results import Frames, RunRef, discover_runs, load_runs
 from storage.reader import RunReader
 
 

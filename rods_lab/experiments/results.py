@@ -1,6 +1,6 @@
 """Method comparisons over finished runs: load run folders into tidy tables, summarise, check the goals.
 
-Shared by `rods bench curriculum` (bench/curriculum_bench.py) and the app's Compare page, so both read
+Shared by `rods bench curriculum` (rods_lab/experiments/runner.py) and the app's Compare page, so both read
 the same numbers from the same event logs. A run is any folder with a `config.yaml` (written by
 `rods train`) and an `events/` log; its method and seed come from that config. Everything after
 `load_runs` is pure pandas over the tidy tables, so it can be tested on synthetic logs.

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import plotly.graph_objects as go
 
-from bench.experiments import (
+from rods_lab.experiments.results import (
     RUN_METRICS,
     Frames,
     fmt_ci,
@@ -32,7 +32,7 @@ _COLORS = {
     "dapo_filter": "#2ca02c",
     "uniform_synth": "#9467bd",
     "env_augment": "#ff7f0e",
-    # the ablations of bench.arms: one hue each, so seven arms stay apart in one figure
+    # the ablations of rods_lab.experiments.arms: one hue each, so seven arms stay apart in one figure
     "uniform_parents": "#17becf",
     "direct_injection": "#8c564b",
     "single_layer": "#e377c2",
@@ -242,7 +242,7 @@ def markdown(
     """summary.md's text.
 
     Length: the sections top to bottom, in the order the reader sees them."""
-    from bench.machine import markdown as machine_md
+    from rods_lab.experiments.machine import markdown as machine_md
 
     lines = [
         "# Curriculum benchmark: sample efficiency at an equal trajectory budget",

@@ -1,4 +1,4 @@
-"""The near-duplicate audit (bench.paper_audit): call items and function names of a task's ground truth, Jaccard
+"""The near-duplicate audit (rods_lab.experiments.audit): call items and function names of a task's ground truth, Jaccard
 similarity, each held-out task's nearest training task by each measure, and the distribution with its count at or
 above 0.8; table-driven on hand-made tasks."""
 
@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from bench.paper_audit import audit, below, call_items, distribution, function_names, jaccard, nearest
 from rods_core.policy.demo import demo_seeds
+from rods_lab.experiments.audit import audit, below, call_items, distribution, function_names, jaccard, nearest
 
 
 def task(tid: str, *turns: list[str]):

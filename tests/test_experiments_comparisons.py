@@ -1,4 +1,4 @@
-"""Paired and unpaired comparisons of two arms (bench.experiments_stats) and the ablation table's verdicts on
+"""Paired and unpaired comparisons of two arms (rods_lab.experiments.comparisons) and the ablation table's verdicts on
 synthetic data whose right answer is known: a textbook paired interval, a paired effect hidden by between-seed
 spread, identical differences that are no evidence at few seeds. The arithmetic itself: tests/test_statistics.py."""
 
@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.ablation import comparisons
-from bench.experiments_stats import compare, decide, paired, unpaired
+from rods_lab.experiments.ablation import comparisons
+from rods_lab.experiments.comparisons import compare, decide, paired, unpaired
 
 
 def test_paired_differences_give_the_textbook_interval_and_p():

@@ -2,7 +2,7 @@
 experiment's run table: the gate (static's held-out H1 progress rises), support S1-S4 and refutation R1-R3.
 
 Every comparison is paired by run seed and takes its Holm-adjusted p from the report's whole table
-(bench.ablation.comparisons); a difference is claimed only when that p < 0.05 and the paired interval excludes 0.
+(rods_lab.experiments.ablation.comparisons); a difference is claimed only when that p < 0.05 and the paired interval excludes 0.
 A criterion whose arm did not run, or with fewer than MIN_RUNS paired seeds, is not evaluable (a pilot with rods and
 static at K = 2 can only decide the gate). The gate never changes another criterion's verdict: the verdict is
 what the comparison says; when the gate fails, the criterion's figures say so beside it. Pure functions.
@@ -15,9 +15,9 @@ from dataclasses import asdict, dataclass, field
 
 import pandas as pd
 
-from bench.ablation import MIN_RUNS, comparisons
-from bench.efficiency import few_runs, reach_cost
-from bench.experiments_stats import ALPHA
+from rods_lab.experiments.ablation import MIN_RUNS, comparisons
+from rods_lab.experiments.comparisons import ALPHA
+from rods_lab.experiments.efficiency import few_runs, reach_cost
 
 GATE_RISE = 0.03  # static's mean H1 rise (last evaluation minus step 0) the gate asks for, rising in every seed
 MARGIN = 0.02  # S3: rods - offline_small's low end above -MARGIN; R1: rods - static's high end below +MARGIN
@@ -136,9 +136,9 @@ def criteria(
     min_n: int = MIN_RUNS,
     boots: int = 2000,
 ) -> list[Criterion]:
-    """The gate, S1-S4 and R1-R3 over the run table (bench.experiments.run_table: method, seed, final_progress,
+    """The gate, S1-S4 and R1-R3 over the run table (rods_lab.experiments.results.run_table: method, seed, final_progress,
     initial_progress) and the H1 eval frame (for S4's reach). `comps` is the report's table of comparisons
-    (its Holm family); computed from `runs` alone when not given. `synthesized` (arm -> bench.paper_heldout's
+    (its Holm family); computed from `runs` alone when not given. `synthesized` (arm -> rods_lab.experiments.heldout_report's
     row: distinct_synthesized, trajectories) adds to S3 what its "equal trajectories and tasks" rests on."""
     comps = comparisons(runs, pd.DataFrame()) if comps is None else comps
     arms = set(runs.method) if not runs.empty else set()

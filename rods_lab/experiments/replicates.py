@@ -12,7 +12,10 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.experiments_heldout import (
+from rods_core.config import RunConfig
+from rods_core.tasks import Task
+from rods_core.tasksets import select_seeds
+from rods_lab.experiments.heldout import (
     SCORES,
     HeldOutSpec,
     same_spec,
@@ -21,11 +24,8 @@ from bench.experiments_heldout import (
     warm_start_progress,
     warm_start_tasks,
 )
-from bench.experiments_heldout import build as build_heldout
-from bench.experiments_heldout import load as load_heldout
-from rods_core.config import RunConfig
-from rods_core.tasks import Task
-from rods_core.tasksets import select_seeds
+from rods_lab.experiments.heldout import build as build_heldout
+from rods_lab.experiments.heldout import load as load_heldout
 
 
 @dataclass(frozen=True)

@@ -151,7 +151,7 @@ def _p(p: float) -> str:
 
 
 def areas(summaries: list[dict], split: str = "H1") -> dict[str, dict[int, float]]:
-    """arm -> replicate -> H1 progress area, from run summaries (bench/run_summaries.py): the greedy evaluations
+    """arm -> replicate -> H1 progress area, from run summaries (rods_lab/experiments/summaries.py): the greedy evaluations
     of `split` (sampled scores left out)."""
     out: dict[str, dict[int, float]] = {}
     for s in summaries:
@@ -167,7 +167,7 @@ def read_summaries(folder: Path) -> list[dict]:
 
 
 def from_summaries(folder: Path, look: str | None = None) -> Look:
-    """P1-P3 over the runs summarised in `folder` (bench/run_summaries.py), at the look their count makes."""
+    """P1-P3 over the runs summarised in `folder` (rods_lab/experiments/summaries.py), at the look their count makes."""
     found = read_summaries(folder)
     if not found:
         raise ValueError(f"{folder}: no run summaries (<run id>.json) to read")

@@ -1,13 +1,13 @@
 """The ablation table: per arm, the informative share, held-out progress at equal trajectories and boundary landing,
 each with its interval; and plain verdicts on whether rods beats each other arm (static, uniform parents, ...).
 
-Pure functions over the per-run table (bench.experiments.run_table) and the landing frame (Frames.landing).
+Pure functions over the per-run table (rods_lab.experiments.results.run_table) and the landing frame (Frames.landing).
 Arms that ran the same run seeds share a held-out set and warm start per seed, so they are compared paired
 (per-seed differences: paired t-interval, bootstrap over seeds, sign count); others unpaired. An arm "beats"
 another on a figure when the Holm-adjusted p within the declared family (FAMILY: every figure but wall time) is
 below 0.05 and the interval lies above 0, "is beaten" when below, and "does not beat" otherwise: the table never
 calls a difference inside the noise a win. A figure outside the family is described, never tested. An ablation
-that could not change the run (bench.binding) is said to be a no-op, not compared.
+that could not change the run (rods_lab.experiments.binding) is said to be a no-op, not compared.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import math
 
 import pandas as pd
 
-from bench.experiments_stats import compare, decide
 from rods_core.statistics import holm, t_interval
+from rods_lab.experiments.comparisons import compare, decide
 
 # The table's figures: run-table column -> meaning.
 ABLATION_METRICS: dict[str, str] = {
@@ -76,7 +76,7 @@ def comparisons(
     family: tuple[str, ...] = FAMILY,
 ) -> list[dict]:
     """`arm` against every other arm, and every other arm against static, on each figure: paired by run seed
-    where both arms ran the same seeds (bench.experiments_stats), unpaired otherwise; verdicts on p-values
+    where both arms ran the same seeds (rods_lab.experiments.comparisons), unpaired otherwise; verdicts on p-values
     Holm-adjusted over the comparisons of the `family` figures. An arm in `no_ops` (arm -> why it could not differ
     from `arm`) is reported as such and left out of the family; a figure outside it is described, not tested."""
     table = runs.merge(landing_by_run(landing)[["run", "landing_share"]], on="run", how="left")

@@ -1,6 +1,6 @@
 """Paired views of held-out progress for the paper's report. Every arm of a run seed shares that seed's held-out
 set, warm start and pool, so an arm is read against a reference arm (static, each offline arm) by the per-seed
-difference at each evaluation step, with a paired Student-t 95% band (bench.experiments_stats.paired); and progress
+difference at each evaluation step, with a paired Student-t 95% band (rods_lab.experiments.comparisons.paired); and progress
 is read against the distinct synthesized tasks a run had trained on by each evaluation (static: 0; an offline arm:
 its M variants, all in its training set from step 0). Pure functions over the report's frames and the manifest.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bench.experiments_offline import OFFLINE_ARMS
-from bench.experiments_stats import paired
+from rods_lab.experiments.comparisons import paired
+from rods_lab.experiments.offline import OFFLINE_ARMS
 
 PAIRED_COLUMNS = ["method", "reference", "step", "trajectories", "diff", "lo", "hi", "boot_lo", "boot_hi", "n", "above"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.demo_check import FLAT_STEPS, collapses
+from rods_lab.experiments.demo import FLAT_STEPS, collapses
 
 
 def _steps(rewards, shares=None):
@@ -46,7 +46,7 @@ def test_a_solved_seed_that_falls_to_zero_is_a_collapse_but_a_variant_is_not():
 
 def _frames(shares: dict[tuple[str, int], tuple[float, float]], gains: dict[tuple[str, int], float]):
     """Frames of 4-step runs: (method, seed) -> (first-half share, last-half share) and held-out gain."""
-    from bench.experiments import Frames
+    from rods_lab.experiments.results import Frames
 
     steps, evals = [], []
     for (method, seed), (first, last) in shares.items():
@@ -64,7 +64,7 @@ def _frames(shares: dict[tuple[str, int], tuple[float, float]], gains: dict[tupl
 
 
 def test_the_headline_pairs_runs_by_seed_and_holds_only_without_collapse():
-    from bench.demo_check import headline
+    from rods_lab.experiments.demo import headline
 
     shares = {("rods", s): (0.6, 0.5 + 0.02 * s) for s in range(4)}
     shares |= {("static", s): (0.55, 0.2 + 0.01 * s) for s in range(4)}

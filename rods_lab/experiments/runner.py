@@ -3,29 +3,29 @@
 `rods bench curriculum --budget N --methods rods,static,... --repeats K` writes one folder,
 bench/results/curriculum/<timestamp>/, holding its own workspace (control database), the run folders
 (runs/<method>-r<k>/), one config and one log per run, and the report (summary.md, summary.json,
-figures). Each run is a `rods train` subprocess (a crash or out-of-memory kills one run, not the
-experiment; runs go one after another because they share the cores). Repeat k of every method uses
-seed base+k for torch, the buffer and synthesis, so methods face the same held-out variants and the
-same initial draws; max_steps = budget // (tasks_per_step x num_generations), so the budget is met
-exactly when it is a multiple of the batch. Aggregation is bench.experiments (the Compare page
-reads the same tables).
+figures). Each run is a `rods train` process started by the lab's launcher (rods_lab.launch; a crash or
+out-of-memory kills one run, not the experiment; runs go one after another because they share the cores);
+the model is built once before them (rods_lab.model_build). Repeat k of every method uses seed base+k for
+torch, the buffer and synthesis, so methods face the same held-out variants and the same initial draws;
+max_steps = budget // (tasks_per_step x num_generations), so the budget is met exactly when it is a
+multiple of the batch. Aggregation is rods_lab.experiments.results (the Compare page reads the same tables).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 import time
 import warnings
 from pathlib import Path
 
 import yaml
 
-from bench.experiments import EXPERIMENTS as RESULTS
 from rods_core.config import METHODS, ConfigRenamedWarning, RunConfig, dump_config, load_config
 from rods_core.config.synth import renamed_sections
+from rods_lab.experiments.results import EXPERIMENTS as RESULTS
+from rods_lab.launch import train_to_end
+from rods_lab.model_build import build_before_runs
 
 
 def parse_methods(text: str) -> list[str]:
@@ -78,21 +78,16 @@ def run_configs(
 
 
 def launch(run_id: str, cfg: RunConfig, out: Path, timeout_s: float | None, log=print, resume: bool = False) -> dict:
-    """One `rods train` subprocess (`resume`: of the run folder there, from its last checkpoint); its output goes to
-    logs/<run id>.log, appended to on a resume."""
+    """One run through the lab's launcher (rods_lab.launch.train_to_end; `resume`: of the run folder there, from
+    its last checkpoint); its output goes to logs/<run id>.log, appended to on a resume."""
     cfg_file = out / "configs" / f"{run_id}.yaml"
     cfg_file.parent.mkdir(parents=True, exist_ok=True)
     cfg_file.write_text(dump_config(cfg))
     log_file = out / "logs" / f"{run_id}.log"
     log_file.parent.mkdir(parents=True, exist_ok=True)
-    how = ["--resume", run_id] if resume else ["--run-id", run_id]
-    cmd = [sys.executable, "-m", "rods_lab.cli", "train", "--config", str(cfg_file), *how]
     t0 = time.perf_counter()
     with log_file.open("a" if resume else "w") as fh:
-        try:
-            rc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout_s).returncode
-        except subprocess.TimeoutExpired:
-            rc = "timeout"
+        rc = train_to_end(cfg_file, run_id, fh, resume=resume, timeout_s=timeout_s)
     wall = time.perf_counter() - t0
     tail = log_file.read_text(errors="replace").splitlines()[-15:]
     status = "finished" if rc == 0 else f"failed ({rc})"
@@ -109,26 +104,6 @@ def launch(run_id: str, cfg: RunConfig, out: Path, timeout_s: float | None, log=
     }
 
 
-def ensure_model_once(cfg: RunConfig, out: Path, log=print) -> None:
-    """Build the tiny model before the runs (if allowed and missing), so runs never race to build it, and in the
-    processes the runs' own `rods train` would build it in (`build_processes`): the warm start is data-parallel,
-    so a build in this one process would be another model than the one a 2-process run of the config builds."""
-    from rods_core.policy.build import build_processes, ensure_model, usable_cores
-    from rods_core.policy.tiny import ModelFolderError
-
-    cfg_file = out / "configs" / "model-build.yaml"
-
-    def build() -> None:
-        cfg_file.parent.mkdir(parents=True, exist_ok=True)
-        cfg_file.write_text(dump_config(cfg))
-        n = build_processes(cfg, usable_cores())
-        cmd = [sys.executable, "-m", "rods_lab.cli", "model", "demo", "--config", str(cfg_file), "--processes", str(n)]
-        if subprocess.run(cmd, check=False).returncode != 0:
-            raise ModelFolderError(f"the model build `rods {' '.join(cmd[3:])}` failed (its output is above)")
-
-    ensure_model(cfg, log, delegate=build)
-
-
 def run(
     budget: int,
     methods: list[str],
@@ -141,13 +116,13 @@ def run(
     log=print,
 ) -> Path:
     """Run the experiment and write its report; returns the output folder."""
-    from bench.curriculum_report import write_report
+    from rods_lab.experiments.curriculum_report import write_report
 
     sets = dict(sets or {})
     out = Path(out or RESULTS / time.strftime("%Y%m%d-%H%M%S"))
     out.mkdir(parents=True, exist_ok=True)
     plans = run_configs(Path(config), out, methods, repeats, budget, evals, sets)
-    ensure_model_once(plans[0][3], out, log)
+    build_before_runs(plans[0][3], out / "configs" / "model-build.yaml", log)
     settings = design_settings(plans[0][3], budget, methods, repeats, config, evals, sets)
     steps, per_step = settings["max_steps"], settings["trajectories_per_step"]
     log(f"curriculum: {len(plans)} runs x {steps} steps ({steps * per_step} trajectories each) into {out}")
@@ -166,7 +141,7 @@ def design_settings(
     cfg: RunConfig, budget: int, methods: list[str], repeats: int, config: Path, evals: int, sets: dict
 ) -> dict:
     """An experiment's design as its manifest records it (what the report and a restart read back)."""
-    from bench.machine import describe
+    from rods_lab.experiments.machine import describe
 
     steps, every, per_step = plan_steps(cfg, budget, evals)
     return {
@@ -194,7 +169,7 @@ def read_manifest(folder: Path) -> dict:
 
 def report_again(out: Path, log=print) -> Path:
     """Rewrite a finished experiment's report from its manifest (e.g. after a newer `rods bench systems`)."""
-    from bench.curriculum_report import write_report
+    from rods_lab.experiments.curriculum_report import write_report
 
     data = read_manifest(out)
     write_report(Path(out), data["settings"], data["runs"], log)
@@ -328,7 +303,7 @@ def differing_settings(by_method: dict[str, dict]) -> dict[str, dict[str, object
 
 def pool(sources: list, out: Path | None = None, log=print) -> Path:
     """Pool finished experiments of one design into one report (pool_runs, then the usual report)."""
-    from bench.curriculum_report import write_report
+    from rods_lab.experiments.curriculum_report import write_report
 
     out = Path(out or RESULTS / f"pooled-{time.strftime('%Y%m%d-%H%M%S')}")
     settings, runs_meta = pool_runs(list(sources), out)
