@@ -487,6 +487,7 @@ class HeldOutEval:
             "trajectories": self.rods.trajectories,
             "tasks": result["eval/tasks"],
             "progress_sd": statistics.stdev(progress) if len(progress) > 1 else None,
+            "per_task": {tid: t["progress"] for tid, t in result["per_task"].items()},
         }
         self.recorder.write({"eval": [row]})
         self.recorder.flush()

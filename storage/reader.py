@@ -161,8 +161,10 @@ class RunReader:
             SELECT pool, count(*) AS n FROM now WHERE pool IS NOT NULL GROUP BY pool ORDER BY pool""")
 
     def eval_curve(self) -> pd.DataFrame:
-        """One row per evaluation; `tasks` and `progress_sd` are null in logs written before they were."""
-        cols = ["step", "split", "accuracy", "progress", "per_category", "trajectories", "tasks", "progress_sd"]
+        """One row per evaluation; `tasks`, `progress_sd` and `per_task` (JSON: task id -> progress) are null in
+        logs written before they were."""
+        cols = ["step", "split", "accuracy", "progress", "per_category", "trajectories", "tasks", "progress_sd",
+                "per_task"]  # fmt: skip
         return self.query("SELECT * FROM eval ORDER BY step, split").reindex(columns=cols)
 
     def region_changes(self, since_step: int = 0) -> pd.DataFrame:

@@ -140,7 +140,8 @@ _KINDS = [
     EventKind(
         "eval",
         "an evaluation on a split: accuracy and progress over its `tasks` held-out tasks, the progress reward's "
-        "sample standard deviation across them (null with one task; both null in logs written before they were)",
+        "sample standard deviation across them (null with one task), each task's progress (`per_task`: id -> "
+        "progress, for analyses by task); the last three null in logs written before they were",
         {
             "split": "str",
             "accuracy": "float",
@@ -149,6 +150,7 @@ _KINDS = [
             "trajectories": "int",
             "tasks": "int",
             "progress_sd": "float",
+            "per_task": "json",
         },
     ),
     EventKind("checkpoint", "a checkpoint was saved", {"path": "str"}),

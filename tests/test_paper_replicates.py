@@ -118,6 +118,8 @@ def test_replicates_make_their_own_held_out_sets_and_a_summary_lets_a_new_sessio
     }
     assert s["steps"]["count"] == 2 and len(s["steps"]["sha256"]) == 64 and s["binding"] == {"offer_budget": 0}
     assert set(s["audit"]) == {"H1", "H1b"} and s["audit"]["H1"]["items"]["n"] == 3
+    greedy_h1 = [e for e in s["evaluations"] if e["set"] == "H1" and not e.get("sampled")]
+    assert all(set(e["per_task"]) == set(s["audit"]["H1"]["nearest"]) for e in greedy_h1)  # by task, far or near
     assert s["pool_sizes"]["seeds"] == 3 and s["cpu_kernels"] and s["wall_s"] > 0
 
     shutil.rmtree(out / "runs" / "static_r0")  # a new session: the run folder is gone, its summary is committed

@@ -14,6 +14,8 @@ from rods_lab.experiments.pool_criteria import (
     FINAL_ALPHA,
     areas,
     evaluate,
+    far_task_diffs,
+    far_task_markdown,
     from_summaries,
     length_from_summaries,
     progress_area,
@@ -134,3 +136,25 @@ def test_the_pilot_length_reads_statics_shares_from_the_summaries(tmp_path):
     (tmp_path / "rods_r0.json").write_text(json.dumps({"arm": "rods", "run": "rods_r0", "steps": {"per_step": {}}}))
     got = length_from_summaries(tmp_path)
     assert got == {"L": 60, "depletion_step": 20, "runs": ["static_r0", "static_r1"], "reached": True}
+
+
+def summary(arm: str, k: int, per_task: dict[int, dict[str, float]], nearest: dict[str, float]) -> dict:
+    """A run summary with greedy H1 evaluations per task and its audit's nearest item similarity per H1 task."""
+    evals = [{"step": s, "set": "H1", "progress": sum(p.values()) / len(p), "per_task": p} for s, p in per_task.items()]
+    audit = {"H1": {"nearest": {t: [v, v] for t, v in nearest.items()}}}
+    return {"arm": arm, "replicate": k, "evaluations": evals, "audit": audit}
+
+
+def test_the_far_task_outcome_keeps_the_tasks_below_0_8_in_both_runs_of_a_pair():
+    # t1 is near training in rods' run, t3 in static's: only t2 is far in both, and only its rise counts
+    rods = summary("rods", 0, {0: {"t1": 0.0, "t2": 0.2, "t3": 0.5}, 10: {"t1": 1.0, "t2": 0.6, "t3": 0.5}},
+                   {"t1": 0.9, "t2": 0.3, "t3": 0.1})  # fmt: skip
+    static = summary("static", 0, {0: {"t1": 0.0, "t2": 0.2, "t3": 0.5}, 10: {"t1": 0.0, "t2": 0.3, "t3": 1.0}},
+                     {"t1": 0.5, "t2": 0.3, "t3": 0.85})  # fmt: skip
+    got = far_task_diffs([rods, static])
+    assert got["P1"] == [pytest.approx(0.4 - 0.1)]
+    assert got["P2"] == [] and got["P3"] == []  # no uniform_parents or offline_large run in replicate 0
+    # without the audit (a run summarised before it existed) the pair is left out, not guessed
+    assert far_task_diffs([{**rods, "audit": {}}, static])["P1"] == []
+    lines = "\n".join(far_task_markdown([rods, static]))
+    assert "| P1: rods vs static | 1 | +0.3000 | — |" in lines

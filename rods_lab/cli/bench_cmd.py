@@ -198,13 +198,23 @@ def pool_criteria(
 
     Example: rods bench pool-criteria docs/experiments/pool-replicates/runs
     """
-    from rods_lab.experiments.pool_criteria import from_summaries, markdown
+    from rods_lab.experiments.pool_criteria import (
+        far_task_diffs,
+        far_task_markdown,
+        from_summaries,
+        markdown,
+        read_summaries,
+    )
 
     try:
         result = from_summaries(summaries, look)
     except ValueError as e:
         fail(str(e))
-    emit_json(result.as_dict()) if as_json else typer.echo("\n".join(markdown(result)))
+    found = read_summaries(summaries)
+    if as_json:
+        emit_json({**result.as_dict(), "far_tasks": far_task_diffs(found)})
+    else:
+        typer.echo("\n".join([*markdown(result), *far_task_markdown(found)]))
 
 
 @app.command("pilot-length")

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from rods_core.statistics import holm, paired_t
+from rods_lab.experiments.audit import THRESHOLD, below
 
 PLANNED_K = 16
 INTERIM_K = 8
@@ -159,6 +160,50 @@ def areas(summaries: list[dict], split: str = "H1") -> dict[str, dict[int, float
                  if e.get("set") == split and not e.get("sampled")}  # fmt: skip
         out.setdefault(s["arm"], {})[s["replicate"]] = progress_area(evals)
     return out
+
+
+def far_task_diffs(summaries: list[dict], threshold: float = THRESHOLD) -> dict[str, list[float]]:
+    """Per test of P1-P3: the replicates' differences (arm - reference) in H1 progress area over the H1 tasks whose
+    nearest training task is below `threshold` in both runs of the pair (the near-duplicate audit's item
+    similarity, each run's own training tasks), read from the greedy evaluations' per-task progress. A replicate
+    whose pair shares no such task, or whose runs lack per-task figures, is left out."""
+    by = {(s["arm"], s["replicate"]): s for s in summaries}
+    out: dict[str, list[float]] = {}
+    for name, (arm, ref, _) in TESTS.items():
+        diffs = []
+        for k in sorted({rep for a, rep in by if a == arm}):
+            pair = [by.get((arm, k)), by.get((ref, k))]
+            if None in pair or not all((s.get("audit") or {}).get("H1") for s in pair):
+                continue
+            far = set.intersection(*(below(s["audit"]["H1"], threshold) for s in pair))
+            a, b = (_task_area(s["evaluations"], far) for s in pair)
+            if far and math.isfinite(a) and math.isfinite(b):
+                diffs.append(a - b)
+        out[name] = diffs
+    return out
+
+
+def far_task_markdown(summaries: list[dict], threshold: float = THRESHOLD) -> list[str]:
+    """The primary outcome on the H1 tasks far from training (far_task_diffs) as Markdown lines: per test the paired
+    mean difference and its 95% interval, descriptive (no verdict, outside the Holm family)."""
+    lines = [f"## P1-P3 on the H1 tasks below {threshold} similarity to training (descriptive)", ""]
+    lines += ["| test | pairs | rods - reference | 95% CI |", "|---|---|---|---|"]
+    for name, d in far_task_diffs(summaries, threshold).items():
+        r = paired_t(d)
+        ci = f"{r.lo:+.4f} .. {r.hi:+.4f}" if math.isfinite(r.lo) else "—"
+        mean = f"{r.mean:+.4f}" if math.isfinite(r.mean) else "—"
+        lines.append(f"| {name}: rods vs {TESTS[name][1]} | {r.n} | {mean} | {ci} |")
+    return [*lines, ""]
+
+
+def _task_area(evaluations: list[dict], tasks: set[str]) -> float:
+    """progress_area of the mean per-task H1 progress over `tasks` at each greedy evaluation that scored them all."""
+    evals = {}
+    for e in evaluations:
+        per = e.get("per_task") or {}
+        if e.get("set") == "H1" and not e.get("sampled") and tasks and tasks <= per.keys():
+            evals[int(e["step"])] = sum(per[t] for t in tasks) / len(tasks)
+    return progress_area(evals)
 
 
 def read_summaries(folder: Path) -> list[dict]:

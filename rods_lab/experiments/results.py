@@ -103,7 +103,7 @@ _STEP_COLUMNS = {
 
 def load_run(ref: RunRef) -> Frames:
     reader = RunReader(ref.run_dir)
-    ev = reader.eval_curve().drop(columns=["per_category"])
+    ev = reader.eval_curve().drop(columns=["per_category", "per_task"])
     st = reader.step_metrics()
     st = st[[c for c in ("step", *_STEP_COLUMNS) if c in st.columns]].rename(columns=_STEP_COLUMNS)
     st = st.drop_duplicates("step", keep="last").sort_values("step")  # a resumed run may log a step twice

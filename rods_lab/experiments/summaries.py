@@ -99,7 +99,8 @@ def evaluations(run_dir: Path, rep: Replicate) -> list[dict]:
     its checkpoints' scores on them, and the sampled H1 scores where made (`sampled`: True)."""
     rows = [
         {"step": int(r.step), "set": "H1" if rep.folder else str(r.split), "progress": float(r.progress),
-         "accuracy": float(r.accuracy), "tasks": None if pd.isna(r.tasks) else int(r.tasks)}
+         "accuracy": float(r.accuracy), "tasks": None if pd.isna(r.tasks) else int(r.tasks),
+         **({"per_task": json.loads(r.per_task)} if rep.folder and isinstance(r.per_task, str) else {})}
         for r in RunReader(run_dir).eval_curve().drop_duplicates(["step", "split"], keep="last").itertuples()
     ]  # fmt: skip
     files = [rep.folder / "base_model" / SCORES] if rep.folder else []
