@@ -23,8 +23,8 @@ from bench.experiments_heldout import (
 )
 from bench.experiments_heldout import build as build_heldout
 from bench.experiments_heldout import load as load_heldout
+from rods_core.benchmarks.bfcl.tasks import Task
 from rods_core.config import RunConfig
-from rods_core.tasks import Task
 from rods_core.tasksets import select_seeds
 
 

@@ -61,8 +61,8 @@ def _snapshot_callback(out: Path, init: Path, tokenizer, every: float, per_step_
 def train(out: Path, config: Path, processes: int, every: float, sft: dict) -> None:
     """init-tiny (before the hand-off to the launcher), then the demo config's SFT (`sft`: settings changed, e.g.
     a learning rate) with snapshots."""
+    from rods_core.benchmarks.bfcl.demo import demo_seeds
     from rods_core.config import load_config
-    from rods_core.policy.demo import demo_seeds
     from rods_core.policy.sft import run_sft, tokenize_demonstrations
     from rods_core.policy.tiny import init_tiny, load_policy
     from rods_core.ranks import under_launcher
@@ -93,7 +93,7 @@ def train(out: Path, config: Path, processes: int, every: float, sft: dict) -> N
 
 def held_out(cfg) -> list:
     """Fresh variants of the demo seeds under another purpose, minus any the warm start trains on."""
-    from rods_core.policy.demo import demo_seeds
+    from rods_core.benchmarks.bfcl.demo import demo_seeds
     from rods_core.tasksets import fresh_variants
 
     seeds = demo_seeds()
@@ -133,8 +133,8 @@ def score(out: Path, config: Path, wait: bool, reference: Path | None = None) ->
     """Score every snapshot once, in `_order`, once the full build is scored; with `wait`, poll until all are.
     `reference`: another run's folder whose full build the snapshots are compared with (this run's own end is
     then not scored as a full build)."""
+    from rods_core.benchmarks.bfcl.demo import demo_seeds
     from rods_core.config import load_config
-    from rods_core.policy.demo import demo_seeds
     from rods_core.threads import apply_thread_policy
 
     apply_thread_policy(1)

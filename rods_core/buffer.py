@@ -24,6 +24,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from rods_core.benchmarks.bfcl.tasks import Task
 from rods_core.boundary import BoundaryDetector, TaskStats
 from rods_core.config import BoundaryConfig, BufferConfig
 from rods_core.ids import next_edit_id
@@ -37,7 +38,6 @@ from rods_core.retirement import (
     stale_probe,
 )
 from rods_core.rng import derive_seed, rng_state, set_rng_state, weighted_pick
-from rods_core.tasks import Task
 
 Pool = Literal["active", "staged", "dormant", "retired"]
 POOLS: tuple[Pool, ...] = ("active", "staged", "dormant", "retired")

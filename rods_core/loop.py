@@ -1,7 +1,7 @@
 """A run from a config; one training step reads top to bottom.
 
 One step: the RODS step draws the batch and the episodes are played (trainer.RodsGRPOTrainer's rollout
-function → rollout.py, rewards from envs/checker.py); rank 0 claims the researcher's pending decisions
+function → rollout.py, rewards from benchmarks/bfcl/checker.py); rank 0 claims the researcher's pending decisions
 (`StepCallback.rollout_done`) → TRL computes advantages and updates the policy → `StepCallback.on_step_end`:
 the decisions shared to every rank, the RODS hooks (step.py: detector → buffer → synthesis → decisions),
 the outcome recorded → `on_log`: the step's row, with TRL's loss → `on_save`: the RODS state beside TRL's
@@ -311,9 +311,9 @@ def check_run_inputs(
 ) -> tuple[str, Path, list]:
     """(run id, run folder, seed tasks); everything that can fail on bad input fails here, before anything
     is created. Every rank uses rank 0's run id (a generated id differs per process)."""
+    from rods_core.benchmarks.bfcl.tasks import TaskFileError
     from rods_core.ids import new_run_id
     from rods_core.inputs import DoorError
-    from rods_core.tasks import TaskFileError
     from rods_core.tasksets import TaskSetError, select_seeds
 
     refusal = launch_refusal(

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from rods_core.benchmarks.bfcl.prompting import CHAT_FORMAT
 from rods_core.inputs import DoorError, decode, filesystem_door, json_value, read_bytes
-from rods_core.policy.prompting import CHAT_FORMAT
 
 WEIGHT_FILES = (
     "model.safetensors",

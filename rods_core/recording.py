@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from rods_core.tasks import Task
+from rods_core.benchmarks.bfcl.tasks import Task
 
 
 @dataclass(frozen=True)

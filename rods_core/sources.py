@@ -14,12 +14,12 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rods_core.benchmarks.bfcl.tasks import Task
 from rods_core.boundary import BoundaryDetector, group_stats, is_informative
 from rods_core.buffer import BufferDecision, BufferEvent, ReplayBuffer, TaskSource
 from rods_core.config import METHODS, BoundaryConfig, BufferConfig
 from rods_core.reasons import OfferReason
 from rods_core.rng import rng_state, set_rng_state
-from rods_core.tasks import Task
 
 
 class StaticSource:

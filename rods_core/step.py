@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rods_core.benchmarks.bfcl.seeds import TestSplitRefused, refuse_test_tasks
+from rods_core.benchmarks.bfcl.tasks import Task
 from rods_core.benchmarks.edits import parse_edit, verify_edit
 from rods_core.benchmarks.protocols import Benchmark
 from rods_core.boundary import group_stats, is_informative
@@ -23,9 +25,7 @@ from rods_core.config import RunConfig
 from rods_core.ranks import Ranks, digest
 from rods_core.recording import Decision, DecisionOutcome
 from rods_core.rng import derive_seed
-from rods_core.seeds import TestSplitRefused, refuse_test_tasks
 from rods_core.sources import build_source
-from rods_core.tasks import Task
 from rods_core.tasksets import HELDOUT_REASON, heldout_keys, run_benchmark
 from rods_core.trainer import RolloutReport
 
@@ -80,8 +80,8 @@ class RodsStep:
         self.tokens: dict[str, float] = {}  # per task: tokens generated per rollout in its last group
         self.worker = None
         if cfg.synthesizes and ranks.main and bench.synthesizer is not None:
+            from rods_core.benchmarks.bfcl.synth.pipeline import SynthWorker
             from rods_core.benchmarks.synthesis import worker_job
-            from rods_core.synth.pipeline import SynthWorker
 
             job = worker_job(bench.synthesizer)
             self.worker = SynthWorker(cfg.synthesis, pool_keys={t.content_key() for t in seeds}, job=job)
@@ -347,7 +347,7 @@ def apply_decisions(decisions: list[Decision], apply) -> list[DecisionOutcome]:
 def reject_heldout(result, keys: dict[str, str]) -> int:
     """Reject, in place, each accepted variant of a synthesis result that equals a held-out task by content
     (its last stage becomes a rejection naming the set); returns how many."""
-    from rods_core.synth.stages import StageOutcome
+    from rods_core.benchmarks.bfcl.synth.stages import StageOutcome
 
     hits = 0
     for attempt in result.attempts:

@@ -39,7 +39,7 @@ def select_seeds(cfg: RunConfig, benchmark: Benchmark | None = None) -> list:
     random; test-split tasks are refused."""
     s, bench = cfg.seeds, run_benchmark(cfg, benchmark)
     if s.subset == "demo":  # the config allows it only on a benchmark that declares demo seeds
-        from rods_core.policy.demo import demo_seeds
+        from rods_core.benchmarks.bfcl.demo import demo_seeds
 
         tasks = demo_seeds()
     elif s.subset == "file":
@@ -121,8 +121,8 @@ def eval_tasks(
 def read_task_file(path: str, benchmark: Benchmark | None = None) -> list:
     """A JSONL task file read by the benchmark's schema alone (held-out sets hold test-split tasks, which the
     training door refuses): BFCL multi-turn's task model, or the benchmark's own."""
+    from rods_core.benchmarks.bfcl.tasks import Task, parse_task_lines, record_parser
     from rods_core.inputs import read_bytes
-    from rods_core.tasks import Task, parse_task_lines, record_parser
 
     parse = record_parser(benchmark.task_type if benchmark else Task)
     return [t for _, t in parse_task_lines(read_bytes(path, "task file"), str(path), parse)]

@@ -2,5 +2,5 @@
 curation decisions and their audit trail, seed catalog; SQLModel over SQLite or PostgreSQL) and JSONL
 export/import.
 
-Imports from rods_core: `rods_core.tasks` only. Nothing here imports streamlit, torch or TRL.
+Imports from rods_core: `rods_core.benchmarks.bfcl.tasks` only. Nothing here imports streamlit, torch or TRL.
 """

@@ -14,9 +14,9 @@ from typing import Any
 
 import pandas as pd
 
+from rods_core.benchmarks.bfcl.tasks import Task
 from rods_core.benchmarks.protocols import Benchmark, TaskFacts
 from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, benchmark_names, make_benchmark, task_type_of
-from rods_core.tasks import Task
 from storage.control import ControlDB, Seed
 
 
@@ -116,7 +116,7 @@ def catalog_tasks(db: ControlDB, task_ids: Iterable[str]) -> list[Task]:
         task = seeds[tid].task()
         if task is None:
             if builtin is None:
-                from rods_core.seeds import load_seeds
+                from rods_core.benchmarks.bfcl.seeds import load_seeds
 
                 builtin = {t.id: t for t in load_seeds("all")}
             task = builtin[tid]

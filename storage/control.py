@@ -32,8 +32,8 @@ from sqlalchemy import Column, DateTime, TypeDecorator, inspect, text, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Field, Session, SQLModel, select
 
+from rods_core.benchmarks.bfcl.tasks import Task
 from rods_core.benchmarks.registry import parse_any_record
-from rods_core.tasks import Task
 from storage.audit_chain import (
     GENESIS,
     ChainReport,

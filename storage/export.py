@@ -3,7 +3,7 @@
 An export line is the task's `to_record()` (BFCL multi-turn: its question fields + ground_truth + provenance;
 another benchmark's task model, by the run's `benchmark:`, its own fields) plus `pool`
 and `stats` (the task's latest reward statistics in the run; every key present, null when unknown, so
-Arrow infers one schema). `rods_core.tasks.read_tasks` ignores those two fields, so an export imports
+Arrow infers one schema). `rods_core.benchmarks.bfcl.tasks.read_tasks` ignores those two fields, so an export imports
 back unchanged, and `datasets.load_dataset("json", data_files=...)` loads it (datasets types the
 heterogeneous `initial_config` as Json). Pool membership comes from the run's pools.json snapshot.
 """
@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from rods_core.tasks import Task, iter_records, write_tasks
+from rods_core.benchmarks.bfcl.tasks import Task, iter_records, write_tasks
 from storage.pools import read_pools_snapshot
 from storage.schema import POOLS
 

@@ -19,9 +19,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from rods_core.benchmarks.bfcl.tasks import Task, record_parser
 from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, task_type_of
 from rods_core.config import ConfigError, read_config_data
-from rods_core.tasks import Task, record_parser
 from storage.schema import POOLS
 
 POOLS_FILE = "pools.json"

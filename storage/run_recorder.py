@@ -27,10 +27,10 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from rods_core.benchmarks.bfcl.tasks import Task
 from rods_core.config import RunConfig
 from rods_core.process_identity import process_start
 from rods_core.recording import Decision, DecisionOutcome
-from rods_core.tasks import Task
 from storage.build_progress import write_build_progress
 from storage.control import ControlDB, open_store
 from storage.events import EventLog

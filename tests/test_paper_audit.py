@@ -9,7 +9,7 @@ import math
 import pytest
 
 from bench.paper_audit import audit, below, call_items, distribution, function_names, jaccard, nearest
-from rods_core.policy.demo import demo_seeds
+from rods_core.benchmarks.bfcl.demo import demo_seeds
 
 
 def task(tid: str, *turns: list[str]):

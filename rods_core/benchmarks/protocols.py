@@ -3,7 +3,7 @@
 plus the plain episode loop over them.
 
 Messages are chat dicts (`{"role": ..., "content": ...}`); an assistant message may also carry `tool_calls`
-(OpenAI-style dicts or BFCL call strings). Environments parse calls themselves (rods_core.envs.parsing) and
+(OpenAI-style dicts or BFCL call strings). Environments parse calls themselves (rods_core.benchmarks.bfcl.parsing) and
 never execute text. A step may open a new session (`Step.new_session`): the returned messages then replace
 the conversation, as BFCL's memory category starts each prerequisite conversation and the question afresh
 (`play` and evaluation do so; GRPO rollouts append the session to one sequence: rods_core/rollout.py).
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # the annotation only: the pipeline's stages cost ~0.4 s to import
-    from rods_core.synth.pipeline import SynthResult
+    from rods_core.benchmarks.bfcl.synth.pipeline import SynthResult
 
 Split = Literal["train", "test", "all"]
 Message = dict[str, Any]
@@ -67,7 +67,7 @@ class TaskFacts:
 @dataclass(frozen=True)
 class TaskStructure:
     """What the Boundary and Buffer pages chart of one task: the classes its ground truth uses, the depth of
-    its calls' data dependencies (rods_core.signature), its turns and calls."""
+    its calls' data dependencies (rods_core.benchmarks.bfcl.signature), its turns and calls."""
 
     class_combo: str
     depth: int

@@ -163,7 +163,7 @@ def warm_start_seeds(cfg: RunConfig, benchmark: str) -> list:
     from rods_core.tasksets import TaskSetError, select_seeds
 
     if "demo_seeds" in benchmark_entry(benchmark).options:
-        from rods_core.policy.demo import demo_seeds
+        from rods_core.benchmarks.bfcl.demo import demo_seeds
 
         return demo_seeds()
     if benchmark != cfg.benchmark:

@@ -20,12 +20,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rods_core.benchmarks.bfcl_multi_turn import BfclMultiTurn
+from rods_core.benchmarks.bfcl.benchmark import BfclMultiTurn
+from rods_core.benchmarks.bfcl.tasks import Task
 from rods_core.benchmarks.protocols import Benchmark, demonstration
 from rods_core.benchmarks.registry import make_benchmark
 from rods_core.config import BenchmarkName, Prereq, PromptConfig, SFTSettings
 from rods_core.policy.rendering import renderer_for
-from rods_core.tasks import Task
 
 
 def tokenize_demonstrations(
