@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rods_core.benchmarks.bfcl.seeds import refuse_test_tasks
 from rods_core.benchmarks.bfcl.tasks import write_tasks
+from rods_core.benchmarks.leaks import refuse_test_tasks
 from rods_core.benchmarks.registry import make_benchmark, task_type_of
 from rods_core.config import RunConfig, dump_config
 from rods_core.ids import check_run_id, new_run_id

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rods_core.benchmarks.bfcl.seeds import TestSplitRefused
+from rods_core.benchmarks.leaks import TestSplitRefused
 from rods_core.config import load_config
 from rods_core.inputs import DoorError, check_output_file
 from rods_core.model_folders import check_model_dir

@@ -10,7 +10,8 @@ import threading
 import pytest
 
 from rods_core.benchmarks.bfcl.demo import demo_seeds
-from rods_core.benchmarks.bfcl.seeds import TestSplitRefused, load_seeds
+from rods_core.benchmarks.bfcl.seeds import load_seeds
+from rods_core.benchmarks.leaks import TestSplitRefused
 from rods_core.config import RunConfig
 from rods_core.ranks import Ranks
 from rods_core.recording import Decision

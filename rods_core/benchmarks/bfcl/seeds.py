@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable
 from functools import cache
 from importlib import resources
-from typing import Any, Literal
+from typing import Literal
 
 from rods_core.benchmarks.bfcl.tasks import Task
 from rods_core.config import CATEGORIES
-from rods_core.inputs import DoorError
 
 Split = Literal["train", "test", "all"]
 SPLIT_SALT = "rods-split-v1"
@@ -103,31 +101,6 @@ class LeakGuard:
 @cache
 def leak_guard() -> LeakGuard:
     return LeakGuard()
-
-
-class TestSplitRefused(DoorError):
-    """Tasks of the held-out test split offered at a door into training; `refused` lists (id, reason)."""
-
-    __test__ = False  # not a pytest test class
-
-    def __init__(self, where: str, refused: list[tuple[str, str]]):
-        self.where, self.refused = where, refused
-        shown = "\n".join(f"  {tid}: {why}" for tid, why in refused[:20])
-        more = f"\n  ... and {len(refused) - 20} more" if len(refused) > 20 else ""
-        super().__init__(
-            f"{where}: {len(refused)} task(s) refused: they belong to the held-out test split "
-            f"and would leak it into training; nothing was taken:\n{shown}{more}"
-        )
-
-
-def refuse_test_tasks(tasks: Iterable, where: str, leak_reason: Callable[[Any], str | None] | None = None) -> None:
-    """The leak guard at a door into training (imports, uploads, seed files, edits, reseeds, synthesis
-    parents): raises TestSplitRefused naming `where` and every offending id, by id, content or user turns.
-    `leak_reason` is the benchmark's guard (`Benchmark.leak_reason`); BFCL multi-turn's by default."""
-    reason = leak_reason or leak_guard().reason
-    refused = [(t.id, why) for t in tasks if (why := reason(t))]
-    if refused:
-        raise TestSplitRefused(where, refused)
 
 
 def _exact_key(task: Task) -> str:
