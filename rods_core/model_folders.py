@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from rods_core.benchmarks.bfcl.prompting import CHAT_FORMAT
+from rods_core.config import PromptConfig
 from rods_core.inputs import DoorError, decode, filesystem_door, json_value, read_bytes
 
 WEIGHT_FILES = (
@@ -89,8 +90,6 @@ def _check_model_dir(p: Path, field: str) -> Path:
             )
         if "prompt" in card:
             from pydantic import ValidationError
-
-            from rods_core.config import PromptConfig
 
             try:
                 PromptConfig.model_validate(card["prompt"])
