@@ -11,7 +11,7 @@ import random
 from pathlib import Path
 
 from rods_core.benchmarks.bfcl.demo import demo_seeds
-from rods_core.benchmarks.bfcl.tasks import Task, parse_task_lines, record_parser
+from rods_core.benchmarks.bfcl.tasks import parse_task_lines, record_parser
 from rods_core.benchmarks.protocols import Benchmark
 from rods_core.benchmarks.registry import make_benchmark
 from rods_core.config import CATEGORIES, RunConfig
@@ -118,17 +118,16 @@ def eval_tasks(
     return tasks[: e.limit] if e.limit else tasks
 
 
-def read_task_file(path: str, benchmark: Benchmark | None = None) -> list:
+def read_task_file(path: str, benchmark: Benchmark) -> list:
     """A JSONL task file read by the benchmark's schema alone (held-out sets hold test-split tasks, which the
-    training door refuses): BFCL multi-turn's task model, or the benchmark's own."""
-
-    parse = record_parser(benchmark.task_type if benchmark else Task)
+    training door refuses)."""
+    parse = record_parser(benchmark.task_type)
     return [t for _, t in parse_task_lines(read_bytes(path, "task file"), str(path), parse)]
 
 
 HELDOUT_REASON = "equals a task of the held-out set"  # the variant events' reason the report counts
 
 
-def heldout_keys(files: list[str], benchmark: Benchmark | None = None) -> dict[str, str]:
+def heldout_keys(files: list[str], benchmark: Benchmark) -> dict[str, str]:
     """Content key -> file stem of every task in `files` (synthesis.exclude): what no variant may equal."""
     return {t.content_key(): Path(f).stem for f in files for t in read_task_file(f, benchmark)}

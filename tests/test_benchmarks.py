@@ -253,7 +253,7 @@ def test_benchmarks_package_imports_no_app_storage_or_training():
     banned = ("storage", "streamlit", "plotly", "bench", "torch", "trl", "transformers", "pages")
     banned_core = ("rods_core.trainer", "rods_core.rollout", "rods_core.loop", "rods_lab.cli", "rods_core.buffer")
     root = Path(__file__).parents[1] / "rods_core" / "benchmarks"
-    for path in root.glob("*.py"):
+    for path in root.rglob("*.py"):  # the wings too
         for node in ast.walk(ast.parse(path.read_text())):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
             names += [node.module or ""] if isinstance(node, ast.ImportFrom) else []
