@@ -19,11 +19,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from rods_core.benchmarks.provenance import Provenance, Source
 from rods_core.config import CATEGORIES, Category
 from rods_core.ids import check_task_id
 from rods_core.inputs import Bad, DoorError, jsonl_lines, read_bytes
-
-Source = Literal["seed", "synth", "import", "edit"]
 
 # The eight BFCL multi-turn API classes (the memory and web-search classes belong to other suites).
 API_CLASSES: tuple[str, ...] = (
@@ -36,16 +35,6 @@ API_CLASSES: tuple[str, ...] = (
     "TravelAPI",
     "VehicleControlAPI",
 )
-
-
-class Provenance(BaseModel):
-    """Where a task came from: a BFCL seed, a synthesized variant, an import, or an edit."""
-
-    model_config = ConfigDict(extra="forbid")
-    source: Source = Field("seed", description="seed | synth | import | edit")
-    parent_id: str | None = Field(None, description="the task this one was derived from")
-    created_step: int | None = Field(None, description="training step at which it was created")
-    note: str | None = Field(None, description="free text: the synthesis plan, the editor, ...")
 
 
 class Message(BaseModel):

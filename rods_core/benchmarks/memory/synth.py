@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rods_core.benchmarks.bfcl.tasks import Provenance
 from rods_core.benchmarks.memory.env import Backend, MemoryEnvironment, reference_policy
 from rods_core.benchmarks.memory.tasks import MemoryTask, grounded_fact
 from rods_core.benchmarks.protocols import Verdict, play
+from rods_core.benchmarks.provenance import Provenance
 from rods_core.benchmarks.scratch import scratch_folder
 
 if TYPE_CHECKING:  # the annotation only: see MemoryTemplateSynthesizer.variants

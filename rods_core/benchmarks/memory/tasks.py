@@ -12,9 +12,9 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from rods_core.benchmarks.bfcl.tasks import Provenance
 from rods_core.benchmarks.memory.answers import answer_matches
 from rods_core.benchmarks.protocols import Split
+from rods_core.benchmarks.provenance import Provenance
 from rods_core.ids import check_task_id
 
 SCENARIOS: tuple[str, ...] = ("customer", "finance", "healthcare", "notetaker", "student")
