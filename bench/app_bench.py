@@ -52,8 +52,8 @@ def accepted_variant_rows(variants: list) -> list[dict]:
 
 
 def _tasks():
+    from rods_core.benchmarks.bfcl.seeds import load_seeds
     from rods_core.ids import variant_id
-    from rods_core.seeds import load_seeds
 
     seeds = load_seeds("train")
     variants = []

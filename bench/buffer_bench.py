@@ -21,11 +21,11 @@ import sys
 import time
 from pathlib import Path
 
+from rods_core.benchmarks.bfcl.seeds import load_seeds
+from rods_core.benchmarks.bfcl.tasks import Message, Provenance, Task
 from rods_core.boundary import BoundaryDetector
 from rods_core.buffer import ReplayBuffer
 from rods_core.config import BufferConfig
-from rods_core.seeds import load_seeds
-from rods_core.tasks import Message, Provenance, Task
 
 GOAL_SHARE = 0.005
 

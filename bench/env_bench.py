@@ -10,9 +10,9 @@ import json
 import os
 import time
 
-from rods_core.envs.bfcl import BfclEnvironment
-from rods_core.envs.checker import score_calls
-from rods_core.seeds import load_seeds
+from rods_core.benchmarks.bfcl.checker import score_calls
+from rods_core.benchmarks.bfcl.environment import BfclEnvironment
+from rods_core.benchmarks.bfcl.seeds import load_seeds
 
 
 def run(repeats: int = 3) -> dict:

@@ -21,9 +21,9 @@ import time
 import torch
 
 from bench.demo_model import demo_model
+from rods_core.benchmarks.bfcl.demo import demo_seeds
 from rods_core.config import EpisodeConfig, SamplingConfig
 from rods_core.policy.cached_generation import CachedHFGenerator
-from rods_core.policy.demo import demo_seeds
 from rods_core.policy.generation import HFGenerator
 from rods_core.policy.tiny import load_policy
 from rods_core.rollout import run_episodes

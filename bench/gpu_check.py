@@ -125,8 +125,8 @@ def _model_logprobs(model, ids: list[int]) -> list[float]:
 
 def build_policy(work: Path, a: argparse.Namespace, gpu: bool) -> tuple[Path, dict]:
     """A model from a config, warm-started on the demo seeds; (folder, facts for the report)."""
+    from rods_core.benchmarks.bfcl.demo import demo_seeds
     from rods_core.config import SFTSettings, TinyModelConfig
-    from rods_core.policy.demo import demo_seeds
     from rods_core.policy.sft import run_sft
     from rods_core.policy.tiny import init_tiny
 

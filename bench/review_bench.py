@@ -41,7 +41,7 @@ def _variant(parent, i: int):
 def build_review_run(ws: Path, runs: Path, run_id: str, variants: int, review: str = "gated") -> Path:
     """A finished run folder with `variants` staged variants (awaiting review when gated), registered in
     ws/control.sqlite; returns the run folder."""
-    from rods_core.seeds import load_seeds
+    from rods_core.benchmarks.bfcl.seeds import load_seeds
     from storage.control import ControlDB
     from storage.events import EventLog
     from storage.pools import write_pools_snapshot

@@ -26,6 +26,8 @@ import sys
 import time
 from pathlib import Path
 
+from rods_core.benchmarks.registry import make_benchmark
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -61,8 +63,8 @@ def _snapshot_callback(out: Path, init: Path, tokenizer, every: float, per_step_
 def train(out: Path, config: Path, processes: int, every: float, sft: dict) -> None:
     """init-tiny (before the hand-off to the launcher), then the demo config's SFT (`sft`: settings changed, e.g.
     a learning rate) with snapshots."""
+    from rods_core.benchmarks.bfcl.demo import demo_seeds
     from rods_core.config import load_config
-    from rods_core.policy.demo import demo_seeds
     from rods_core.policy.sft import run_sft, tokenize_demonstrations
     from rods_core.policy.tiny import init_tiny, load_policy
     from rods_core.ranks import under_launcher
@@ -82,7 +84,7 @@ def train(out: Path, config: Path, processes: int, every: float, sft: dict) -> N
     seeds = demo_seeds()
     tasks = seeds + fresh_variants(seeds, cfg.model.sft_variants_per_seed, cfg, "warm-start")
     _, tokenizer, prompt = load_policy(init)
-    rows = tokenize_demonstrations(tasks, tokenizer, prompt)
+    rows = tokenize_demonstrations(tasks, tokenizer, make_benchmark(prompt=prompt))
     per_step = sum(len(r["input_ids"]) for r in rows) / len(rows) * settings.batch_size * processes
     snap = _snapshot_callback(out, init, tokenizer, every, per_step)
     figures = run_sft(init, out / "full", tasks, settings, callbacks=[snap], show_progress=False)
@@ -93,7 +95,7 @@ def train(out: Path, config: Path, processes: int, every: float, sft: dict) -> N
 
 def held_out(cfg) -> list:
     """Fresh variants of the demo seeds under another purpose, minus any the warm start trains on."""
-    from rods_core.policy.demo import demo_seeds
+    from rods_core.benchmarks.bfcl.demo import demo_seeds
     from rods_core.tasksets import fresh_variants
 
     seeds = demo_seeds()
@@ -133,8 +135,8 @@ def score(out: Path, config: Path, wait: bool, reference: Path | None = None) ->
     """Score every snapshot once, in `_order`, once the full build is scored; with `wait`, poll until all are.
     `reference`: another run's folder whose full build the snapshots are compared with (this run's own end is
     then not scored as a full build)."""
+    from rods_core.benchmarks.bfcl.demo import demo_seeds
     from rods_core.config import load_config
-    from rods_core.policy.demo import demo_seeds
     from rods_core.threads import apply_thread_policy
 
     apply_thread_policy(1)

@@ -123,7 +123,7 @@ def run(
     out: Path = Path("bench/results/store"),
     repeats: int = 20,
 ) -> dict:
-    from rods_core.seeds import load_seeds
+    from rods_core.benchmarks.bfcl.seeds import load_seeds
 
     out = Path(out)
     shutil.rmtree(out, ignore_errors=True)

@@ -17,9 +17,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from rods_core.benchmarks.bfcl.seeds import load_seeds  # noqa: E402
+from rods_core.benchmarks.bfcl.synth import merge_counts, synthesize  # noqa: E402
 from rods_core.config import SynthesisConfig
-from rods_core.seeds import load_seeds  # noqa: E402
-from rods_core.synth import merge_counts, synthesize  # noqa: E402
 
 
 def measure(limit: int = 400, n: int = 4, attempts: int = 24, seed: int = 0) -> dict:

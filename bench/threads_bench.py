@@ -30,8 +30,8 @@ CONFIGS = [  # (name, torch threads per process, processes, busy neighbour)
 
 def child(model: str, out: str, tokens: int, threads: int) -> None:
     """One SFT run (inside this process, or one rank of an accelerate launch); rank 0 prints its figures."""
+    from rods_core.benchmarks.bfcl.demo import demo_seeds
     from rods_core.config import SFTSettings
-    from rods_core.policy.demo import demo_seeds
     from rods_core.policy.sft import run_sft
     from rods_core.threads import apply_thread_policy
 

@@ -136,8 +136,8 @@ def rollout_throughput(trainer, tasks: list, samples: int) -> dict:
 def main(model: str | None, n_tasks: int, samples: int) -> dict:
     import torch
 
+    from rods_core.benchmarks.bfcl.demo import demo_seeds
     from rods_core.config import TinyModelConfig
-    from rods_core.policy.demo import demo_seeds
     from rods_core.policy.tiny import init_tiny
 
     torch.set_num_threads(1)

@@ -31,8 +31,8 @@ def _rods(*args: str) -> dict:
 
 def held_out_set(per_seed: int, exclude_k: int) -> tuple[list, list]:
     """(held-out variants, demo seeds): fresh variants of the seeds, minus any that a training arm holds."""
+    from rods_core.benchmarks.bfcl.demo import demo_seeds
     from rods_core.config import RunConfig
-    from rods_core.policy.demo import demo_seeds
     from rods_core.tasksets import fresh_variants
 
     seeds, cfg = demo_seeds(), RunConfig()
@@ -42,7 +42,7 @@ def held_out_set(per_seed: int, exclude_k: int) -> tuple[list, list]:
 
 
 def run(arms: list[int], tokens: int, processes: int, held_per_seed: int, exclude_k: int | None = None) -> dict:
-    from rods_core.tasks import write_tasks
+    from rods_core.benchmarks.bfcl.tasks import write_tasks
     from rods_lab.experiments.machine import describe
 
     work = Path(tempfile.mkdtemp(prefix="rods-warmstart-"))

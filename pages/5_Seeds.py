@@ -7,11 +7,11 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
+from rods_core.benchmarks.bfcl.seed_stats import task_rows
+from rods_core.benchmarks.bfcl.seeds import load_seeds, split_of
 from rods_core.benchmarks.entries import benchmark_names
 from rods_core.config import parse_overrides
 from rods_core.inputs import DoorError
-from rods_core.seeds import load_seeds, split_of
-from rods_core.stats import task_rows
 from rods_lab import catalog_edits, identity, ui
 from rods_lab.configs import list_configs
 from rods_lab.launch import launch_on_seeds

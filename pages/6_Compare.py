@@ -9,8 +9,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from rods_lab import charts, compare, ui
-from rods_lab.experiments import results
+from rods_lab import charts, compare, results, ui
 
 ui.page_setup(__file__)
 

@@ -24,6 +24,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from rods_core.benchmarks.protocols import TaskRecord
 from rods_core.boundary import BoundaryDetector, TaskStats
 from rods_core.config import BoundaryConfig, BufferConfig
 from rods_core.ids import next_edit_id
@@ -37,7 +38,6 @@ from rods_core.retirement import (
     stale_probe,
 )
 from rods_core.rng import derive_seed, rng_state, set_rng_state, weighted_pick
-from rods_core.tasks import Task
 
 Pool = Literal["active", "staged", "dormant", "retired"]
 POOLS: tuple[Pool, ...] = ("active", "staged", "dormant", "retired")
@@ -89,10 +89,10 @@ class TaskSource(Protocol):
     detector: BoundaryDetector | None
 
     def sample(self, n: int) -> list[str]: ...
-    def task(self, task_id: str) -> Task: ...
+    def task(self, task_id: str) -> TaskRecord: ...
     def reprobes(self, matrix: Mapping[str, Sequence[float]]) -> list[str]: ...
     def observe(self, step: int, matrix: Mapping[str, Sequence[float]]) -> list[BufferEvent]: ...
-    def offer(self, variants: list[Task], step: int) -> list[BufferEvent]: ...
+    def offer(self, variants: list[TaskRecord], step: int) -> list[BufferEvent]: ...
     def apply_decision(self, decision: BufferDecision) -> tuple[bool, str]: ...
     def decision_moves(self) -> list[BufferEvent]: ...
     def pools(self) -> dict[str, list[str]]: ...
@@ -135,7 +135,7 @@ class ReplayBuffer:
     """
 
     def __init__(
-        self, seeds: Sequence[Task], detector: BoundaryDetector | None = None, config: BufferConfig | None = None
+        self, seeds: Sequence[TaskRecord], detector: BoundaryDetector | None = None, config: BufferConfig | None = None
     ):
         if not seeds:
             raise ValueError("a replay buffer needs at least one seed task")
@@ -149,7 +149,7 @@ class ReplayBuffer:
         self.parent_rng = random.Random(derive_seed(self.config.seed, "buffer-parents"))
         self._ctor_ids = tuple(t.id for t in seeds)
         self._seed_ids = list(self._ctor_ids)  # grows when a decision promotes a variant to seed
-        self._tasks: dict[str, Task] = {}
+        self._tasks: dict[str, TaskRecord] = {}
         self._entries: dict[str, Entry] = {}
         self._pools: dict[Pool, dict[str, None]] = {p: {} for p in POOLS}  # insertion-ordered sets
         self._content: dict[str, str] = {}  # content key -> task id, for duplicate offers
@@ -284,7 +284,7 @@ class ReplayBuffer:
             caps.append(cfg.p_max - alive)
         return max(0, min(caps))
 
-    def offer(self, variants: list[Task], step: int) -> list[BufferEvent]:
+    def offer(self, variants: list[TaskRecord], step: int) -> list[BufferEvent]:
         """Verified variants enter staged (probing, or awaiting review when gated; active at once under
         `injection: direct`) while room() allows."""
         self.step = max(self.step, step)
@@ -354,7 +354,7 @@ class ReplayBuffer:
         self._outbox.append(self._move(tid, "active", DecisionReason.RESEED, "promoted to seed"))
         return True, "promoted to seed: never retired from now on"
 
-    def _apply_edit(self, tid: str, e: Entry, edited: Task) -> tuple[bool, str]:
+    def _apply_edit(self, tid: str, e: Entry, edited: TaskRecord) -> tuple[bool, str]:
         if edited.id == tid or edited.id in self._entries:  # records are immutable per id: give it a fresh one
             edited = edited.model_copy(update={"id": next_edit_id(tid, self._entries)})
         prov = edited.provenance.model_copy(update={"source": "edit", "parent_id": tid, "created_step": self.step})
@@ -369,7 +369,7 @@ class ReplayBuffer:
         return True, f"edited as {edited.id}: probed next"
 
     # ----- views ----------------------------------------------------------------------------------
-    def task(self, task_id: str) -> Task:
+    def task(self, task_id: str) -> TaskRecord:
         try:
             return self._tasks[task_id]
         except KeyError:
@@ -380,7 +380,7 @@ class ReplayBuffer:
         return {p: list(ids) for p, ids in self._pools.items()}
 
     # ----- internals ------------------------------------------------------------------------------
-    def _add(self, task: Task, entry: Entry) -> None:
+    def _add(self, task: TaskRecord, entry: Entry) -> None:
         self._tasks[task.id] = task
         self._entries[task.id] = entry
         self._pools[entry.pool][task.id] = None
@@ -404,7 +404,7 @@ class ReplayBuffer:
 
     # ----- checkpoint -----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """JSON-serialisable; holds the Task records of every task that was not a constructor seed."""
+        """JSON-serialisable; holds the records of every task that was not a constructor seed."""
         ctor = set(self._ctor_ids)
         return {
             "version": 1,

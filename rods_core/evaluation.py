@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from rods_core.benchmarks.protocols import Benchmark
-from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, BenchmarkName, Prereq, make_benchmark
+from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, BenchmarkName, Prereq
 from rods_core.config import EpisodeConfig, SamplingConfig
 from rods_core.policy.backends import choose_generator
 from rods_core.policy.generation import Generator
@@ -112,10 +112,10 @@ def _play(
     return out
 
 
-def metrics(episodes: list[Episode], tasks: list, prefix: str = "eval", benchmark: Benchmark | None = None) -> dict:
-    """Overall and per-group accuracy and progress (namespaced; groups by `benchmark.group_of`, BFCL
-    multi-turn's categories by default), plus format validity and the share of episodes ended by a full context."""
-    bench = benchmark or make_benchmark()
+def metrics(episodes: list[Episode], tasks: list, prefix: str = "eval", *, benchmark: Benchmark) -> dict:
+    """Overall and per-group accuracy and progress (namespaced; groups by `benchmark.group_of`), plus format
+    validity and the share of episodes ended by a full context."""
+    bench = benchmark
     by_group: dict[str, list[Episode]] = defaultdict(list)
     for ep, task in zip(episodes, tasks, strict=True):
         by_group[bench.group_of(task)].append(ep)

@@ -1,7 +1,7 @@
 """A run from a config; one training step reads top to bottom.
 
 One step: the RODS step draws the batch and the episodes are played (trainer.RodsGRPOTrainer's rollout
-function → rollout.py, rewards from envs/checker.py); rank 0 claims the researcher's pending decisions
+function → rollout.py, rewards from benchmarks/bfcl/checker.py); rank 0 claims the researcher's pending decisions
 (`StepCallback.rollout_done`) → TRL computes advantages and updates the policy → `StepCallback.on_step_end`:
 the decisions shared to every rank, the RODS hooks (step.py: detector → buffer → synthesis → decisions),
 the outcome recorded → `on_log`: the step's row, with TRL's loss → `on_save`: the RODS state beside TRL's
@@ -23,17 +23,27 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from rods_core.benchmarks.bfcl.tasks import TaskFileError
 from rods_core.benchmarks.protocols import Benchmark
 from rods_core.benchmarks.scratch import run_scratch
 from rods_core.checkpoint import checkpoint_dir, last_checkpoint, load_state, save_state
 from rods_core.config import RunConfig, dump_config
+from rods_core.evaluation import EvalConfig, evaluate_sharded
+from rods_core.ids import new_run_id
+from rods_core.inputs import DoorError
+from rods_core.model_folders import check_model_dir, model_folder
+from rods_core.policy.build import ensure_model
+from rods_core.policy.precision import model_init_kwargs
+from rods_core.policy.tiny import load_policy, read_card, write_card
+from rods_core.policy.weights import whole_weights
 from rods_core.ranks import Ranks, launch_refusal
 from rods_core.recording import Decision, NullRecorder, OpenRecorder, RunRecorder
 from rods_core.rollout import episode_benchmark
 from rods_core.step import RodsStep, StepOutcome
-from rods_core.tasksets import run_benchmark
+from rods_core.tasksets import TaskSetError, eval_tasks, run_benchmark, select_seeds
+from rods_core.threads import apply_thread_policy
 from rods_core.tracking import StepTracker, tracker_environment
-from rods_core.trainer import RolloutReport
+from rods_core.trainer import RodsGRPOTrainer, RolloutReport
 
 # TRL's logged names -> ours (storage/schema.py lists every step metric)
 TRL_METRICS = {
@@ -248,10 +258,6 @@ def train(
     """
     import torch
 
-    from rods_core.policy.build import ensure_model
-    from rods_core.threads import apply_thread_policy
-    from rods_core.trainer import RodsGRPOTrainer
-
     apply_thread_policy(cfg.compute.threads)
     torch.manual_seed(cfg.seed)
     ranks = Ranks.for_run(cfg.grpo)
@@ -311,10 +317,6 @@ def check_run_inputs(
 ) -> tuple[str, Path, list]:
     """(run id, run folder, seed tasks); everything that can fail on bad input fails here, before anything
     is created. Every rank uses rank 0's run id (a generated id differs per process)."""
-    from rods_core.ids import new_run_id
-    from rods_core.inputs import DoorError
-    from rods_core.tasks import TaskFileError
-    from rods_core.tasksets import TaskSetError, select_seeds
 
     refusal = launch_refusal(
         os.environ, cfg.grpo.use_cpu, cfg.grpo.bf16, cfg.grpo.shared_prompt, bool(cfg.model.lora and cfg.grpo.use_vllm)
@@ -337,7 +339,6 @@ def check_run_inputs(
 
 def check_model_source(cfg: RunConfig) -> None:
     """Refuse a model folder that is neither a model nor allowed to be built, before the run is created."""
-    from rods_core.model_folders import check_model_dir, model_folder
 
     path = model_folder(cfg.model.path, cfg.model.build_if_missing)
     if cfg.model.build_if_missing and not (path / "config.json").exists():
@@ -378,8 +379,6 @@ class Policy:
 
     @classmethod
     def load(cls, cfg: RunConfig, model_dir: Path) -> Policy:
-        from rods_core.policy.precision import model_init_kwargs
-        from rods_core.policy.tiny import load_policy, read_card
 
         # TRL's dtype rule (fp32 master weights unless model.dtype says otherwise), applied here because TRL
         # ignores model_init_kwargs for a model it is handed
@@ -392,7 +391,6 @@ class Policy:
 
     def sft_task_ids(self) -> set[str]:
         """Tasks the warm start trained on (the model card's stages): never held out."""
-        from rods_core.policy.tiny import read_card
 
         return {tid for stage in read_card(self.model_dir).get("stages", []) for tid in stage.get("task_ids", [])}
 
@@ -400,7 +398,6 @@ class Policy:
         """The trained model, whole, in `final` (from_pretrained loads it). Under FSDP with sharded checkpoints,
         transformers' save_model writes no weights, so the full state dict is gathered here (every rank takes part;
         rank 0 writes it)."""
-        from rods_core.policy.tiny import read_card, write_card
 
         if sharded_checkpoints(trainer):
             state = trainer.accelerator.get_state_dict(trainer.model)
@@ -441,8 +438,6 @@ class HeldOutEval:
         episodes (RodsGRPOTrainer.evaluation_generator: the run's vLLM synced to the weights, or None inside
         whole weights); without it the model plays itself inside whole weights. The episodes write inside
         `scratch` (the run's scratch folder)."""
-        from rods_core.evaluation import EvalConfig
-        from rods_core.tasksets import eval_tasks
 
         self.split, self.policy, self.ranks, self.benchmark = cfg.eval.split, policy, ranks, benchmark
         self.recorder, self.rods, self.generation, self.scratch = recorder, rods, generation, scratch
@@ -457,8 +452,6 @@ class HeldOutEval:
 
     def __call__(self, model, step: int, optimizer=None) -> None:
         """Evaluate `model` (the trainer's) at `step`; `optimizer`, the trainer's, lets ZeRO-3 gather as TRL does."""
-        from rods_core.evaluation import evaluate_sharded
-        from rods_core.policy.weights import whole_weights
 
         tasks = self.tasks[: self.start_limit] if step == 0 and self.start_limit else self.tasks
         if not tasks:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from rods_core.benchmarks.bfcl.prompting import CHAT_FORMAT
+from rods_core.config import PromptConfig
 from rods_core.inputs import DoorError, decode, filesystem_door, json_value, read_bytes
-from rods_core.policy.prompting import CHAT_FORMAT
 
 WEIGHT_FILES = (
     "model.safetensors",
@@ -89,8 +90,6 @@ def _check_model_dir(p: Path, field: str) -> Path:
             )
         if "prompt" in card:
             from pydantic import ValidationError
-
-            from rods_core.config import PromptConfig
 
             try:
                 PromptConfig.model_validate(card["prompt"])

@@ -1,4 +1,4 @@
-"""The synthesis stages' LLM prompts: built-in files in rods_core/synth/prompts, each replaceable by a
+"""The synthesis stages' LLM prompts: built-in files in rods_core/benchmarks/bfcl/synth/prompts, each replaceable by a
 same-named file in a folder of the user's; every file is checked for its placeholders when read."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from string import Template
 
-PROMPT_DIR = Path(__file__).parent / "synth" / "prompts"
+PROMPT_DIR = Path(__file__).parent / "benchmarks" / "bfcl" / "synth" / "prompts"
 
 
 PROMPT_FIELDS: dict[str, frozenset[str]] = {

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from rods_core.tasks import Task
+from rods_core.benchmarks.protocols import TaskRecord
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ class RunRecorder(Protocol):
 
     def write(self, events: dict[str, list[dict]]) -> None: ...
     def flush(self) -> None: ...
-    def write_pools(self, step: int, pools: dict[str, list[Task]]) -> None: ...
+    def write_pools(self, step: int, pools: dict[str, list[TaskRecord]]) -> None: ...
     def heartbeat(self, step: int) -> None: ...
     def working(self) -> AbstractContextManager[None]: ...
     def build_progress(self, phase: str, **fields: Any) -> None: ...
@@ -75,7 +75,7 @@ class NullRecorder:
     def flush(self) -> None:
         pass
 
-    def write_pools(self, step: int, pools: dict[str, list[Task]]) -> None:
+    def write_pools(self, step: int, pools: dict[str, list[TaskRecord]]) -> None:
         pass
 
     def heartbeat(self, step: int) -> None:

@@ -29,12 +29,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rods_core.benchmarks.bfcl.prompting import parse_assistant, tool_message
 from rods_core.benchmarks.protocols import Benchmark, Environment, Message
 from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, make_benchmark
 from rods_core.benchmarks.scratch import scratch_folder
 from rods_core.config import EpisodeConfig
 from rods_core.policy.generation import Completion, Generator
-from rods_core.policy.prompting import parse_assistant, tool_message
 from rods_core.policy.rendering import ChatRenderer, renderer_for
 
 

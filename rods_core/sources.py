@@ -14,12 +14,12 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rods_core.benchmarks.protocols import TaskRecord
 from rods_core.boundary import BoundaryDetector, group_stats, is_informative
 from rods_core.buffer import BufferDecision, BufferEvent, ReplayBuffer, TaskSource
 from rods_core.config import METHODS, BoundaryConfig, BufferConfig
 from rods_core.reasons import OfferReason
 from rods_core.rng import rng_state, set_rng_state
-from rods_core.tasks import Task
 
 
 class StaticSource:
@@ -31,7 +31,7 @@ class StaticSource:
 
     def __init__(
         self,
-        tasks: Sequence[Task],
+        tasks: Sequence[TaskRecord],
         seed: int = 0,
         detector: BoundaryDetector | None = None,
         skip_flat: bool = False,
@@ -80,13 +80,13 @@ class StaticSource:
                     self._flat.pop(tid, None)
         return []
 
-    def task(self, task_id: str) -> Task:
+    def task(self, task_id: str) -> TaskRecord:
         try:
             return self._tasks[task_id]
         except KeyError:
             raise KeyError(f"the source holds no task {task_id!r}") from None
 
-    def offer(self, variants: list[Task], step: int) -> list[BufferEvent]:
+    def offer(self, variants: list[TaskRecord], step: int) -> list[BufferEvent]:
         return [
             BufferEvent(step, t.id, None, None, OfferReason.STATIC, "a static source admits no variants")
             for t in variants
@@ -132,7 +132,9 @@ class StaticSource:
             self.detector.load_state_dict(state["detector"])
 
 
-def build_source(method: str, seeds: Sequence[Task], boundary: BoundaryConfig, buffer: BufferConfig) -> TaskSource:
+def build_source(
+    method: str, seeds: Sequence[TaskRecord], boundary: BoundaryConfig, buffer: BufferConfig
+) -> TaskSource:
     """The task source of a method; every source carries a detector so all methods report regions."""
     detector = BoundaryDetector(boundary)
     if method in ("static", "env_augment", "dapo_filter"):

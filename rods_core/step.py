@@ -16,16 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from rods_core.benchmarks.edits import parse_edit, verify_edit
-from rods_core.benchmarks.protocols import Benchmark
+from rods_core.benchmarks.leaks import TestSplitRefused, refuse_test_tasks
+from rods_core.benchmarks.protocols import Benchmark, TaskRecord
 from rods_core.boundary import group_stats, is_informative
 from rods_core.buffer import BufferDecision
 from rods_core.config import RunConfig
 from rods_core.ranks import Ranks, digest
 from rods_core.recording import Decision, DecisionOutcome
 from rods_core.rng import derive_seed
-from rods_core.seeds import TestSplitRefused, refuse_test_tasks
 from rods_core.sources import build_source
-from rods_core.tasks import Task
 from rods_core.tasksets import HELDOUT_REASON, heldout_keys, run_benchmark
 from rods_core.trainer import RolloutReport
 
@@ -42,7 +41,7 @@ class Asked:
     seed: int
     due: int  # synthesis.deterministic: the step it is taken back at
     known: int  # variants the worker had handed out when it was asked: the job saw only those
-    task: Task  # the parent as asked (a decision may remove it from the pools before the job is back)
+    task: TaskRecord  # the parent as asked (a decision may remove it from the pools before the job is back)
 
 
 @dataclass
@@ -53,7 +52,7 @@ class StepOutcome:
     events: dict[str, list[dict]] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
     decisions: list[DecisionOutcome] = field(default_factory=list)
-    pools: dict[str, list[Task]] | None = None
+    pools: dict[str, list[TaskRecord]] | None = None
     digest: str = ""
 
 
@@ -63,7 +62,7 @@ class RodsStep:
     def __init__(
         self,
         cfg: RunConfig,
-        seeds: list[Task],
+        seeds: list[TaskRecord],
         ranks: Ranks,
         benchmark: Benchmark | None = None,
         scratch: Path | None = None,
@@ -80,8 +79,8 @@ class RodsStep:
         self.tokens: dict[str, float] = {}  # per task: tokens generated per rollout in its last group
         self.worker = None
         if cfg.synthesizes and ranks.main and bench.synthesizer is not None:
+            from rods_core.benchmarks.bfcl.synth.pipeline import SynthWorker
             from rods_core.benchmarks.synthesis import worker_job
-            from rods_core.synth.pipeline import SynthWorker
 
             job = worker_job(bench.synthesizer)
             self.worker = SynthWorker(cfg.synthesis, pool_keys={t.content_key() for t in seeds}, job=job)
@@ -95,7 +94,7 @@ class RodsStep:
     def draw(self, n: int) -> list[str]:
         return self.source.sample(n)
 
-    def task(self, task_id: str) -> Task:
+    def task(self, task_id: str) -> TaskRecord:
         return self.source.task(task_id)
 
     def expected_tokens(self, task_id: str) -> float | None:
@@ -181,7 +180,7 @@ class RodsStep:
             "retired": len(pools.get("retired", [])),
         }
 
-    def pool_tasks(self) -> dict[str, list[Task]]:
+    def pool_tasks(self) -> dict[str, list[TaskRecord]]:
         """The pools as the app shows them: every seed under "seeds" (dormant ones only there), and the
         staged, active and retired tasks."""
         pools = self.source.pools()
@@ -190,7 +189,7 @@ class RodsStep:
             out[name] = [self.source.task(t) for t in pools.get(name, [])]
         return out
 
-    def _changed_pools(self) -> dict[str, list[Task]] | None:
+    def _changed_pools(self) -> dict[str, list[TaskRecord]] | None:
         """The pools as the app shows them when they changed since the last step, else None."""
         version = digest(self.source.pools())
         if version == self._pools_version:
@@ -199,7 +198,7 @@ class RodsStep:
         return self.pool_tasks()
 
     # ----- synthesis beside training ----------------------------------------------------------------
-    def _synthesis(self, step: int) -> tuple[list[Task], list[dict], list[dict], dict[str, float]]:
+    def _synthesis(self, step: int) -> tuple[list[TaskRecord], list[dict], list[dict], dict[str, float]]:
         """Hand boundary parents to the worker while the budget has room; take back what is ready."""
         if not self.cfg.synthesizes:
             return [], [], [], {}
@@ -347,7 +346,7 @@ def apply_decisions(decisions: list[Decision], apply) -> list[DecisionOutcome]:
 def reject_heldout(result, keys: dict[str, str]) -> int:
     """Reject, in place, each accepted variant of a synthesis result that equals a held-out task by content
     (its last stage becomes a rejection naming the set); returns how many."""
-    from rods_core.synth.stages import StageOutcome
+    from rods_core.benchmarks.bfcl.synth.stages import StageOutcome
 
     hits = 0
     for attempt in result.attempts:
@@ -395,7 +394,7 @@ def _move_row(m) -> dict:
     }
 
 
-def variant_rows_of(result, accepted: list[Task]) -> list[dict]:
+def variant_rows_of(result, accepted: list[TaskRecord]) -> list[dict]:
     """One `variant` event per candidate: the stage outcomes of each attempt, in order."""
     rows, ok = [], iter(accepted)
     for attempt in result.attempts:

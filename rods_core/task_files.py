@@ -7,11 +7,11 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from rods_core.benchmarks.bfcl.tasks import TaskFileError, parse_task_lines, record_parser
+from rods_core.benchmarks.leaks import refuse_test_tasks
 from rods_core.benchmarks.protocols import Benchmark
 from rods_core.benchmarks.registry import make_benchmark
 from rods_core.inputs import read_bytes
-from rods_core.seeds import refuse_test_tasks
-from rods_core.tasks import TaskFileError, parse_task_lines, record_parser
 
 
 def parse_task_bytes(

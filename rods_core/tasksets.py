@@ -10,9 +10,14 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+from rods_core.benchmarks.bfcl.demo import demo_seeds
+from rods_core.benchmarks.bfcl.tasks import parse_task_lines, record_parser
 from rods_core.benchmarks.protocols import Benchmark
+from rods_core.benchmarks.registry import make_benchmark
 from rods_core.config import CATEGORIES, RunConfig
+from rods_core.inputs import read_bytes
 from rods_core.rng import derive_seed
+from rods_core.task_files import load_task_file
 
 
 class TaskSetError(ValueError):
@@ -22,7 +27,6 @@ class TaskSetError(ValueError):
 def run_benchmark(cfg: RunConfig, benchmark: Benchmark | None = None, *, scratch: Path | None = None) -> Benchmark:
     """`benchmark` when the caller gives one (any Benchmark), else the config's (`benchmark:`, `prereq:`, its
     synthesizer with the run's `synthesis:` settings, verifying inside `scratch`: the run's scratch folder)."""
-    from rods_core.benchmarks.registry import make_benchmark  # not at the top: the benchmarks' modules
 
     return benchmark or make_benchmark(cfg.benchmark, prereq=cfg.prereq, synth=cfg.synthesis, scratch=scratch)
 
@@ -39,12 +43,8 @@ def select_seeds(cfg: RunConfig, benchmark: Benchmark | None = None) -> list:
     random; test-split tasks are refused."""
     s, bench = cfg.seeds, run_benchmark(cfg, benchmark)
     if s.subset == "demo":  # the config allows it only on a benchmark that declares demo seeds
-        from rods_core.policy.demo import demo_seeds
-
         tasks = demo_seeds()
     elif s.subset == "file":
-        from rods_core.task_files import load_task_file
-
         # the task-file door: schema, replay by execution, and the leak guard, all or nothing
         tasks = load_task_file(s.file, "seeds.file", benchmark=bench)
     else:
@@ -118,19 +118,16 @@ def eval_tasks(
     return tasks[: e.limit] if e.limit else tasks
 
 
-def read_task_file(path: str, benchmark: Benchmark | None = None) -> list:
+def read_task_file(path: str, benchmark: Benchmark) -> list:
     """A JSONL task file read by the benchmark's schema alone (held-out sets hold test-split tasks, which the
-    training door refuses): BFCL multi-turn's task model, or the benchmark's own."""
-    from rods_core.inputs import read_bytes
-    from rods_core.tasks import Task, parse_task_lines, record_parser
-
-    parse = record_parser(benchmark.task_type if benchmark else Task)
+    training door refuses)."""
+    parse = record_parser(benchmark.task_type)
     return [t for _, t in parse_task_lines(read_bytes(path, "task file"), str(path), parse)]
 
 
 HELDOUT_REASON = "equals a task of the held-out set"  # the variant events' reason the report counts
 
 
-def heldout_keys(files: list[str], benchmark: Benchmark | None = None) -> dict[str, str]:
+def heldout_keys(files: list[str], benchmark: Benchmark) -> dict[str, str]:
     """Content key -> file stem of every task in `files` (synthesis.exclude): what no variant may equal."""
     return {t.content_key(): Path(f).stem for f in files for t in read_task_file(f, benchmark)}

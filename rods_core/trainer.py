@@ -30,7 +30,7 @@ from transformers.trainer import OPTIMIZER_NAME, SCHEDULER_NAME
 from trl import GRPOConfig, GRPOTrainer
 
 from rods_core.batch_record import write_batch
-from rods_core.benchmarks.protocols import Benchmark
+from rods_core.benchmarks.protocols import Benchmark, TaskRecord
 from rods_core.config import EpisodeConfig, RunConfig
 from rods_core.policy.backends import choose_generator
 from rods_core.policy.generation import Generator, VLLMGenerator
@@ -40,7 +40,6 @@ from rods_core.policy.weights import whole_weights
 from rods_core.ranks import Ranks, balance
 from rods_core.rng import derive_seed
 from rods_core.rollout import rollout_output, run_episodes
-from rods_core.tasks import Task
 
 SLOT_PREFIX = "slot:"
 
@@ -179,7 +178,7 @@ class RodsGRPOTrainer(GRPOTrainer):
         cfg: RunConfig,
         out_dir: str,
         draw: Callable[[int], list[str]],
-        task_of: Callable[[str], Task],
+        task_of: Callable[[str], TaskRecord],
         on_rollout: Callable[[RolloutReport], None],
         episode_cfg: EpisodeConfig,
         callbacks=None,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from rods_core.benchmarks.bfcl.seeds import load_seeds
 from rods_core.benchmarks.protocols import Benchmark
-from rods_core.seeds import load_seeds
 from rods_lab.identity import Actor, require
 from rods_lab.paths import AppPaths, import_upload, import_workspace_file
 from storage.catalog import ImportReport

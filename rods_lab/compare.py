@@ -9,7 +9,7 @@ import math
 import pandas as pd
 
 from rods_core.statistics import t_quantile, wilson
-from rods_lab.experiments.results import Frames
+from rods_lab.results import Frames
 
 # x axis -> (the steps table's cumulative column, the axis title)
 X_AXES: dict[str, tuple[str, str]] = {

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rods_core.benchmarks.protocols import Benchmark
 from rods_core.inputs import DoorError, read_bytes
-from rods_lab.experiments.results import EXPERIMENTS
+from rods_lab.results import EXPERIMENTS
 from storage.catalog import ImportReport, import_seeds
 from storage.control import ControlDB, open_store
 from storage.store_engine import store_target

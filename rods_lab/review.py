@@ -21,8 +21,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from rods_core.benchmarks.bfcl.tasks import Task
 from rods_core.benchmarks.protocols import Benchmark
-from rods_core.tasks import Task
 from rods_lab import record_form, ui, views
 from rods_lab.identity import Actor, Refused, current, local, refusals, require
 from rods_lab.paths import AppPaths

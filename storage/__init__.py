@@ -2,5 +2,8 @@
 curation decisions and their audit trail, seed catalog; SQLModel over SQLite or PostgreSQL) and JSONL
 export/import.
 
-Imports from rods_core: `rods_core.tasks` only. Nothing here imports streamlit, torch or TRL.
+Sees a task through the task contract (rods_core.benchmarks.protocols.TaskRecord) and a benchmark through the
+registry; still imports from the BFCL wing its JSONL helpers (record_parser, iter_records, write_tasks), its seeds
+(the catalog's built-ins) and its task model (curation's side-by-side view of turns). Nothing here imports
+streamlit, torch or TRL.
 """

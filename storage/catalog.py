@@ -14,9 +14,8 @@ from typing import Any
 
 import pandas as pd
 
-from rods_core.benchmarks.protocols import Benchmark, TaskFacts
+from rods_core.benchmarks.protocols import Benchmark, TaskFacts, TaskRecord
 from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, benchmark_names, make_benchmark, task_type_of
-from rods_core.tasks import Task
 from storage.control import ControlDB, Seed
 
 
@@ -105,7 +104,7 @@ def _catalog_task(seed: Seed) -> Any:
         return None
 
 
-def catalog_tasks(db: ControlDB, task_ids: Iterable[str]) -> list[Task]:
+def catalog_tasks(db: ControlDB, task_ids: Iterable[str]) -> list[TaskRecord]:
     """The catalog's tasks for these ids, in the given order; unknown ids raise KeyError."""
     seeds = {s.task_id: s for s in db.list_seeds()}
     builtin = None
@@ -116,7 +115,7 @@ def catalog_tasks(db: ControlDB, task_ids: Iterable[str]) -> list[Task]:
         task = seeds[tid].task()
         if task is None:
             if builtin is None:
-                from rods_core.seeds import load_seeds
+                from rods_core.benchmarks.bfcl.seeds import load_seeds
 
                 builtin = {t.id: t for t in load_seeds("all")}
             task = builtin[tid]

@@ -32,8 +32,8 @@ from sqlalchemy import Column, DateTime, TypeDecorator, inspect, text, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Field, Session, SQLModel, select
 
+from rods_core.benchmarks.protocols import TaskRecord
 from rods_core.benchmarks.registry import parse_any_record
-from rods_core.tasks import Task
 from storage.audit_chain import (
     GENESIS,
     ChainReport,
@@ -488,7 +488,7 @@ class ControlDB:
 
     # ----- seed catalog -------------------------------------------------------------------------
     def upsert_seeds(
-        self, tasks: Iterable[Task], source: str = "import", tags: Iterable[str] = (), by: str | None = None
+        self, tasks: Iterable[TaskRecord], source: str = "import", tags: Iterable[str] = (), by: str | None = None
     ) -> tuple[int, int]:
         """Add or replace catalog entries in one transaction; returns (added, updated). A replaced entry
         keeps its tags (the new ones are added) and its enabled flag. `by`: who (the app's user)."""

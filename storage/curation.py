@@ -13,11 +13,11 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from rods_core.benchmarks.bfcl.tasks import Task
 from rods_core.benchmarks.protocols import Benchmark
 from rods_core.benchmarks.registry import make_benchmark
 from rods_core.reasons import OfferReason
 from rods_core.spreadsheet import csv_text
-from rods_core.tasks import Task
 from storage.control import ControlDB, DecisionRecord
 from storage.pools import PoolsSnapshot
 

@@ -3,7 +3,7 @@
 An export line is the task's `to_record()` (BFCL multi-turn: its question fields + ground_truth + provenance;
 another benchmark's task model, by the run's `benchmark:`, its own fields) plus `pool`
 and `stats` (the task's latest reward statistics in the run; every key present, null when unknown, so
-Arrow infers one schema). `rods_core.tasks.read_tasks` ignores those two fields, so an export imports
+Arrow infers one schema). `rods_core.benchmarks.bfcl.tasks.read_tasks` ignores those two fields, so an export imports
 back unchanged, and `datasets.load_dataset("json", data_files=...)` loads it (datasets types the
 heterogeneous `initial_config` as Json). Pool membership comes from the run's pools.json snapshot.
 """
@@ -17,7 +17,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from rods_core.tasks import Task, iter_records, write_tasks
+from rods_core.benchmarks.bfcl.tasks import iter_records, write_tasks
+from rods_core.benchmarks.protocols import TaskRecord
 from storage.pools import read_pools_snapshot
 from storage.schema import POOLS
 
@@ -46,7 +47,7 @@ def task_stats_map(run_dir: str | Path) -> dict[str, dict]:
     return {r["task_id"]: {f: json_safe(r.get(f)) for f in STATS_FIELDS} for r in df.to_dict("records")}
 
 
-def _extra(tasks: list[Task], pool: str | Mapping[str, str], stats: Mapping[str, dict] | None) -> dict[str, dict]:
+def _extra(tasks: list[TaskRecord], pool: str | Mapping[str, str], stats: Mapping[str, dict] | None) -> dict[str, dict]:
     """Each task's `pool` and `stats` fields of an export line."""
     stats, empty = stats or {}, dict.fromkeys(STATS_FIELDS)
     return {
@@ -59,7 +60,10 @@ def _extra(tasks: list[Task], pool: str | Mapping[str, str], stats: Mapping[str,
 
 
 def export_tasks(
-    tasks: Iterable[Task], out_path: str | Path, pool: str | Mapping[str, str], stats: Mapping[str, dict] | None = None
+    tasks: Iterable[TaskRecord],
+    out_path: str | Path,
+    pool: str | Mapping[str, str],
+    stats: Mapping[str, dict] | None = None,
 ) -> int:
     """Write tasks with their pool (one name, or task_id -> pool) and statistics; returns lines."""
     tasks = list(tasks)
@@ -70,7 +74,7 @@ class EmptyPool(ValueError):
     """The pool holds no task: nothing is written, since `datasets` cannot load an empty JSONL file."""
 
 
-def _pool(run_dir: str | Path, pool: str) -> tuple[list[Task], dict[str, dict]]:
+def _pool(run_dir: str | Path, pool: str) -> tuple[list[TaskRecord], dict[str, dict]]:
     """(the pool's tasks, their export fields); PoolsFileError before the first snapshot, EmptyPool when empty."""
     snap = read_pools_snapshot(run_dir)
     tasks = snap.tasks(pool)

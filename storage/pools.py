@@ -19,9 +19,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from rods_core.benchmarks.bfcl.tasks import record_parser
+from rods_core.benchmarks.protocols import TaskRecord
 from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, task_type_of
 from rods_core.config import ConfigError, read_config_data
-from rods_core.tasks import Task, record_parser
 from storage.schema import POOLS
 
 POOLS_FILE = "pools.json"
@@ -36,12 +37,12 @@ class PoolsFileError(ValueError):
 class PoolsSnapshot:
     step: int | None
     written_at: str | None
-    pools: dict[str, list[Task]] = field(default_factory=dict)
+    pools: dict[str, list[TaskRecord]] = field(default_factory=dict)
 
-    def tasks(self, pool: str) -> list[Task]:
+    def tasks(self, pool: str) -> list[TaskRecord]:
         """Tasks of one pool, or of every pool for 'all' (a task listed twice keeps its first pool)."""
         if pool == "all":
-            seen: dict[str, Task] = {}
+            seen: dict[str, TaskRecord] = {}
             for p in POOLS:
                 for t in self.pools.get(p, []):
                     seen.setdefault(t.id, t)
@@ -59,7 +60,7 @@ class PoolsSnapshot:
 
 
 def write_pools_snapshot(
-    run_dir: str | Path, pools: Mapping[str, Iterable[Task | dict]], step: int | None = None
+    run_dir: str | Path, pools: Mapping[str, Iterable[TaskRecord | dict]], step: int | None = None
 ) -> Path:
     """Write the snapshot atomically; readers see the previous one or this one, never a mix."""
     unknown = set(pools) - set(POOLS)
@@ -100,7 +101,7 @@ def read_pools_snapshot(run_dir: str | Path, task_type: type | None = None) -> P
     if doc.get("format") != FORMAT:
         raise PoolsFileError(f"{path}: format {doc.get('format')!r}, expected {FORMAT!r}")
     parse = record_parser(task_type or run_task_type(Path(run_dir)))
-    pools: dict[str, list[Task]] = {}
+    pools: dict[str, list[TaskRecord]] = {}
     for p, recs in doc.get("pools", {}).items():
         if p not in POOLS:
             raise PoolsFileError(f"{path}: pools.{p}: unknown pool; pools are {POOLS}")

@@ -27,10 +27,10 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from rods_core.benchmarks.protocols import TaskRecord
 from rods_core.config import RunConfig
 from rods_core.process_identity import process_start
 from rods_core.recording import Decision, DecisionOutcome
-from rods_core.tasks import Task
 from storage.build_progress import write_build_progress
 from storage.control import ControlDB, open_store
 from storage.events import EventLog
@@ -96,7 +96,7 @@ class StoreRecorder:
     def flush(self) -> None:
         self.events.flush()
 
-    def write_pools(self, step: int, pools: dict[str, list[Task]]) -> None:
+    def write_pools(self, step: int, pools: dict[str, list[TaskRecord]]) -> None:
         """runs/<id>/pools.json: the tasks of every pool, for the app and exports."""
         write_pools_snapshot(self.run_dir, pools, step)
 

@@ -9,7 +9,7 @@ import uuid
 import pytest
 from app_helpers import app_env, smoke_config  # noqa: F401 - re-exported for the tests
 
-from rods_core.seeds import load_seeds
+from rods_core.benchmarks.bfcl.seeds import load_seeds
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rods_core.benchmarks.bfcl_multi_turn import BfclMultiTurn
+from rods_core.benchmarks.bfcl.benchmark import BfclMultiTurn
 from rods_core.benchmarks.protocols import demonstration
 from rods_core.config import PromptConfig
 from rods_core.policy.generation import ScriptedGenerator

@@ -7,8 +7,8 @@ import json
 
 from app_helpers import kill_group, page
 
-from rods_core.seeds import load_seeds
-from rods_core.tasks import read_tasks, write_tasks
+from rods_core.benchmarks.bfcl.seeds import load_seeds
+from rods_core.benchmarks.bfcl.tasks import read_tasks, write_tasks
 from rods_lab.paths import AppPaths
 from rods_lab.processes import process_alive
 
@@ -105,7 +105,7 @@ def test_enable_disable_and_tag_all_shown_at_once(app_env):
 
 
 def test_the_catalog_shows_and_filters_by_benchmark(app_env):
-    from rods_core.benchmarks.memory_tasks import load_memory_seeds
+    from rods_core.benchmarks.memory.tasks import load_memory_seeds
 
     db = AppPaths.from_env().db()
     memory = load_memory_seeds("train")[:1]

@@ -1,4 +1,4 @@
-"""Benchmark aggregation (rods_lab.experiments.results), the step-overhead statistics, and `rods bench curriculum`.
+"""Benchmark aggregation (rods_lab.results), the step-overhead statistics, and `rods bench curriculum`.
 
 The synthetic runs are written with the real EventLog, so the tests go through the same Parquet
 files and DuckDB queries as a training run's report.
@@ -15,7 +15,7 @@ import yaml
 
 from bench.step_overhead import overhead
 from rods_core.statistics import t_interval
-from rods_lab.experiments.results import (
+from rods_lab.results import (
     RUN_METRICS,
     discover_runs,
     goal_checks,
@@ -264,7 +264,7 @@ def test_the_share_ratio_pairs_run_levels_by_seed_and_more_steps_do_not_narrow_i
     autocorrelated steps) does not shrink the interval the way resampling steps as independent draws did."""
     import pandas as pd
 
-    from rods_lab.experiments.results import Frames
+    from rods_lab.results import Frames
 
     def frames(repeat: int) -> Frames:
         shares = {"rods": [[0.6, 0.7], [0.4, 0.5], [0.8, 0.8]], "static": [[0.3, 0.3], [0.2, 0.3], [0.4, 0.4]]}
@@ -280,7 +280,7 @@ def test_the_share_ratio_pairs_run_levels_by_seed_and_more_steps_do_not_narrow_i
 
 
 def test_variant_landing_reads_each_variants_first_probe(tmp_path):
-    from rods_lab.experiments.results import landing_table, variant_landing
+    from rods_lab.results import landing_table, variant_landing
     from storage.events import EventLog
     from storage.reader import RunReader
 

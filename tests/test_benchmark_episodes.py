@@ -9,8 +9,8 @@ import json
 import pytest
 from policy_helpers import load_tokenizer, replay
 
-from rods_core.benchmarks.bfcl_memory import BfclMemory
-from rods_core.benchmarks.memory_env import AGENTIC_FORMAT, played_sessions
+from rods_core.benchmarks.memory.benchmark import BfclMemory
+from rods_core.benchmarks.memory.env import AGENTIC_FORMAT, played_sessions
 from rods_core.benchmarks.protocols import EpisodeScore, Step, demonstration, scripted_policy
 from rods_core.benchmarks.registry import benchmark_names, make_benchmark
 from rods_core.config import EpisodeConfig, PromptConfig

@@ -8,6 +8,7 @@ import json
 import torch
 from pydantic import BaseModel
 
+from rods_core.benchmarks.bfcl.tasks import Provenance
 from rods_core.benchmarks.protocols import (
     EpisodeScore,
     RecordChecks,
@@ -17,7 +18,6 @@ from rods_core.benchmarks.protocols import (
 )
 from rods_core.config import EpisodeConfig, RunConfig
 from rods_core.policy.tiny import load_policy
-from rods_core.tasks import Provenance
 from rods_core.trainer import RodsGRPOTrainer
 from tests.conftest import smoke_config
 
@@ -205,8 +205,8 @@ def check_the_apps_views(run_dir, bench: Words) -> None:
 def test_the_rods_step_synthesizes_memory_variants_through_the_benchmark(tmp_path):
     """Boundary memory questions go to the memory synthesizer in the step's worker; its variants come back as
     memory tasks, are staged by the buffer, trip no leak guard and replay to full marks."""
-    from rods_core.benchmarks.bfcl_memory import BfclMemory
-    from rods_core.benchmarks.memory_tasks import MemoryTask
+    from rods_core.benchmarks.memory.benchmark import BfclMemory
+    from rods_core.benchmarks.memory.tasks import MemoryTask
     from rods_core.ranks import Ranks
     from rods_core.step import RodsStep
     from rods_core.trainer import RolloutReport
@@ -274,8 +274,8 @@ def test_the_config_refuses_memorys_prereq_on_bfcl_multi_turn():
 
 
 def test_a_memory_buffer_resumes_with_its_variants_as_memory_tasks():
-    from rods_core.benchmarks.bfcl_memory import BfclMemory
-    from rods_core.benchmarks.memory_tasks import MemoryTask
+    from rods_core.benchmarks.memory.benchmark import BfclMemory
+    from rods_core.benchmarks.memory.tasks import MemoryTask
     from rods_core.boundary import BoundaryDetector
     from rods_core.buffer import ReplayBuffer
     from rods_core.config import BufferConfig
@@ -292,8 +292,8 @@ def test_a_memory_buffer_resumes_with_its_variants_as_memory_tasks():
 
 
 def test_a_memory_runs_pools_read_back_and_export_as_memory_tasks(tmp_path):
-    from rods_core.benchmarks.bfcl_memory import BfclMemory
-    from rods_core.benchmarks.memory_tasks import MemoryTask, load_memory_seeds
+    from rods_core.benchmarks.memory.benchmark import BfclMemory
+    from rods_core.benchmarks.memory.tasks import MemoryTask, load_memory_seeds
     from rods_core.config import dump_config
     from rods_core.task_files import load_task_file
     from storage.export import export_pool
@@ -317,9 +317,9 @@ def test_a_memory_seed_file_passes_the_door_through_the_benchmark(tmp_path):
     """seeds.subset: file on a memory run: the benchmark's schema, verifier and leak guard, all or nothing."""
     import pytest
 
-    from rods_core.benchmarks.bfcl_memory import BfclMemory
-    from rods_core.seeds import TestSplitRefused
-    from rods_core.tasks import TaskFileError
+    from rods_core.benchmarks.bfcl.tasks import TaskFileError
+    from rods_core.benchmarks.leaks import TestSplitRefused
+    from rods_core.benchmarks.memory.benchmark import BfclMemory
     from rods_core.tasksets import select_seeds
 
     bench = BfclMemory("kv", prereq="fact")
@@ -346,7 +346,7 @@ def test_rods_sft_warm_starts_on_a_memory_task_file(tmp_path, tiny_model_dir):
     reference policy, the report on memory episodes; --demo (BFCL's seeds) is refused with the reason."""
     from typer.testing import CliRunner
 
-    from rods_core.benchmarks.memory_tasks import load_memory_seeds
+    from rods_core.benchmarks.memory.tasks import load_memory_seeds
     from rods_lab.cli import app
 
     tasks = tmp_path / "memory.jsonl"
@@ -364,7 +364,7 @@ def test_rods_sft_warm_starts_on_a_memory_task_file(tmp_path, tiny_model_dir):
 def test_a_memory_edit_is_parsed_verified_and_applied_and_a_bad_one_refused_while_the_run_goes_on():
     """Edit decisions on a memory run are hostile input: parsed as memory tasks and verified by executing
     their ground truth; the good one enters probing as an edit, each bad one is refused with its reason."""
-    from rods_core.benchmarks.bfcl_memory import BfclMemory
+    from rods_core.benchmarks.memory.benchmark import BfclMemory
     from rods_core.ranks import Ranks
     from rods_core.recording import Decision
     from rods_core.step import RodsStep
@@ -412,7 +412,7 @@ def test_a_memory_runs_snapshots_are_written_inside_its_folder_and_removed_after
     """Rollouts, the held-out evaluation and the synthesizer's verification write BFCL memory's snapshot files
     inside the run folder's scratch/ (so a killed run leaves them there, deleted with the run), each in a
     folder removed once used. A spy on the real `_flush` records where each session's files went."""
-    from rods_core.benchmarks import memory_env
+    from rods_core.benchmarks.memory import env as memory_env
     from rods_core.benchmarks.scratch import run_scratch
     from rods_lab.run import train
 

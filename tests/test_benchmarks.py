@@ -22,9 +22,11 @@ from benchmark_conformance import (
 from policy_helpers import demo_texts, load_tokenizer, replay
 from pydantic import BaseModel
 
-from rods_core.benchmarks.bfcl_memory import BfclMemory
-from rods_core.benchmarks.bfcl_multi_turn import BfclMultiTurn
-from rods_core.benchmarks.messages import read_message
+from rods_core.benchmarks.bfcl.benchmark import BfclMultiTurn
+from rods_core.benchmarks.bfcl.checker import score_calls
+from rods_core.benchmarks.bfcl.messages import read_message
+from rods_core.benchmarks.bfcl.tasks import Provenance
+from rods_core.benchmarks.memory.benchmark import BfclMemory
 from rods_core.benchmarks.protocols import (
     Benchmark,
     Environment,
@@ -35,8 +37,6 @@ from rods_core.benchmarks.protocols import (
     scripted_policy,
     verify_with,
 )
-from rods_core.envs.checker import score_calls
-from rods_core.tasks import Provenance
 
 
 class CounterTask(BaseModel):
@@ -201,7 +201,7 @@ def _perturbations(task) -> list[list[list[str]]]:
 
 def test_bfcl_adapter_scores_as_the_checker_does(tmp_path):
     """On every seed, the ground truth and perturbed answers score the same through the adapter as through
-    envs.checker.score_calls (the scorer behind `rods env score` and the published replay figures)."""
+    bfcl.checker.score_calls (the scorer behind `rods env score` and the published replay figures)."""
     bench = BfclMultiTurn()
     agree = total = 0
     for task in _sample(bench.seeds("all"), 200):
@@ -253,7 +253,7 @@ def test_benchmarks_package_imports_no_app_storage_or_training():
     banned = ("storage", "streamlit", "plotly", "bench", "torch", "trl", "transformers", "pages")
     banned_core = ("rods_core.trainer", "rods_core.rollout", "rods_core.loop", "rods_lab.cli", "rods_core.buffer")
     root = Path(__file__).parents[1] / "rods_core" / "benchmarks"
-    for path in root.glob("*.py"):
+    for path in root.rglob("*.py"):  # the wings too
         for node in ast.walk(ast.parse(path.read_text())):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
             names += [node.module or ""] if isinstance(node, ast.ImportFrom) else []
@@ -263,9 +263,9 @@ def test_benchmarks_package_imports_no_app_storage_or_training():
 
 
 def test_every_benchmarks_executor_applies_the_same_bounds_as_bfcls():
-    from rods_core.benchmarks.dispatch import ToolDoc, execute
-    from rods_core.envs.bfcl import MAX_INT_ARG, MAX_PRECISION
-    from rods_core.envs.parsing import Call
+    from rods_core.benchmarks.bfcl.dispatch import ToolDoc, execute
+    from rods_core.benchmarks.bfcl.environment import MAX_INT_ARG, MAX_PRECISION
+    from rods_core.benchmarks.bfcl.parsing import Call
 
     class Calc:  # a documented tool class as the memory backends are: the executor binds and bounds its calls
         def power(self, base: float, exponent: float, precision: int = 10) -> dict:
@@ -284,9 +284,9 @@ def test_the_worker_synthesizes_bfcl_through_the_protocol_as_the_pipeline_does()
     """Synthesis beside training calls `Synthesizer.variants` for every benchmark: BFCL multi-turn's, built with
     a run's `synthesis:` settings, given the worker's seed and pool keys, makes the very attempts (each stage's
     verdict, each variant) of the pipeline's own `synthesize`, so the run logs the same per-stage counts."""
+    from rods_core.benchmarks.bfcl.synth.pipeline import synthesize
     from rods_core.benchmarks.synthesis import worker_job
     from rods_core.config import SynthesisConfig
-    from rods_core.synth.pipeline import synthesize
 
     cfg = SynthesisConfig(n_per_parent=2, max_attempts=8, seed=5)
     seeds = BfclMultiTurn().seeds("train")

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from bfcl_eval.eval_checker.agentic_eval.agentic_checker import agentic_checker
 
-from rods_core.benchmarks.bfcl_memory import BfclMemory
-from rods_core.benchmarks.memory_answers import answer_matches
-from rods_core.benchmarks.memory_env import AGENTIC_FORMAT
-from rods_core.benchmarks.memory_tasks import (
+from rods_core.benchmarks.memory.answers import answer_matches
+from rods_core.benchmarks.memory.benchmark import BfclMemory
+from rods_core.benchmarks.memory.env import AGENTIC_FORMAT
+from rods_core.benchmarks.memory.tasks import (
     MAX_SESSIONS,
     TEST_SCENARIOS,
     MemoryTask,

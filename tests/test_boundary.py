@@ -180,9 +180,10 @@ def test_detection_makes_no_generation_and_no_environment_call(monkeypatch, trai
     """Every entry point of the environment, the checker, the episode runner and the generation backends
     raises while the detector and the buffer run over many matrices: none may be reached."""
     from rods_core import rollout
+    from rods_core.benchmarks.bfcl import checker
+    from rods_core.benchmarks.bfcl import environment as bfcl
     from rods_core.buffer import ReplayBuffer
     from rods_core.config import BufferConfig
-    from rods_core.envs import bfcl, checker
     from rods_core.policy import cached_generation, generation
 
     calls: dict[str, int] = {}
@@ -230,7 +231,7 @@ def test_detection_makes_no_generation_and_no_environment_call(monkeypatch, trai
 def test_detector_and_buffer_modules_import_no_environment_model_or_trainer():
     code = (
         "import sys; import rods_core.boundary, rods_core.buffer, rods_core.sources; "
-        "bad = [m for m in sys.modules if m.startswith(('rods_core.envs', 'rods_core.policy', 'rods_core.rollout', "
+        "bad = [m for m in sys.modules if m.startswith(('rods_core.benchmarks.bfcl', 'rods_core.benchmarks.memory', 'rods_core.policy', 'rods_core.rollout', "
         "'torch', 'trl', 'transformers', 'bfcl_eval'))]; print(bad); sys.exit(1 if bad else 0)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -9,12 +9,12 @@ from collections import Counter
 import pytest
 from pydantic import ValidationError
 
+from rods_core.benchmarks.bfcl.tasks import Message, Provenance, Task
 from rods_core.boundary import BoundaryDetector
 from rods_core.buffer import BufferDecision, ReplayBuffer, TaskSource
 from rods_core.config import METHODS, BoundaryConfig, BufferConfig
 from rods_core.reasons import REASONS
 from rods_core.sources import StaticSource, build_source
-from rods_core.tasks import Message, Provenance, Task
 
 MASTERED, BOUNDARY, HARD = [1.0] * 16, [1.0] * 8 + [0.0] * 8, [0.0] * 16
 

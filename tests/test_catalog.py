@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from rods_core.benchmarks.memory_tasks import load_memory_seeds
-from rods_core.seeds import load_seeds
+from rods_core.benchmarks.bfcl.seeds import load_seeds
+from rods_core.benchmarks.memory.tasks import load_memory_seeds
 from storage.catalog import seed_frame
 from storage.control import ControlDB, Seed
 

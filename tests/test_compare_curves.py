@@ -9,7 +9,7 @@ import pytest
 
 from rods_core.statistics import wilson
 from rods_lab import charts, compare
-from rods_lab.experiments.results import Frames
+from rods_lab.results import Frames
 
 
 def test_t_band_is_the_mean_plus_minus_t_sd_over_root_n_clipped():

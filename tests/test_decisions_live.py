@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import copy
 
+from rods_core.benchmarks.bfcl.demo import demo_seeds
 from rods_core.config import RunConfig
-from rods_core.policy.demo import demo_seeds
 from rods_lab.run import train
 from storage.control import ControlDB
 from storage.reader import RunReader

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from rods_core.envs.bfcl import BfclEnvironment
-from rods_core.seeds import load_seeds
+from rods_core.benchmarks.bfcl.environment import BfclEnvironment
+from rods_core.benchmarks.bfcl.seeds import load_seeds
 
 SENTINEL = "/tmp/rods_hostile_sentinel"
 HAND_WRITTEN = [

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import torch
 
+from rods_core.benchmarks.bfcl.demo import demo_seeds
 from rods_core.config import EpisodeConfig, RunConfig, SamplingConfig
 from rods_core.evaluation import EvalConfig, evaluate
-from rods_core.policy.demo import demo_seeds
 from rods_core.policy.generation import HFGenerator
 from rods_core.policy.tiny import load_policy
 from rods_core.policy.weights import whole_weights, zero3_partitioned

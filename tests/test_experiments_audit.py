@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from rods_core.policy.demo import demo_seeds
+from rods_core.benchmarks.bfcl.demo import demo_seeds
 from rods_lab.experiments.audit import audit, below, call_items, distribution, function_names, jaccard, nearest
 
 

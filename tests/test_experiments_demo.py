@@ -46,7 +46,7 @@ def test_a_solved_seed_that_falls_to_zero_is_a_collapse_but_a_variant_is_not():
 
 def _frames(shares: dict[tuple[str, int], tuple[float, float]], gains: dict[tuple[str, int], float]):
     """Frames of 4-step runs: (method, seed) -> (first-half share, last-half share) and held-out gain."""
-    from rods_lab.experiments.results import Frames
+    from rods_lab.results import Frames
 
     steps, evals = [], []
     for (method, seed), (first, last) in shares.items():

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
+from rods_core.benchmarks.bfcl.demo import demo_seeds
+from rods_core.benchmarks.bfcl.seeds import split_of
 from rods_core.config import RunConfig, SynthesisConfig
-from rods_core.policy.demo import demo_seeds
-from rods_core.seeds import split_of
 from rods_core.tasksets import eval_tasks
 from rods_lab.experiments.heldout import HeldOutShort, HeldOutSpec, build, collisions, exclude_files, load
 
@@ -61,10 +61,10 @@ def test_collisions_are_found_by_content_whatever_the_id(heldout):
 
 
 def test_a_run_evaluates_on_the_file_and_rejects_a_variant_equal_to_a_held_out_task(heldout):
+    from rods_core.benchmarks.bfcl.synth.pipeline import Attempt, SynthResult
+    from rods_core.benchmarks.bfcl.synth.stages import StageOutcome
     from rods_core.ranks import Ranks
     from rods_core.step import RodsStep
-    from rods_core.synth.pipeline import Attempt, SynthResult
-    from rods_core.synth.stages import StageOutcome
     from rods_core.tasksets import HELDOUT_REASON
     from tests.test_step import BOUNDARY, report
 

@@ -282,6 +282,7 @@ def test_the_paper_runs_first_evaluation_is_bounded_and_vllm_gets_each_ranks_epi
     from contextlib import nullcontext
 
     import rods_core.evaluation as evaluation
+    import rods_core.loop as loop
     from rods_core.evaluation import EvalConfig
     from rods_core.loop import HeldOutEval
 
@@ -307,7 +308,7 @@ def test_the_paper_runs_first_evaluation_is_bounded_and_vllm_gets_each_ranks_epi
     def sharded(policy, tasks, c, r, bench, generator, scratch=None):
         raise Played(len(tasks))
 
-    monkeypatch.setattr(evaluation, "evaluate_sharded", sharded)
+    monkeypatch.setattr(loop, "evaluate_sharded", sharded)  # where HeldOutEval looks it up
     run = HeldOutEval.__new__(HeldOutEval)
     run.tasks, run.start_limit, run.greedy, run.ranks = list(range(400)), 80, greedy, ranks
     run.benchmark, run.scratch, run.policy = None, None, SimpleNamespace(tokenizer=None)

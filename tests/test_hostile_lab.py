@@ -216,7 +216,7 @@ class Listener(http.server.BaseHTTPRequestHandler):
 CALL = """
 import sys
 from rods_core.config import load_config
-from rods_core.synth.llm import endpoint_of
+from rods_core.benchmarks.bfcl.synth.llm import endpoint_of
 print(endpoint_of(load_config(sys.argv[1]).synthesis).complete([{"role": "user", "content": "hi"}]))
 """
 

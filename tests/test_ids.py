@@ -9,7 +9,8 @@ import pytest
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from rods_core.envs.bfcl import BfclEnvironment
+from rods_core.benchmarks.bfcl.environment import BfclEnvironment
+from rods_core.benchmarks.bfcl.tasks import Task, TaskFileError, read_tasks
 from rods_core.ids import (
     MAX_ID_LEN,
     IdError,
@@ -22,7 +23,6 @@ from rods_core.ids import (
     next_edit_id,
     variant_id,
 )
-from rods_core.tasks import Task, TaskFileError, read_tasks
 from rods_lab.cli import app
 from storage.pools import write_pools_snapshot
 
@@ -89,8 +89,8 @@ def test_task_ids_are_validated_on_every_read(tmp_path, train_seeds):
 def test_exported_variant_replays_under_bfcl_evals_own_executor(tmp_path, train_seeds):
     from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils import execute_multi_turn_func_call
 
+    from rods_core.benchmarks.bfcl.synth.pipeline import synthesize
     from rods_core.config import SynthesisConfig
-    from rods_core.synth.pipeline import synthesize
 
     parent = next(t for t in train_seeds if len(t.involved_classes) == 2)
     variant = synthesize(parent, 1, set(), SynthesisConfig(seed=0)).accepted[0]

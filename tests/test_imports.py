@@ -1,7 +1,12 @@
 """Imports go one way, with no cycles, and modules stay readable: every first-party file's imports (top level,
 inside functions, under TYPE_CHECKING, relative) are read with `ast` and checked against the layering
 rods_core < storage < rods_lab < app (app.py, pages/) < bench; tests/ are exempt. bench/ holds the scripts that
-print figures: they are run (`python -m bench.<script>`, `rods bench` does so), never imported by the project."""
+print figures: they are run (`python -m bench.<script>`, `rods bench` does so), never imported by the project.
+
+Beside the layering: no module-level cycle; no package-level cycle beyond the one still left
+(PACKAGE_CYCLE_LEFT, which may only shrink); a benchmark's wing (WINGS) imported from outside it no more often
+than WING_IMPORTS_LEFT; function-local first-party imports no more than FUNCTION_LOCAL_LEFT, each for a reason
+the rule below accepts."""
 
 from __future__ import annotations
 
@@ -15,6 +20,28 @@ LAYERS = {"rods_core": 0, "storage": 1, "rods_lab": 2, "app": 3, "pages": 3, "be
 LIBRARY_NEVER = ("streamlit", "plotly")  # rods_core draws and serves nothing
 MAX_MODULE_LINES, MAX_FUNCTION_LINES = 500, 80
 LENGTH_REASON = "Length:"  # why a module (its docstring) or one function (its docstring or def line) is long
+# A benchmark's wing: every module that knows its format (tasks, seeds, environment, synthesis, prompts, demo
+# data). The rule: nothing outside a wing imports it; the library, storage and the lab see
+# rods_core.benchmarks.protocols, and the registry (rods_core.benchmarks.entries) names each wing's entry as an
+# import path ("module:attr"), loaded when the benchmark is built, never imported by name.
+WINGS = ("rods_core.benchmarks.bfcl", "rods_core.benchmarks.memory")
+# The imports that still break the wing rule: the library's use of BFCL's task JSONL helpers, prompting, demo
+# seeds and synthesis types (rollout, policy, tasksets, task_files, the RODS step's worker), storage's JSONL
+# helpers and catalog seeds, memory's use of BFCL's call parsing, dispatch and prompts, the BFCL-only commands
+# (`rods env`, `rods synth`, `rods seeds stats`) and pages, and bench's BFCL experiments. It may only go down.
+WING_IMPORTS_LEFT = 97
+# The packages still in one import cycle (a wing counts as one package): the library's top-level modules mix
+# leaves (inputs, ids) with the composition (loop, step), so rods_core <-> config, benchmarks, policy. No other
+# package may join a cycle, and the set may only shrink.
+PACKAGE_CYCLE_LEFT = frozenset(
+    {"rods_core", "rods_core.benchmarks", "rods_core.benchmarks.bfcl", "rods_core.config", "rods_core.policy"}
+)
+# A first-party import inside a function is allowed for one reason: its cost. The target pulls torch,
+# transformers, TRL, vLLM, DuckDB or the synthesis stages, and the importing module sits on a path that must
+# start fast (`rods --help`, the commands that only list or play tasks, the app's pages), or it is a CLI
+# command's implementation, loaded when the command runs. Never to dodge a cycle: fix the dependency's
+# direction instead. FUNCTION_LOCAL_LEFT counts them; it may only go down.
+FUNCTION_LOCAL_LEFT = 208
 
 
 def module_files(root: Path) -> dict[str, Path]:
@@ -30,28 +57,33 @@ def module_files(root: Path) -> dict[str, Path]:
     return out
 
 
-def imports_of(module: str, path: Path, known: set[str]) -> list[tuple[int, str]]:
-    """(line, imported module) for every import in the file, wherever it sits: a first-party target resolves
-    to the deepest module that exists (`from pkg import sub` names pkg.sub), a third-party one to its top name."""
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    found: list[tuple[int, str]] = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-        if isinstance(node, ast.Import):
-            targets = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                base = ".".join(anchor + ([node.module] if node.module else []))
-            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
-        else:
-            continue
-        for t in targets:
-            while t not in known and "." in t:
-                t = t.rpartition(".")[0]
-            if t != module:
-                found.append((node.lineno, t))
+def imports_of_node(module: str, path: Path, node: ast.AST, known: set[str]) -> list[str]:
+    """The modules one import statement names: a first-party target resolves to the deepest module that exists
+    (`from pkg import sub` names pkg.sub), a third-party one to its top name; [] for any other node."""
+    if isinstance(node, ast.Import):
+        targets = [a.name for a in node.names]
+    elif isinstance(node, ast.ImportFrom):
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        base = node.module or ""
+        if node.level:
+            anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+            base = ".".join(anchor + ([node.module] if node.module else []))
+        targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+    else:
+        return []
+    found = []
+    for t in targets:
+        while t not in known and "." in t:
+            t = t.rpartition(".")[0]
+        if t != module:
+            found.append(t)
     return found
+
+
+def imports_of(module: str, path: Path, known: set[str]) -> list[tuple[int, str]]:
+    """(line, imported module) for every import in the file, wherever it sits (`imports_of_node`)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    return [(node.lineno, t) for node in ast.walk(tree) for t in imports_of_node(module, path, node, known)]
 
 
 def layer_of(module: str) -> int | None:
@@ -74,7 +106,71 @@ def layering_violations(root: Path) -> list[str]:
 def import_cycles(root: Path) -> list[list[str]]:
     """Each strongly connected set of first-party modules with more than one member (Tarjan), or a self-import."""
     files = module_files(root)
-    graph = {m: sorted({t for _, t in imports_of(m, p, set(files)) if t in files}) for m, p in files.items()}
+    return strongly_connected(
+        {m: sorted({t for _, t in imports_of(m, p, set(files)) if t in files}) for m, p in files.items()}
+    )
+
+
+def wing_of(module: str) -> str | None:
+    """The wing (WINGS) a module belongs to, or None."""
+    return next((w for w in WINGS if module == w or module.startswith(w + ".")), None)
+
+
+def package_of(module: str, path: Path) -> str:
+    """The package a module counts in for the package-level cycle check: its wing, else its own package."""
+    return wing_of(module) or (module if path.name == "__init__.py" else module.rpartition(".")[0] or module)
+
+
+def package_cycles(root: Path) -> list[list[str]]:
+    """Each strongly connected set of first-party packages: a module of one imports a module of the other."""
+    files = module_files(root)
+    graph: dict[str, set[str]] = {}
+    for m, p in files.items():
+        for _, t in imports_of(m, p, set(files)):
+            if t in files:
+                a, b = package_of(m, p), package_of(t, files[t])
+                graph.setdefault(a, set())
+                graph.setdefault(b, set())
+                if a != b:
+                    graph[a].add(b)
+    return strongly_connected({k: sorted(v) for k, v in graph.items()})
+
+
+def wing_imports_from_outside(root: Path) -> list[str]:
+    """'file:line: a -> b' for each import of a wing's module by a module outside that wing."""
+    files = module_files(root)
+    return [
+        f"{path.relative_to(root)}:{line}: {module} -> {target}"
+        for module, path in files.items()
+        for line, target in imports_of(module, path, set(files))
+        if wing_of(target) and wing_of(target) != wing_of(module)
+    ]
+
+
+def function_local_imports(root: Path) -> list[str]:
+    """'file:line: a -> b' for each first-party import inside a function's body (nested ones included)."""
+    files = module_files(root)
+    known = set(files)
+    out = []
+    for module, path in files.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        local = {
+            id(node)
+            for fn in ast.walk(tree)
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+            for node in ast.walk(fn)
+            if isinstance(node, (ast.Import, ast.ImportFrom))
+        }
+        for node in ast.walk(tree):
+            if id(node) not in local:
+                continue
+            found = imports_of_node(module, path, node, known)
+            out += [f"{path.relative_to(root)}:{node.lineno}: {module} -> {t}" for t in found if t in known]
+    return sorted(set(out))
+
+
+def strongly_connected(graph: dict[str, list[str]]) -> list[list[str]]:
+    """Each strongly connected set of a graph's nodes with more than one member (Tarjan)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -173,6 +269,29 @@ def test_no_import_cycles():
     assert not cycles, "import cycles among first-party modules:\n" + "\n".join(" <-> ".join(c) for c in cycles)
 
 
+def test_no_package_joins_an_import_cycle():
+    cyclic = {p for c in package_cycles(ROOT) for p in c}
+    assert cyclic <= PACKAGE_CYCLE_LEFT, f"packages newly in an import cycle: {sorted(cyclic - PACKAGE_CYCLE_LEFT)}"
+    assert len(package_cycles(ROOT)) <= 1, "a second package cycle:\n" + "\n".join(map(str, package_cycles(ROOT)))
+
+
+def test_wings_are_imported_from_outside_no_more_than_left():
+    found = wing_imports_from_outside(ROOT)
+    assert len(found) <= WING_IMPORTS_LEFT, (
+        f"{len(found)} imports of a benchmark's wing from outside it (left: {WING_IMPORTS_LEFT}); go through "
+        "rods_core.benchmarks.protocols or the registry instead:\n" + "\n".join(found)
+    )
+
+
+def test_function_local_first_party_imports_no_more_than_left():
+    found = function_local_imports(ROOT)
+    assert len(found) <= FUNCTION_LOCAL_LEFT, (
+        f"{len(found)} first-party imports inside functions (left: {FUNCTION_LOCAL_LEFT}); the only reason for one "
+        "is import cost (see FUNCTION_LOCAL_LEFT), never a cycle: import at the top or fix the direction:\n"
+        + "\n".join(found)
+    )
+
+
 def test_no_long_module_or_function_without_a_reason():
     long = long_without_reason(ROOT)
     assert not long, (
@@ -230,3 +349,21 @@ def test_long_module_needs_a_reason_in_its_docstring(tmp_path, reason, expected)
     body = "".join(f"x{i} = {i}\n" for i in range(MAX_MODULE_LINES + 1))
     root = _tree(tmp_path, {"bench/__init__.py": "", "bench/m.py": f'"""A bench.{reason}"""\n\n{body}'})
     assert len(long_without_reason(root)) == expected
+
+
+def test_wing_package_and_function_local_checks_see_their_imports(tmp_path):
+    root = _tree(
+        tmp_path,
+        {
+            "rods_core/__init__.py": "",
+            "rods_core/loop.py": "def f():\n    from rods_core.benchmarks.bfcl import tasks\n",
+            "rods_core/benchmarks/__init__.py": "",
+            "rods_core/benchmarks/protocols.py": "",
+            "rods_core/benchmarks/bfcl/__init__.py": "",
+            "rods_core/benchmarks/bfcl/tasks.py": "from rods_core.benchmarks import protocols\n",
+            "rods_core/benchmarks/bfcl/seeds.py": "from rods_core.benchmarks.bfcl import tasks\nimport rods_core.loop\n",
+        },
+    )
+    assert wing_imports_from_outside(root) == ["rods_core/loop.py:2: rods_core.loop -> rods_core.benchmarks.bfcl.tasks"]
+    assert function_local_imports(root) == ["rods_core/loop.py:2: rods_core.loop -> rods_core.benchmarks.bfcl.tasks"]
+    assert package_cycles(root) == [["rods_core", "rods_core.benchmarks.bfcl"]]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import typer
 
-from rods_core.seeds import load_seeds
+from rods_core.benchmarks.bfcl.seeds import load_seeds
 from rods_lab.cli import app
 from rods_lab.cli._common import DOCUMENT_COMMANDS, prints_document
 from storage.control import ControlDB

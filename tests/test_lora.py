@@ -33,9 +33,9 @@ def _length_reward(prompts, completions, completion_ids, **kwargs):
 @pytest.fixture(scope="module")
 def lora_run(tmp_path_factory, tiny_model_dir):
     """Two GRPO steps of the tiny model with a LoRA adapter, saved as a run saves its final model."""
+    from rods_core.benchmarks.bfcl.demo import demo_seeds
     from rods_core.config import EpisodeConfig
     from rods_core.loop import Policy
-    from rods_core.policy.demo import demo_seeds
     from rods_core.ranks import Ranks
     from rods_core.trainer import RodsGRPOTrainer
 

@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from rods_core.benchmarks.bfcl_memory import BfclMemory
-from rods_core.benchmarks.memory_answers import answer_matches
-from rods_core.benchmarks.memory_synth import (
+from rods_core.benchmarks.memory.answers import answer_matches
+from rods_core.benchmarks.memory.benchmark import BfclMemory
+from rods_core.benchmarks.memory.synth import (
     Substitution,
     apply,
     check_variant,
@@ -18,7 +18,7 @@ from rods_core.benchmarks.memory_synth import (
     number_plan,
     number_words,
 )
-from rods_core.benchmarks.memory_tasks import load_memory_seeds
+from rods_core.benchmarks.memory.tasks import load_memory_seeds
 from rods_core.ids import is_valid_id
 
 

@@ -9,12 +9,10 @@ import json
 import pytest
 from policy_helpers import load_tokenizer
 
-from rods_core.benchmarks.bfcl_multi_turn import BfclMultiTurn, call_to_tool_call
-from rods_core.benchmarks.protocols import demonstration
-from rods_core.config import PromptConfig
-from rods_core.envs.bfcl import function_docs
-from rods_core.envs.parsing import parse_calls
-from rods_core.policy.prompting import (
+from rods_core.benchmarks.bfcl.benchmark import BfclMultiTurn, call_to_tool_call
+from rods_core.benchmarks.bfcl.environment import function_docs
+from rods_core.benchmarks.bfcl.parsing import parse_calls
+from rods_core.benchmarks.bfcl.prompting import (
     ADDED_FUNCTIONS_NOTE,
     compact_docs,
     initial_messages,
@@ -23,8 +21,10 @@ from rods_core.policy.prompting import (
     tool_schemas,
     turn_messages,
 )
+from rods_core.benchmarks.bfcl.seeds import load_seeds
+from rods_core.benchmarks.protocols import demonstration
+from rods_core.config import PromptConfig
 from rods_core.policy.rendering import renderer_for
-from rods_core.seeds import load_seeds
 
 
 @pytest.fixture(scope="module")

@@ -8,11 +8,11 @@ from __future__ import annotations
 import pytest
 from policy_helpers import FIXTURE_TEMPLATE, demo_texts, load_tokenizer, replay
 
+from rods_core.benchmarks.bfcl.environment import BfclEnvironment
+from rods_core.benchmarks.bfcl.parsing import parse_calls
+from rods_core.benchmarks.bfcl.prompting import parse_assistant
 from rods_core.config import EpisodeConfig, PromptConfig
-from rods_core.envs.bfcl import BfclEnvironment
-from rods_core.envs.parsing import parse_calls
 from rods_core.policy.generation import ScriptedGenerator
-from rods_core.policy.prompting import parse_assistant
 from rods_core.policy.rendering import TemplateError, renderer_for
 from rods_core.rollout import run_episodes
 

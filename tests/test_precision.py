@@ -10,10 +10,10 @@ import pytest
 import torch
 import yaml
 
+from rods_core.benchmarks.bfcl.demo import demo_seeds
 from rods_core.config import EpisodeConfig, RunConfig
 from rods_core.config.run import ModelSettings, init_kwargs_conflicts
 from rods_core.loop import Policy
-from rods_core.policy.demo import demo_seeds
 from rods_core.policy.precision import model_init_kwargs, optimizer_dtype
 from rods_core.policy.tiny import load_policy
 from rods_core.trainer import RodsGRPOTrainer

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import yaml
 
-from rods_core.policy.demo import demo_seeds
+from rods_core.benchmarks.bfcl.demo import demo_seeds
 from storage.control import ControlDB
 from storage.reader import RunReader
 from tests.conftest import smoke_config

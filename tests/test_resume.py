@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from rods_core.policy.demo import demo_seeds
+from rods_core.benchmarks.bfcl.demo import demo_seeds
 from storage.control import ControlDB
 from storage.reader import RunReader
 from tests.conftest import smoke_config

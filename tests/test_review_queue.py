@@ -15,8 +15,8 @@ from app_helpers import ROOT
 from typer.testing import CliRunner
 
 from bench.review_bench import build_review_run
+from rods_core.benchmarks.bfcl.seeds import load_seeds
 from rods_core.benchmarks.registry import make_benchmark
-from rods_core.seeds import load_seeds
 from rods_lab.cli import app as cli
 from storage import curation
 from storage.control import ControlDB

@@ -9,8 +9,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from rods_core.seeds import leak_guard, load_seeds, scenario_index, split_of
-from rods_core.tasks import Message
+from rods_core.benchmarks.bfcl.seeds import leak_guard, load_seeds, scenario_index, split_of
+from rods_core.benchmarks.bfcl.tasks import Message
 
 
 def test_split_sizes_and_no_shared_scenarios():
@@ -43,7 +43,7 @@ def test_split_is_by_scenario_and_pinned_to_its_definition():
 
 
 def test_split_is_the_same_in_another_process_with_another_hash_seed():
-    code = "from rods_core.seeds import train_indices; print(sorted(train_indices()))"
+    code = "from rods_core.benchmarks.bfcl.seeds import train_indices; print(sorted(train_indices()))"
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
     root = Path(__file__).resolve().parents[1]
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=root, check=True)

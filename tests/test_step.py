@@ -9,11 +9,12 @@ import threading
 
 import pytest
 
+from rods_core.benchmarks.bfcl.demo import demo_seeds
+from rods_core.benchmarks.bfcl.seeds import load_seeds
+from rods_core.benchmarks.leaks import TestSplitRefused
 from rods_core.config import RunConfig
-from rods_core.policy.demo import demo_seeds
 from rods_core.ranks import Ranks
 from rods_core.recording import Decision
-from rods_core.seeds import TestSplitRefused, load_seeds
 from rods_core.step import MAX_REASON, RodsStep, apply_decisions
 from rods_core.trainer import RolloutReport
 from tests.polling import wait_until

@@ -3,8 +3,8 @@ the whole batch lands on the run's own checkpoint N, so what it says of other su
 
 from __future__ import annotations
 
+from rods_core.benchmarks.bfcl.demo import demo_seeds
 from rods_core.config import EpisodeConfig, RunConfig, dump_config
-from rods_core.policy.demo import demo_seeds
 from rods_core.policy.tiny import load_policy
 from rods_core.trainer import RodsGRPOTrainer
 from tests.conftest import smoke_config

@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from rods_core.seeds import TestSplitRefused
-from rods_core.tasks import Provenance, TaskFileError, read_tasks
+from rods_core.benchmarks.bfcl.tasks import Provenance, TaskFileError, read_tasks
+from rods_core.benchmarks.leaks import TestSplitRefused
 from storage.catalog import import_seeds
 from storage.control import ControlDB
 from storage.events import EventLog

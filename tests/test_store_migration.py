@@ -12,7 +12,7 @@ from pathlib import Path
 
 import duckdb
 
-from rods_core.policy.demo import demo_seeds
+from rods_core.benchmarks.bfcl.demo import demo_seeds
 from storage.control import ControlDB
 
 WORKERS = Path(__file__).with_name("store_workers.py")

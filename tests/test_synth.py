@@ -12,20 +12,20 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from rods_core.benchmarks.bfcl.checker import score_calls
+from rods_core.benchmarks.bfcl.parsing import parse_calls
+from rods_core.benchmarks.bfcl.seeds import leak_guard, load_seeds
+from rods_core.benchmarks.bfcl.signature import signature
+from rods_core.benchmarks.bfcl.synth import StageError, SynthWorker, synthesize, synthesize_many
+from rods_core.benchmarks.bfcl.synth.augment import apply_category
+from rods_core.benchmarks.bfcl.synth.critique import replays_clean
+from rods_core.benchmarks.bfcl.synth.execute import execute
+from rods_core.benchmarks.bfcl.synth.llm import ChatEndpoint, LlmError, endpoint_of
+from rods_core.benchmarks.bfcl.synth.plan import Planner, base_form
+from rods_core.benchmarks.bfcl.synth.rewrite import LlmRewriter, TemplateRewriter, call_views, check_no_leak
+from rods_core.benchmarks.bfcl.synth.values import substitute
+from rods_core.benchmarks.bfcl.tasks import read_tasks
 from rods_core.config import SynthesisConfig
-from rods_core.envs.checker import score_calls
-from rods_core.envs.parsing import parse_calls
-from rods_core.seeds import leak_guard, load_seeds
-from rods_core.signature import signature
-from rods_core.synth import StageError, SynthWorker, synthesize, synthesize_many
-from rods_core.synth.augment import apply_category
-from rods_core.synth.critique import replays_clean
-from rods_core.synth.execute import execute
-from rods_core.synth.llm import ChatEndpoint, LlmError, endpoint_of
-from rods_core.synth.plan import Planner, base_form
-from rods_core.synth.rewrite import LlmRewriter, TemplateRewriter, call_views, check_no_leak
-from rods_core.synth.values import substitute
-from rods_core.tasks import read_tasks
 
 SEEDS = {t.id: t for t in load_seeds("train")}
 FIFTY = list(SEEDS.values())[::8][:50]  # spread over the four categories
@@ -360,8 +360,8 @@ def test_worker_bounded_queue_and_nonblocking_drain():
 def test_phrasings_name_real_functions_and_parameters():
     import re
 
-    from rods_core.envs.bfcl import function_docs
-    from rods_core.synth.phrases import PHRASES, phrasings
+    from rods_core.benchmarks.bfcl.environment import function_docs
+    from rods_core.benchmarks.bfcl.synth.phrases import PHRASES, phrasings
 
     docs = function_docs()
     for key, templates in PHRASES.items():
@@ -411,7 +411,7 @@ def test_long_context_variants_can_carry_distractor_files():
 
 
 def test_check_no_stale_rejects_words_that_keep_a_replaced_value():
-    from rods_core.synth.rewrite import check_no_stale
+    from rods_core.benchmarks.bfcl.synth.rewrite import check_no_stale
 
     plan, _ = _plan_with_dependency()
     old, new = next((o, n) for o, n in plan.value_map if o != n)
@@ -432,7 +432,7 @@ def test_llm_critic_can_veto(fake_endpoint):
 
 
 def test_cli_parent_from_a_task_file_and_content_leak_refusal(tmp_path):
-    from rods_core.tasks import write_tasks
+    from rods_core.benchmarks.bfcl.tasks import write_tasks
 
     variants, _ = synthesize_many([FIFTY[5]], 1, None, CFG)
     disguised = load_seeds("test")[3].model_copy(update={"id": "my_task_1"})
@@ -448,8 +448,8 @@ def test_cli_parent_from_a_task_file_and_content_leak_refusal(tmp_path):
 
 def test_inferred_price_is_not_inherited_once_the_symbol_changed():
     """'Buy MSFT at the current price' (310.23) cannot keep that price for AAPL."""
-    from rods_core.synth.critique import _inherited
-    from rods_core.synth.values import CallInfo, Piece
+    from rods_core.benchmarks.bfcl.synth.critique import _inherited
+    from rods_core.benchmarks.bfcl.synth.values import CallInfo, Piece
 
     parent = CallInfo(
         0, 0, "place_order", {"order_type": "Buy", "symbol": "MSFT", "price": 310.23, "amount": 150}, "{}"

@@ -10,11 +10,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from pydantic import ValidationError
 
+from rods_core.benchmarks.bfcl.demo import demo_seeds
+from rods_core.benchmarks.bfcl.synth import STAGES, synthesize
+from rods_core.benchmarks.bfcl.synth.llm import ChatEndpoint, LlmError, extract_json
 from rods_core.config import SynthesisConfig
-from rods_core.policy.demo import demo_seeds
 from rods_core.prompt_files import Prompts
-from rods_core.synth import STAGES, synthesize
-from rods_core.synth.llm import ChatEndpoint, LlmError, extract_json
 
 
 def _completion(content) -> dict:

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from rods_core.benchmarks.bfcl.demo import demo_seeds
+from rods_core.benchmarks.bfcl.signature import signature
+from rods_core.benchmarks.bfcl.synth import STAGES, merge_counts, synthesize_many
+from rods_core.benchmarks.bfcl.synth.critique import replays_clean
 from rods_core.config import SynthesisConfig
-from rods_core.policy.demo import demo_seeds
-from rods_core.signature import signature
-from rods_core.synth import STAGES, merge_counts, synthesize_many
-from rods_core.synth.critique import replays_clean
 
 # Not marked slow: model build + server start + both cases took 41 s on the shared 2-core machine.
 READY_TIMEOUT_S = 180

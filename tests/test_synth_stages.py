@@ -13,16 +13,24 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from rods_core.benchmarks.bfcl.checker import score_calls
+from rods_core.benchmarks.bfcl.demo import demo_seeds
+from rods_core.benchmarks.bfcl.parsing import Call, parse_calls
+from rods_core.benchmarks.bfcl.seeds import load_seeds
+from rods_core.benchmarks.bfcl.synth import (
+    STAGES,
+    StageError,
+    SynthWorker,
+    merge_counts,
+    synthesize,
+    synthesize_many,
+    variant_distance,
+)
+from rods_core.benchmarks.bfcl.synth.critique import replays_clean
+from rods_core.benchmarks.bfcl.synth.execute import execute
+from rods_core.benchmarks.bfcl.synth.plan import Planner
+from rods_core.benchmarks.bfcl.tasks import Message, Task, write_tasks
 from rods_core.config import SynthesisConfig
-from rods_core.envs.checker import score_calls
-from rods_core.envs.parsing import Call, parse_calls
-from rods_core.policy.demo import demo_seeds
-from rods_core.seeds import load_seeds
-from rods_core.synth import STAGES, StageError, SynthWorker, merge_counts, synthesize, synthesize_many, variant_distance
-from rods_core.synth.critique import replays_clean
-from rods_core.synth.execute import execute
-from rods_core.synth.plan import Planner
-from rods_core.tasks import Message, Task, write_tasks
 
 SEEDS = {t.id: t for t in load_seeds("train")}
 DEMO = demo_seeds()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from rods_core.benchmarks.bfcl.seeds import load_seeds, split_of
 from rods_core.config import RunConfig
-from rods_core.seeds import load_seeds, split_of
 from rods_core.tasksets import TaskSetError, random_draw
 
 
@@ -23,9 +23,9 @@ def test_a_random_pool_larger_than_the_selection_is_refused_naming_the_field():
 
 
 def test_bfcl_variants_come_from_its_synthesizer_with_the_runs_synth_settings_as_the_pipeline_makes_them():
-    from rods_core.policy.demo import demo_seeds
+    from rods_core.benchmarks.bfcl.demo import demo_seeds
+    from rods_core.benchmarks.bfcl.synth.pipeline import synthesize_many
     from rods_core.rng import derive_seed
-    from rods_core.synth.pipeline import synthesize_many
     from rods_core.tasksets import fresh_variants, run_benchmark
 
     cfg = RunConfig.model_validate({"synthesis": {"n_per_parent": 1}})

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from rods_core.benchmarks.bfcl.demo import demo_seeds
 from rods_core.config import EpisodeConfig, RunConfig
-from rods_core.policy.demo import demo_seeds
 from rods_core.policy.tiny import load_policy
 from rods_core.trainer import RodsGRPOTrainer
 from tests.conftest import smoke_config

@@ -7,9 +7,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from rods_core.benchmarks.bfcl.seeds import load_seeds
 from rods_core.benchmarks.protocols import Distance
 from rods_core.benchmarks.registry import make_benchmark
-from rods_core.seeds import load_seeds
 from rods_lab import views
 from storage.events import EventLog, PartFile, events_dir
 from storage.pools import PoolsSnapshot
@@ -68,7 +68,7 @@ def test_task_history_reads_the_reason_code_and_detail_apart_and_logs_without_de
 
 
 def test_a_runs_benchmark_comes_from_its_config_and_another_benchmarks_tasks_are_grouped(tmp_path):
-    from rods_core.benchmarks.memory_tasks import load_memory_seeds
+    from rods_core.benchmarks.memory.tasks import load_memory_seeds
     from storage import curation
 
     run = tmp_path / "run"
@@ -97,7 +97,7 @@ def test_the_review_editor_shows_a_memory_task_as_its_fields_and_reads_them_back
     """Fix & Accept of a memory task: question and source as text, accepted answers a line each, one area per
     prerequisite conversation (a turn a line); the id and lineage are kept; what comes back is parsed as the
     benchmark's task, naming the field that fails."""
-    from rods_core.benchmarks.bfcl_memory import BfclMemory
+    from rods_core.benchmarks.memory.benchmark import BfclMemory
     from rods_lab.record_form import edited_from_form, form_fields
 
     bench = BfclMemory("kv")

@@ -49,8 +49,8 @@ def model_logprobs(model, ids: list[int]) -> list[float]:
 def main(out_path: Path, work: Path, lora: bool = False) -> None:
     import torch
 
+    from rods_core.benchmarks.bfcl.demo import demo_seeds
     from rods_core.config import EpisodeConfig, RunConfig, TinyModelConfig
-    from rods_core.policy.demo import demo_seeds
     from rods_core.policy.generation import VLLMGenerator
     from rods_core.policy.tiny import init_tiny, load_policy
     from rods_core.rollout import rollout_output, run_episodes

@@ -25,8 +25,8 @@ def main(url: str, model_dir: Path, out: Path) -> None:
     from accelerate.utils import gather_object
     from trl.generation.vllm_client import VLLMClient
 
+    from rods_core.benchmarks.bfcl.demo import demo_seeds
     from rods_core.config import EpisodeConfig
-    from rods_core.policy.demo import demo_seeds
     from rods_core.policy.generation import VLLMGenerator
     from rods_core.policy.tiny import load_policy
     from rods_core.rollout import rollout_output, run_episodes

@@ -164,16 +164,16 @@ def benchmark_entry(name: str) -> BenchmarkEntry:
 
 register_benchmark(
     "bfcl_multi_turn",
-    "rods_core.benchmarks.bfcl_multi_turn:BfclMultiTurn",
-    task_type="rods_core.tasks:Task",
+    "rods_core.benchmarks.bfcl.benchmark:BfclMultiTurn",
+    task_type="rods_core.benchmarks.bfcl.tasks:Task",
     options={"hints", "demo_seeds", "categories", "sft_variants"},
     description="BFCL v3 multi-turn (seeds.categories and eval.categories choose among its categories)",
 )
 for _backend in ("kv", "rec_sum"):
     register_benchmark(
         f"bfcl_memory_{_backend}",
-        f"rods_core.benchmarks.bfcl_memory:{_backend}_memory",
-        task_type="rods_core.benchmarks.memory_tasks:MemoryTask",
+        f"rods_core.benchmarks.memory.benchmark:{_backend}_memory",
+        task_type="rods_core.benchmarks.memory.tasks:MemoryTask",
         options={"prereq"},
         description=f"BFCL v4 memory with the {_backend} memory backend",
     )

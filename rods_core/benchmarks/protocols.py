@@ -1,9 +1,10 @@
 """The two small interfaces every benchmark implements: an `Environment` (one episode) and a `Benchmark`
 (its tasks, split, leak guard, verifier, synthesizer and app view: rendering, facts, structure, distance),
-plus the plain episode loop over them.
+the task contract every benchmark's task keeps (`TaskRecord`: id, provenance, content key, record), plus the
+plain episode loop over them.
 
 Messages are chat dicts (`{"role": ..., "content": ...}`); an assistant message may also carry `tool_calls`
-(OpenAI-style dicts or BFCL call strings). Environments parse calls themselves (rods_core.envs.parsing) and
+(OpenAI-style dicts or BFCL call strings). Environments parse calls themselves (rods_core.benchmarks.bfcl.parsing) and
 never execute text. A step may open a new session (`Step.new_session`): the returned messages then replace
 the conversation, as BFCL's memory category starts each prerequisite conversation and the question afresh
 (`play` and evaluation do so; GRPO rollouts append the session to one sequence: rods_core/rollout.py).
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # the annotation only: the pipeline's stages cost ~0.4 s to import
-    from rods_core.synth.pipeline import SynthResult
+    from rods_core.benchmarks.bfcl.synth.pipeline import SynthResult
 
 Split = Literal["train", "test", "all"]
 Message = dict[str, Any]
@@ -67,7 +68,7 @@ class TaskFacts:
 @dataclass(frozen=True)
 class TaskStructure:
     """What the Boundary and Buffer pages chart of one task: the classes its ground truth uses, the depth of
-    its calls' data dependencies (rods_core.signature), its turns and calls."""
+    its calls' data dependencies (rods_core.benchmarks.bfcl.signature), its turns and calls."""
 
     class_combo: str
     depth: int
@@ -82,6 +83,46 @@ class Distance:
     values: int
     calls: int
     turns: int
+
+
+@runtime_checkable
+class ProvenanceRecord(Protocol):
+    """Where a task came from, as every benchmark's task records it (BFCL multi-turn's `Provenance`)."""
+
+    source: str  # seed | synth | import | edit
+    parent_id: str | None  # the task this one was derived from
+    created_step: int | None  # the training step at which it was created
+    note: str | None  # free text: the synthesis plan, the editor, ...
+
+
+@runtime_checkable
+class TaskRecord(Protocol):
+    """The task contract: what the library, storage and the lab may rely on of a benchmark's task, whatever
+    its model (`Benchmark.task_type`, a pydantic model). Everything else a task holds is the benchmark's:
+    the app shows a task only through `Benchmark.render`, `facts`, `structure` and `distance`, beside its id
+    and provenance; the buffer, the store and the exports keep it as its record and read it back with
+    `Benchmark.task_type.model_validate`."""
+
+    id: str  # unique in a run; `[A-Za-z0-9_]` for tasks that must survive BFCL's own tooling
+    provenance: ProvenanceRecord
+
+    def content_key(self) -> str:
+        """A hash of what the agent sees and must do, insensitive to ids (the leak guard's and the pool's
+        duplicate check: two tasks with one key are one task)."""
+        ...
+
+    def to_record(self) -> dict:
+        """The task as one JSON object (JSONL, exports, checkpoints, the store); `task_type.model_validate`
+        reads it back to an equal task."""
+        ...
+
+    def model_dump(self, **kwargs: Any) -> dict:
+        """pydantic's dump (`mode="json"`, `exclude=`): Review's record diff, the edit form."""
+        ...
+
+    def model_copy(self, **kwargs: Any) -> TaskRecord:
+        """pydantic's copy (`update=`): a new id or provenance on an edited or imported task."""
+        ...
 
 
 @runtime_checkable
@@ -125,7 +166,7 @@ class Benchmark(Protocol):
     """A task family: its seeds and split, how an episode runs, how a task is verified, shown and grown."""
 
     name: str  # the config's `benchmark:` value, e.g. "bfcl_multi_turn"
-    task_type: type  # the pydantic model of one task (has `id`, `model_validate`, `model_dump`)
+    task_type: type  # the pydantic model of one task: its instances keep the task contract (TaskRecord)
     synthesizer: Synthesizer | None  # None: the benchmark trains on its seeds only
     # What the app charts of a task (class combination, depth, turns, calls: Boundary, Buffer) and shows turn
     # by turn (Review); None for a benchmark whose tasks have none: its pages show success and pools by

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rods_core.benchmarks.bfcl.tasks import parse_record, record_parser
 from rods_core.benchmarks.entries import (
     ENTRY_POINT_GROUP,
     BenchmarkEntry,
@@ -19,7 +20,6 @@ from rods_core.benchmarks.entries import (
 )
 from rods_core.benchmarks.protocols import Benchmark
 from rods_core.config import BenchmarkName, Prereq, PromptConfig
-from rods_core.tasks import parse_record, record_parser
 
 __all__ = [
     "DEFAULT_BENCHMARK",

@@ -1,4 +1,4 @@
-"""A benchmark's Synthesizer as the job of the RODS step's synthesis worker (synth.pipeline.SynthWorker), so
+"""A benchmark's Synthesizer as the job of the RODS step's synthesis worker (bfcl.synth.pipeline.SynthWorker), so
 synthesis runs beside training for any benchmark through the one protocol method, `Synthesizer.variants`; and
 `listed_result`, the attempts of a synthesizer that makes a plain list of verified variants."""
 
@@ -8,9 +8,9 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
+from rods_core.benchmarks.bfcl.synth.pipeline import Attempt, SynthResult
+from rods_core.benchmarks.bfcl.synth.stages import StageOutcome
 from rods_core.benchmarks.protocols import Synthesizer
-from rods_core.synth.pipeline import Attempt, SynthResult
-from rods_core.synth.stages import StageOutcome
 
 
 @dataclass(frozen=True)

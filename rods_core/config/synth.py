@@ -106,7 +106,7 @@ class SynthesisConfig(BaseModel):
     llm_temperature: float = Field(0.7, ge=0.0, le=2.0, description="sampling temperature of endpoint answers")
     prompts_dir: str | None = Field(
         None,
-        description="folder of prompt files overriding the built-in ones (rods_core/synth/prompts): "
+        description="folder of prompt files overriding the built-in ones (rods_core/benchmarks/bfcl/synth/prompts): "
         "rewrite_system.md, rewrite_user.md, critique_system.md, critique_user.md; each file present replaces one",
     )
     queue_size: int = Field(32, ge=1, le=10_000, description="SynthWorker: parents waiting or in flight at most")

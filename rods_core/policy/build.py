@@ -17,9 +17,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from rods_core.benchmarks.bfcl.demo import demo_seeds
+from rods_core.benchmarks.entries import benchmark_entry
 from rods_core.config import RunConfig
 from rods_core.model_folders import model_folder
 from rods_core.policy.tiny import ModelFolderError
+from rods_core.tasksets import TaskSetError, select_seeds
 
 LOCK_SUFFIX = ".build.lock"  # beside the folder: `models/tiny-demo.build.lock`
 
@@ -159,12 +162,8 @@ def warm_start_seeds(cfg: RunConfig, benchmark: str) -> list:
     """The seeds a warm start on `benchmark` plays: its demo subset when it declares one (BFCL multi-turn's
     single-class base seeds), else the config's seeds (`seeds.ids`, `seeds.limit` of its train split), so the
     config must be of that benchmark (its `prereq` shapes the demonstrations too)."""
-    from rods_core.benchmarks.entries import benchmark_entry
-    from rods_core.tasksets import TaskSetError, select_seeds
 
     if "demo_seeds" in benchmark_entry(benchmark).options:
-        from rods_core.policy.demo import demo_seeds
-
         return demo_seeds()
     if benchmark != cfg.benchmark:
         raise ModelFolderError(

@@ -20,20 +20,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rods_core.benchmarks.bfcl_multi_turn import BfclMultiTurn
-from rods_core.benchmarks.protocols import Benchmark, demonstration
+from rods_core.benchmarks.protocols import Benchmark, TaskRecord, demonstration
 from rods_core.benchmarks.registry import make_benchmark
-from rods_core.config import BenchmarkName, Prereq, PromptConfig, SFTSettings
+from rods_core.config import BenchmarkName, Prereq, SFTSettings
 from rods_core.policy.rendering import renderer_for
-from rods_core.tasks import Task
 
 
-def tokenize_demonstrations(
-    tasks: list[Task], tokenizer, prompt: PromptConfig, benchmark: Benchmark | None = None
-) -> list[dict[str, list[int]]]:
+def tokenize_demonstrations(tasks: list[TaskRecord], tokenizer, benchmark: Benchmark) -> list[dict[str, list[int]]]:
     """input_ids + assistant_masks for each task's ground-truth conversation (the benchmark's reference
-    policy played in its environment; BFCL multi-turn by default), as a rollout would tokenize it."""
-    bench = benchmark or BfclMultiTurn(prompt)
+    policy played in its environment, which carries the prompt format), as a rollout would tokenize it."""
+    bench = benchmark
     renderer = renderer_for(tokenizer)
     rows = []
     with tempfile.TemporaryDirectory(prefix="demonstrations_") as tmp:
@@ -127,7 +123,7 @@ def _callbacks(settings: SFTSettings, progress, planned_epochs: float):
 def run_sft(
     model_dir: str | Path,
     out_dir: str | Path,
-    tasks: list[Task],
+    tasks: list[TaskRecord],
     settings: SFTSettings,
     *,
     show_progress: bool = True,
@@ -150,7 +146,7 @@ def run_sft(
     from rods_core.policy.tiny import load_policy, read_card, write_card
 
     model, tokenizer, prompt = load_policy(model_dir)
-    rows = tokenize_demonstrations(tasks, tokenizer, prompt, make_benchmark(benchmark, prompt=prompt, prereq=prereq))
+    rows = tokenize_demonstrations(tasks, tokenizer, make_benchmark(benchmark, prompt=prompt, prereq=prereq))
     n_tokens = sum(len(r["input_ids"]) for r in rows)
     out_dir = Path(out_dir)
     # a token budget becomes a step budget: steps x batch x processes conversations of the mean length

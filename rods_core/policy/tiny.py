@@ -14,9 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rods_core.config import PromptConfig, TinyModelConfig
-from rods_core.inputs import DoorError
-from rods_core.policy.prompting import (
+from rods_core.benchmarks.bfcl.prompting import (
     CHAT_FORMAT,
     CHAT_TEMPLATE,
     IM_END,
@@ -26,6 +24,8 @@ from rods_core.policy.prompting import (
     compact_docs,
     json_docs,
 )
+from rods_core.config import PromptConfig, TinyModelConfig
+from rods_core.inputs import DoorError
 
 MODEL_CARD = "rods_model.json"
 PAD, EOS = "<|endoftext|>", IM_END
@@ -45,9 +45,9 @@ def tokenizer_corpus(prompt: PromptConfig) -> list[str]:
     """
     from transformers.utils.chat_template_utils import render_jinja_template
 
-    from rods_core.benchmarks.bfcl_multi_turn import BfclMultiTurn
+    from rods_core.benchmarks.bfcl.benchmark import BfclMultiTurn
+    from rods_core.benchmarks.bfcl.environment import function_docs
     from rods_core.benchmarks.protocols import demonstration
-    from rods_core.envs.bfcl import function_docs
 
     names = list(function_docs())
     texts = [compact_docs(names), json_docs(names)]

@@ -90,13 +90,15 @@ def choices(name: str, values: Iterable[str]) -> type[Enum]:
     return Enum(name, {v: v for v in values}, type=str)
 
 
-Split = choices("Split", ("train", "test", "all"))  # rods_core.seeds.Split (tests/test_cli.py compares them)
+Split = choices(
+    "Split", ("train", "test", "all")
+)  # rods_core.benchmarks.bfcl.seeds.Split (tests/test_cli.py compares them)
 BenchmarkChoice = choices("BenchmarkChoice", benchmark_names())  # entry points included (docs/benchmarks.md)
 
 
 def seeds_of_split(split: Split):
     """The BFCL seeds of a split named on the command line (train | test | all)."""
-    from rods_core.seeds import load_seeds
+    from rods_core.benchmarks.bfcl.seeds import load_seeds
 
     return load_seeds(split.value)
 

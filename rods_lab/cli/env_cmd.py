@@ -20,7 +20,7 @@ def replay(
 
     Example: rods env replay --split all --json
     """
-    from rods_core.envs.scoring import replay_report
+    from rods_core.benchmarks.bfcl.scoring import replay_report
 
     report = replay_report(seeds_of_split(split))
     if json_out:
@@ -46,8 +46,8 @@ def score(
 
     Example: rods env score --answers answers.jsonl --json
     """
-    from rods_core.envs.scoring import read_answers, score_answers
-    from rods_core.seeds import load_seeds
+    from rods_core.benchmarks.bfcl.scoring import read_answers, score_answers
+    from rods_core.benchmarks.bfcl.seeds import load_seeds
     from rods_core.task_files import load_task_file
 
     with clean_errors():

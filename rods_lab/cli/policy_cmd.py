@@ -27,7 +27,7 @@ LrSchedule = choices("LrSchedule", get_args(SFTSettings.model_fields["lr_schedul
 def _load_tasks(tasks_file: Path | None, demo: bool, where: str, benchmark=None):
     """The tasks of --tasks (the benchmark's schema, replay by execution and leak guard; BFCL multi-turn's by
     default), the demo seeds, or None."""
-    from rods_core.policy.demo import demo_seeds
+    from rods_core.benchmarks.bfcl.demo import demo_seeds
     from rods_core.task_files import load_task_file
 
     if tasks_file is None:

@@ -24,7 +24,7 @@ def stats(
 
     Example: rods seeds stats --split train --json
     """
-    from rods_core.stats import seed_stats
+    from rods_core.benchmarks.bfcl.seed_stats import seed_stats
 
     report = seed_stats(seeds_of_split(split))
     if json_out:

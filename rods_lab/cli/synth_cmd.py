@@ -17,7 +17,7 @@ def synth(
     seed: int = typer.Option(0, "--seed", help="random seed"),
     backend: str = typer.Option("template", "--backend", help="template | llm"),
     config: Path | None = typer.Option(
-        None, "--config", help="YAML/JSON SynthesisConfig (fields of rods_core.synth.SynthesisConfig)"
+        None, "--config", help="YAML/JSON SynthesisConfig (fields of rods_core.benchmarks.bfcl.synth.SynthesisConfig)"
     ),
     json_out: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
 ) -> None:
@@ -25,8 +25,8 @@ def synth(
 
     Example: rods synth --from multi_turn_base_3 --n 4 --out variants.jsonl
     """
+    from rods_core.benchmarks.bfcl.synth.cli_support import find_parent, load_config, render_counts, run
     from rods_core.inputs import check_output_file
-    from rods_core.synth.cli_support import find_parent, load_config, render_counts, run
 
     try:
         check_output_file(out, "--out file")

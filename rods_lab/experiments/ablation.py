@@ -1,7 +1,7 @@
 """The ablation table: per arm, the informative share, held-out progress at equal trajectories and boundary landing,
 each with its interval; and plain verdicts on whether rods beats each other arm (static, uniform parents, ...).
 
-Pure functions over the per-run table (rods_lab.experiments.results.run_table) and the landing frame (Frames.landing).
+Pure functions over the per-run table (rods_lab.results.run_table) and the landing frame (Frames.landing).
 Arms that ran the same run seeds share a held-out set and warm start per seed, so they are compared paired
 (per-seed differences: paired t-interval, bootstrap over seeds, sign count); others unpaired. An arm "beats"
 another on a figure when the Holm-adjusted p within the declared family (FAMILY: every figure but wall time) is

@@ -25,9 +25,9 @@ from rods_lab.experiments.heldout import SCORES, HeldOutSpec, same_spec, score_c
 from rods_lab.experiments.machine import cpu_kernels
 from rods_lab.experiments.offline import OFFLINE_ARMS, offline_m, offline_variants, write_offline_seeds
 from rods_lab.experiments.replicates import Replicate, Replicates, heldout_folder, with_heldout, with_pool_seed
-from rods_lab.experiments.results import EXPERIMENTS
 from rods_lab.experiments.runner import design_settings, launch, plan_steps, run_configs
 from rods_lab.model_build import build_before_runs
+from rods_lab.results import EXPERIMENTS
 from storage.reader import RunReader
 
 # Ablations of rods: each changes one decision of the method, by one config flag (default: rods as shipped).

@@ -13,8 +13,8 @@ import json
 import math
 from pathlib import Path
 
-from rods_core.envs.parsing import CallParseError, parse_python_calls
-from rods_core.tasks import Task, read_tasks
+from rods_core.benchmarks.bfcl.parsing import CallParseError, parse_python_calls
+from rods_core.benchmarks.bfcl.tasks import Task, read_tasks
 from storage.reader import RunReader
 
 THRESHOLD = 0.8  # the design's count of held-out tasks "at or above 0.8"

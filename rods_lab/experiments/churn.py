@@ -5,7 +5,7 @@ The paper keeps ~800 tasks active from 400 seeds and retires a variant only afte
 groups; a buffer that retires a variant at its first flat group keeps its informative share high with a stream
 of one-shot probes instead. These numbers say which of the two a run was. Pure functions over tidy frames:
 `buffer` (run, method, step, task_id, from_pool, to_pool, reason: the buffer events), `groups` (run, step,
-task_id: one row per group played, from task_stats) and `steps` (rods_lab.experiments.results.Frames.steps).
+task_id: one row per group played, from task_stats) and `steps` (rods_lab.results.Frames.steps).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import pandas as pd
 
 from rods_core.statistics import t_interval
-from rods_lab.experiments.results import method_table
+from rods_lab.results import method_table
 
 # Run-level churn figures (column -> meaning), in report order.
 CHURN_METRICS: dict[str, str] = {
@@ -92,7 +92,7 @@ def churn_methods(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def depletion(runs: pd.DataFrame, method: str = "static") -> dict:
-    """How far a method's informative share fell, first half to last half of its runs (rods_lab.experiments.results
+    """How far a method's informative share fell, first half to last half of its runs (rods_lab.results
     run_table columns): per run and as a mean with its 95% t-interval; `fell_by_third` says whether the mean
     fall reached a third (the point where a static pool counts as run dry). Empty dict without runs."""
     g = runs[runs.method == method]

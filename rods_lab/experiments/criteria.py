@@ -136,7 +136,7 @@ def criteria(
     min_n: int = MIN_RUNS,
     boots: int = 2000,
 ) -> list[Criterion]:
-    """The gate, S1-S4 and R1-R3 over the run table (rods_lab.experiments.results.run_table: method, seed, final_progress,
+    """The gate, S1-S4 and R1-R3 over the run table (rods_lab.results.run_table: method, seed, final_progress,
     initial_progress) and the H1 eval frame (for S4's reach). `comps` is the report's table of comparisons
     (its Holm family); computed from `runs` alone when not given. `synthesized` (arm -> rods_lab.experiments.heldout_report's
     row: distinct_synthesized, trajectories) adds to S3 what its "equal trajectories and tasks" rests on."""

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import plotly.graph_objects as go
 
-from rods_lab.experiments.results import (
+from rods_lab.results import (
     RUN_METRICS,
     Frames,
     fmt_ci,

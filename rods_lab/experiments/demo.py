@@ -25,8 +25,8 @@ import pandas as pd
 
 from rods_core.ids import lineage_of
 from rods_core.statistics import paired_ratio_ci, paired_t
-from rods_lab.experiments.results import Frames, discover_runs, load_runs, run_table
 from rods_lab.experiments.runner import run as run_curriculum
+from rods_lab.results import Frames, discover_runs, load_runs, run_table
 from storage.reader import RunReader
 
 BUDGET, EVALS, METHODS = 1440, 2, ["rods", "static"]

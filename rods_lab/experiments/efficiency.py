@@ -1,7 +1,7 @@
 """Sample efficiency over finished runs: held-out curves against trajectories, generated tokens and training
 wall time, intervals over runs, and what it costs a method to reach another method's final score.
 
-Pure functions over the tidy frames of bench (rods_lab.experiments.results.Frames: `evals`, `steps`). The unit of
+Pure functions over the tidy frames of bench (rods_lab.results.Frames: `evals`, `steps`). The unit of
 replication is the run: every interval is over runs and every bootstrap resamples whole runs (curves), never
 points within a run (rods_core.statistics: the t-interval at few runs, BCa from rods_core.statistics.SMALL_K). Curves are
 per method means over runs at each evaluation step (runs of one design evaluate at the same steps); "the cost

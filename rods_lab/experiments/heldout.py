@@ -22,12 +22,12 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from rods_core.benchmarks.bfcl.seeds import load_seeds
+from rods_core.benchmarks.bfcl.tasks import Task, read_tasks, write_tasks
 from rods_core.benchmarks.entries import benchmark_entry
 from rods_core.config import RunConfig, SynthesisConfig
 from rods_core.evaluation import EvalConfig, evaluate
 from rods_core.rng import derive_seed
-from rods_core.seeds import load_seeds
-from rods_core.tasks import Task, read_tasks, write_tasks
 
 MANIFEST = "manifest.json"
 
@@ -56,7 +56,7 @@ class HeldOutSpec:
 
 def _variants(parent: Task, k: int, keys: set[str], cfg: SynthesisConfig, cap: int) -> list[Task]:
     """Up to k verified variants of `parent`, none in `keys`; attempts raised x4 from the config's until k or `cap`."""
-    from rods_core.synth.pipeline import synthesize
+    from rods_core.benchmarks.bfcl.synth.pipeline import synthesize
 
     attempts = cfg.max_attempts
     while True:
@@ -285,7 +285,7 @@ def warm_start_tasks(cfg: RunConfig) -> list[Task]:
     a benchmark without demo seeds (its `options`)."""
     if "demo_seeds" not in benchmark_entry(cfg.benchmark).options or not cfg.model.build_if_missing:
         return []
-    from rods_core.policy.demo import demo_seeds
+    from rods_core.benchmarks.bfcl.demo import demo_seeds
     from rods_core.tasksets import fresh_variants
 
     seeds = demo_seeds()

@@ -12,7 +12,7 @@ import pandas as pd
 from rods_core.statistics import t_interval
 from rods_lab.experiments.binding import Binding
 from rods_lab.experiments.comparisons import compare
-from rods_lab.experiments.results import fmt_ci
+from rods_lab.results import fmt_ci
 
 
 def transfer(scores: pd.DataFrame) -> list[dict]:

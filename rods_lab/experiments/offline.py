@@ -12,8 +12,8 @@ import json
 import math
 from pathlib import Path
 
+from rods_core.benchmarks.bfcl.tasks import Task, write_tasks
 from rods_core.config import SynthesisConfig
-from rods_core.tasks import Task, write_tasks
 
 # arm -> how its M is chosen: "rods" = the distinct variants rods' run of the same repeat trained on; "large" =
 # every variant the synthesizer yields for each seed (OFFLINE_LARGE_PER_SEED at most); an int = that M
@@ -26,8 +26,8 @@ def offline_variants(
 ) -> tuple[list[Task], dict]:
     """(up to m variants, stats): ceil(m / seeds) asked of each seed, then taken round-robin over the seeds so
     every seed contributes alike; held-out collisions left out and counted."""
+    from rods_core.benchmarks.bfcl.synth.pipeline import synthesize
     from rods_core.rng import derive_seed
-    from rods_core.synth.pipeline import synthesize
 
     cfg = synth.model_copy(update={"seed": derive_seed(seed, "offline")})
     per_seed = math.ceil(m / max(len(pool), 1))

@@ -17,7 +17,7 @@ from rods_core.tasksets import HELDOUT_REASON
 from rods_lab.experiments.arms import ABLATIONS
 from rods_lab.experiments.heldout import SCORES
 from rods_lab.experiments.offline import OFFLINE_ARMS
-from rods_lab.experiments.results import Frames, RunRef, discover_runs, load_runs
+from rods_lab.results import Frames, RunRef, discover_runs, load_runs
 from storage.reader import RunReader
 
 

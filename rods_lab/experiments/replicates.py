@@ -12,8 +12,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rods_core.benchmarks.bfcl.tasks import Task
 from rods_core.config import RunConfig
-from rods_core.tasks import Task
 from rods_core.tasksets import select_seeds
 from rods_lab.experiments.heldout import (
     SCORES,

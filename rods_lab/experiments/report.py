@@ -40,9 +40,9 @@ from rods_lab.experiments.heldout_report import markdown as heldout_markdown
 from rods_lab.experiments.offline import OFFLINE_ARMS
 from rods_lab.experiments.paired import distinct_tasks, paired_curves
 from rods_lab.experiments.paper_frames import PaperFrames, evals_with_times, load_paper
-from rods_lab.experiments.results import fmt_ci, run_table
 from rods_lab.experiments.sizes import loads, sizes
 from rods_lab.experiments.sizes import markdown as sizes_markdown
+from rods_lab.results import fmt_ci, run_table
 from storage.export import json_safe
 
 

@@ -8,7 +8,7 @@ out-of-memory kills one run, not the experiment; runs go one after another becau
 the model is built once before them (rods_lab.model_build). Repeat k of every method uses seed base+k for
 torch, the buffer and synthesis, so methods face the same held-out variants and the same initial draws;
 max_steps = budget // (tasks_per_step x num_generations), so the budget is met exactly when it is a
-multiple of the batch. Aggregation is rods_lab.experiments.results (the Compare page reads the same tables).
+multiple of the batch. Aggregation is rods_lab.results (the Compare page reads the same tables).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ import yaml
 
 from rods_core.config import METHODS, ConfigRenamedWarning, RunConfig, dump_config, load_config
 from rods_core.config.synth import renamed_sections
-from rods_lab.experiments.results import EXPERIMENTS as RESULTS
 from rods_lab.launch import train_to_end
 from rods_lab.model_build import build_before_runs
+from rods_lab.results import EXPERIMENTS as RESULTS
 
 
 def parse_methods(text: str) -> list[str]:
