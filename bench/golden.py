@@ -7,7 +7,7 @@ machine, not the run). Floats must be bit-identical: the check is meant for two 
 torch build, where the same code gives the same bits. Prints, per table, identical or different with the first
 differences, and exits 1 when any table differs.
 
-Run: `python -m bench.golden RUN_A RUN_B [--tables step,eval,...]`, e.g. two 6-step demo runs
+Run: `python -m bench.golden RUN_A RUN_B [--tables step,eval,...] [--ignore per_task]`, e.g. two 6-step demo runs
 (`rods train --config configs/demo-cpu.yaml --set grpo.max_steps=6 --set eval.every=3 --set eval.limit=4
 --processes 1 --run-id ...`) made at the two commits. Imported by nothing.
 """
@@ -31,10 +31,10 @@ def is_wall_clock(column: str) -> bool:
     return column in ("time", "wall_s") or column.startswith("time/")
 
 
-def table(run: Path, kind: str) -> pd.DataFrame:
-    """One event table of a run, wall-clock columns dropped, rows in a canonical order."""
+def table(run: Path, kind: str, ignore: tuple[str, ...] = ()) -> pd.DataFrame:
+    """One event table of a run, wall-clock columns and `ignore` dropped, rows in a canonical order."""
     df = RunReader(run).query(f'SELECT * FROM "{kind}"')
-    df = df[[c for c in df.columns if not is_wall_clock(c)]]
+    df = df[[c for c in df.columns if not is_wall_clock(c) and c not in ignore]]
     return df.sort_values(list(df.columns), kind="stable", na_position="first").reset_index(drop=True)
 
 
@@ -63,9 +63,12 @@ def cell(value: object) -> tuple[str, str]:
     return (type(value).__name__, repr(value))
 
 
-def compare(run_a: Path, run_b: Path, tables: tuple[str, ...] = TABLES) -> dict[str, list[str]]:
-    """Each table's differences between the two runs (an empty list: identical)."""
-    return {kind: differences(table(run_a, kind), table(run_b, kind)) for kind in tables}
+def compare(
+    run_a: Path, run_b: Path, tables: tuple[str, ...] = TABLES, ignore: tuple[str, ...] = ()
+) -> dict[str, list[str]]:
+    """Each table's differences between the two runs (an empty list: identical); `ignore`: columns left out
+    (a field the change adds, which the run before it cannot have)."""
+    return {kind: differences(table(run_a, kind, ignore), table(run_b, kind, ignore)) for kind in tables}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,9 +76,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("run_a", type=Path)
     ap.add_argument("run_b", type=Path)
     ap.add_argument("--tables", default=",".join(TABLES), help="comma-separated event kinds to compare")
+    ap.add_argument("--ignore", default="", help="comma-separated columns a change adds, left out of every table")
     args = ap.parse_args(argv)
     tables = tuple(t for t in args.tables.split(",") if t)
-    result = compare(args.run_a, args.run_b, tables)
+    ignore = tuple(c for c in args.ignore.split(",") if c)
+    if ignore:
+        print(f"left out: {', '.join(ignore)}")
+    result = compare(args.run_a, args.run_b, tables, ignore)
     for kind, diffs in result.items():
         rows = len(table(args.run_a, kind))
         print(f"{kind:16} {'identical' if not diffs else 'DIFFERENT'} ({rows} rows)")
