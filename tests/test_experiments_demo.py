@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rods_lab.experiments.demo import FLAT_STEPS, collapses
+from rods_lab.experiments.demo import FLAT_STEPS, collapses, run_collapses
+from storage.events import EventLog
 
 
 def _steps(rewards, shares=None):
@@ -79,3 +80,20 @@ def test_the_headline_pairs_runs_by_seed_and_holds_only_without_collapse():
         _frames(shares, gains), {"rods_s0": _stats([("multi_turn_base_38", 1, 0.6), ("multi_turn_base_38", 3, 0.0)])}
     )
     assert not collapsed.holds and list(collapsed.collapses) == ["rods_s0"]
+
+
+def test_a_run_folder_is_read_into_the_same_check(tmp_path):
+    """run_collapses reads a run's step rows and task_stats from its event log (`rods bench pilot-length --runs`)."""
+    log = EventLog(tmp_path / "r")
+    shares = [0.5, 0, 0, 0, 0, 0, 0.5]
+    log.append(
+        "step", [{"step": i, "reward/mean": 0.3, "boundary/informative_share": v} for i, v in enumerate(shares, 1)]
+    )
+    log.append("task_stats", [{"step": 1, "task_id": "multi_turn_base_38", "n": 6, "mean": 0.6},
+                              {"step": 4, "task_id": "multi_turn_base_38", "n": 6, "mean": 0.0}])  # fmt: skip
+    log.flush()
+    log.close()
+    assert run_collapses(tmp_path / "r") == [
+        f"informative_share 0 for {FLAT_STEPS} steps from step 2",
+        "multi_turn_base_38 0.60 at step 1, 0 at step 4",
+    ]

@@ -135,7 +135,8 @@ def test_the_pilot_length_reads_statics_shares_from_the_summaries(tmp_path):
         )
     (tmp_path / "rods_r0.json").write_text(json.dumps({"arm": "rods", "run": "rods_r0", "steps": {"per_step": {}}}))
     got = length_from_summaries(tmp_path)
-    assert got == {"L": 60, "depletion_step": 20, "runs": ["static_r0", "static_r1"], "reached": True}
+    assert got == {"L": 60, "depletion_step": 20, "runs": ["static_r0", "static_r1"], "reached": True,
+                   "runs_all": ["rods_r0", "static_r0", "static_r1"]}  # fmt: skip
 
 
 def summary(arm: str, k: int, per_task: dict[int, dict[str, float]], nearest: dict[str, float]) -> dict:

@@ -220,15 +220,24 @@ def pool_criteria(
 @app.command("pilot-length")
 def pilot_length(
     summaries: Path = typer.Argument(..., help="the depletion pilot's run summaries (`rods bench paper --summaries`)"),
+    runs: Path = typer.Option(
+        None, help="the pilot's run folders (`<out>/runs`): each run's collapse check (`rods bench demo`'s) is added"
+    ),
 ) -> None:
     """The pool-replicates design's run length L from its depletion pilot: static's informative share.
 
-    Example: rods bench pilot-length docs/experiments/pool-replicates/pilot-runs
+    Example: rods bench pilot-length docs/experiments/pool-replicates/pilot-runs --runs bench/results/paper/p/runs
     """
+    from rods_lab.experiments.demo import run_collapses
     from rods_lab.experiments.pool_criteria import length_from_summaries
 
     try:
-        emit_json(length_from_summaries(summaries))
+        found = length_from_summaries(summaries)
+        if runs is not None:
+            if not runs.is_dir():
+                raise ValueError(f"{runs}: no such folder of run folders")
+            found["collapses"] = {r: run_collapses(runs / r) for r in found["runs_all"] if (runs / r).is_dir()}
+        emit_json(found)
     except ValueError as e:
         fail(str(e))
 

@@ -26,7 +26,7 @@ import pandas as pd
 from rods_core.ids import lineage_of
 from rods_core.statistics import paired_ratio_ci, paired_t
 from rods_lab.experiments.runner import run as run_curriculum
-from rods_lab.results import Frames, discover_runs, load_runs, run_table
+from rods_lab.results import Frames, RunRef, discover_runs, load_run, load_runs, run_table
 from storage.reader import RunReader
 
 BUDGET, EVALS, METHODS = 1440, 2, ["rods", "static"]
@@ -102,6 +102,12 @@ def headline(frames: Frames, task_stats: dict[str, pd.DataFrame]) -> Headline:
         len(seeds), seeds, [share["rods"][s] for s in seeds], [share["static"][s] for s in seeds], first, ratio,
         fall.as_dict(), gain["rods"], gain["static"], diff.as_dict(), found, holds,
     )  # fmt: skip
+
+
+def run_collapses(run_dir: Path) -> list[str]:
+    """`collapses` of one run folder, read from its step rows and task_stats."""
+    steps = load_run(RunRef(Path(run_dir).name, "?", 0, Path(run_dir))).steps
+    return collapses(steps, read_task_stats(run_dir))
 
 
 def read_task_stats(run_dir: Path) -> pd.DataFrame:

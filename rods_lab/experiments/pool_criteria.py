@@ -247,4 +247,6 @@ def length_from_summaries(folder: Path, arm: str = "static") -> dict:
     if not shares:
         raise ValueError(f"{folder}: no {arm} run summary with per-step informative shares")
     length, step = run_length(shares)
-    return {"L": length, "depletion_step": step, "runs": [s["run"] for s in runs], "reached": step is not None}
+    every = [s["run"] for s in read_summaries(folder)]
+    return {"L": length, "depletion_step": step, "runs": [s["run"] for s in runs], "reached": step is not None,
+            "runs_all": every}  # fmt: skip
