@@ -12,7 +12,7 @@ from typing import get_args
 
 import typer
 
-from rods_core.benchmarks.registry import make_benchmark
+from rods_core.benchmarks.registry import benchmark_entry, make_benchmark
 from rods_core.config import ComputeSettings, SFTSettings
 from rods_core.evaluation import EvalConfig
 from rods_lab.cli._common import BenchmarkChoice, Split, choices, clean_errors, emit_json, fail
@@ -20,7 +20,9 @@ from rods_lab.cli._common import BenchmarkChoice, Split, choices, clean_errors, 
 _S = SFTSettings()
 _C = ComputeSettings()
 _E = EvalConfig()
-PrereqChoice = choices("PrereqChoice", ("all", "fact"))
+# memory's own option, as its entry's options model declares it: --prereq is read as its benchmark_options.prereq
+_PREREQ = benchmark_entry("bfcl_memory_kv").load_options_model().model_fields["prereq"]
+PrereqChoice = choices("PrereqChoice", get_args(_PREREQ.annotation))
 LrSchedule = choices("LrSchedule", get_args(SFTSettings.model_fields["lr_schedule"].annotation))
 
 
@@ -37,14 +39,15 @@ def _load_tasks(tasks_file: Path | None, demo: bool, where: str, benchmark=None)
 
 
 def _benchmark(benchmark: BenchmarkChoice, prereq: PrereqChoice):
-    """(EvalConfig, Benchmark) of --benchmark and --prereq; --prereq fact on BFCL multi-turn is refused (exit 2),
-    as the run config refuses it, rather than silently ignored."""
-    from rods_core.benchmarks.entries import benchmark_entry
+    """(EvalConfig, Benchmark) of --benchmark and --prereq (memory's option, read as its benchmark_options);
+    --prereq fact on BFCL multi-turn is refused (exit 2), as the run config refuses it, rather than silently ignored."""
+    from pydantic import ValidationError
 
-    if "prereq" not in benchmark_entry(benchmark.value).options and prereq.value != "all":
-        fail(f"--prereq is memory's: {benchmark.value} has no prerequisite conversations; remove --prereq")
-    cfg = EvalConfig(benchmark=benchmark.value, prereq=prereq.value)
-    return cfg, make_benchmark(cfg.benchmark, prereq=cfg.prereq)
+    try:
+        cfg = EvalConfig(benchmark=benchmark.value, prereq=prereq.value)
+    except ValidationError as e:
+        fail(f"--prereq: {e.errors()[0]['msg'].removeprefix('Value error, ')}")
+    return cfg, make_benchmark(cfg.benchmark, options=cfg.benchmark_options)
 
 
 def _model(path: Path) -> Path:
@@ -111,7 +114,7 @@ def sft(
     threads: int = typer.Option(_C.threads, "--threads", min=1, help="torch threads per process"),
     samples: int = typer.Option(8, help="samples per task for the reward-variance report (0 skips it)"),
     benchmark: BenchmarkChoice = typer.Option(_E.benchmark, help="the benchmark of the --tasks file"),
-    prereq: PrereqChoice = typer.Option(_E.prereq, help="memory: the prerequisite conversations demonstrated"),
+    prereq: PrereqChoice = typer.Option(_PREREQ.default, help="memory: the prerequisite conversations demonstrated"),
     json_out: bool = typer.Option(False, "--json", help="print the report as JSON"),
 ) -> None:
     """Warm-start a model on ground-truth conversations (TRL SFTTrainer), then report format validity,
@@ -153,11 +156,11 @@ def sft(
         from rods_core.config import RunConfig
         from rods_core.tasksets import fresh_variants
 
-        run = RunConfig(benchmark=ecfg.benchmark, prereq=ecfg.prereq)
+        run = RunConfig(benchmark=ecfg.benchmark, benchmark_options=ecfg.benchmark_options)
         extra = fresh_variants(tasks, variants, run, "warm-start", bench)  # the variants `rods train` builds with
     # TRL prints its log lines on stdout; with --json they go to stderr so stdout stays one JSON document.
     with contextlib.redirect_stdout(sys.stderr) if json_out else contextlib.nullcontext():
-        report = run_sft(model, out, tasks + extra, settings, benchmark=ecfg.benchmark, prereq=ecfg.prereq)
+        report = run_sft(model, out, tasks + extra, settings, benchmark=ecfg.benchmark, options=ecfg.benchmark_options)
     if under_launcher():
         from rods_core.ranks import Ranks
 
@@ -202,7 +205,7 @@ def eval_cmd(
     benchmark: BenchmarkChoice = typer.Option(_E.benchmark, help="the benchmark to play (any policy on any one)"),
     split: Split = typer.Option("test", help="which seeds (without --tasks)"),
     prereq: PrereqChoice = typer.Option(
-        _E.prereq, help="memory: all prerequisite conversations, or only the one stating the answer"
+        _PREREQ.default, help="memory: all prerequisite conversations, or only the one stating the answer"
     ),
     limit: int | None = typer.Option(None, min=1, help="evaluate the first N tasks only"),
     categories: list[str] | None = typer.Option(None, "--categories", help="categories to include (repeatable)"),
@@ -242,8 +245,7 @@ def eval_cmd(
         report.pop("per_task")
     source = str(tasks_file) if tasks_file else split.value  # what was evaluated: a task file or a seed split
     report = {"model": str(model), "benchmark": bench.name, "split": source, **report}
-    if "prereq" in bench.options:
-        report["prereq"] = cfg.prereq
+    report.update(cfg.benchmark_options)  # the benchmark's own options (memory's prereq)
     if out is not None:
         out.write_text(json.dumps(report, indent=2, default=str) + "\n")
     emit_json(report) if json_out else _print(report, f"eval {model} on {bench.name} ({source})")
