@@ -84,3 +84,18 @@ def test_rods_config_benchmarks_lists_each_benchmarks_options_from_its_schema():
     assert r.exit_code == 0, r.output
     assert "benchmark_options.prereq: 'all' | 'fact' (default 'all')" in r.output
     assert "bfcl_multi_turn" in r.output and "(no options of its own)" in r.output
+
+
+def test_rods_eval_takes_a_benchmarks_own_option_and_refuses_a_bad_one_naming_it(tiny_model_dir):
+    """`--option KEY=VALUE` is read by the named benchmark's options model (`--prereq` is memory's shorthand);
+    a value or a key it refuses is exit 2 before any episode is played."""
+    from rods_lab.cli import app
+
+    base = ["eval", "--model", str(tiny_model_dir), "--limit", "1"]
+    r = CliRunner().invoke(app, [*base, "--benchmark", "bfcl_memory_kv", "--option", "prereq=some"])
+    assert r.exit_code == 2 and "benchmark_options.prereq: Input should be 'all' or 'fact'" in r.output, r.output
+    r = CliRunner().invoke(app, [*base, "--option", "prereq=fact"])  # BFCL multi-turn has no options
+    assert r.exit_code == 2 and "benchmark_options.prereq: Extra inputs are not permitted" in r.output, r.output
+    r = CliRunner().invoke(app, [*base, "--benchmark", "bfcl_memory_kv", "--prereq", "all", "--option", "prereq=fact"])
+    assert r.exit_code == 2 and "set it in one place" in r.output, r.output
+    assert "--option" in CliRunner().invoke(app, ["eval", "--help"]).output
