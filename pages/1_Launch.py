@@ -7,11 +7,13 @@ import warnings
 import streamlit as st
 from pydantic import ValidationError
 
+from rods_core.benchmarks.entries import benchmark_entry, benchmark_names
 from rods_core.config import METHODS, ConfigError, ConfigRenamedWarning, load_config, parse_overrides
 from rods_core.inputs import DoorError
 from rods_lab import identity, ui
 from rods_lab.configs import build_config, default_processes, field_errors, list_configs
 from rods_lab.launch import launch_pair, launch_run
+from rods_lab.option_form import option_widgets
 from rods_lab.prefs import read_prefs
 from rods_lab.status import LOG_FILE, tail
 
@@ -34,6 +36,18 @@ def err(field: str, where=st) -> None:
     if field in errors:
         where.error(f"`{field}`: {errors[field]}")
 
+
+# outside the form, so its own options below are redrawn as soon as another benchmark is picked
+names = benchmark_names()
+benchmark = st.selectbox(
+    "Benchmark",
+    names,
+    index=names.index(base.benchmark) if base.benchmark in names else 0,
+    key="launch_benchmark",
+    help="the task family trained and evaluated; its own options are drawn from its entry's schema",
+)
+err("benchmark")
+entry = benchmark_entry(benchmark)
 
 with st.form("launch_form"):
     a, b, c = st.columns(3)
@@ -66,6 +80,11 @@ with st.form("launch_form"):
     pair = b.checkbox(
         "Also launch a static twin", key="launch_pair", help="same seeds, budget and seed; compare them on Compare"
     )
+    if entry.option_names():
+        st.caption(f"{benchmark}'s own options (`benchmark_options`)")
+    current = base.benchmark_options if benchmark == base.benchmark else {}
+    options = option_widgets(entry.load_options_model(), current, f"launch_opt_{benchmark}", st)
+    err("benchmark_options")
     more = st.text_area(
         "More fields (key.path=value per line)",
         key="launch_more",
@@ -77,6 +96,8 @@ if submitted:
     overrides = {
         "name": run_name,
         "method": method,
+        "benchmark": benchmark,
+        "benchmark_options": options,
         "buffer.review": review,
         "model.path": model_path,
         "seeds.subset": subset,
@@ -117,7 +138,7 @@ if submitted:
             f"Launched {ids}; runs keep going if you close the app."
             + (" Compare shows them side by side." if pair else "")
         )
-shown = {"name", "method", "model.path", "seeds", "grpo.max_steps"}
+shown = {"name", "method", "model.path", "seeds", "grpo.max_steps", "benchmark", "benchmark_options"}
 for field, msg in errors.items():
     if field not in shown:
         st.error(f"`{field}`: {msg}")

@@ -19,11 +19,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rods_core.benchmarks.protocols import Benchmark
-from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, BenchmarkName, Prereq
+from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, BenchmarkName
 from rods_core.config import EpisodeConfig, SamplingConfig
+from rods_core.config.run import legacy_options, own_options
 from rods_core.policy.backends import choose_generator
 from rods_core.policy.generation import Generator
 from rods_core.rollout import Episode, episode_benchmark, run_episodes, summarize
@@ -59,11 +60,15 @@ class EvalConfig(BaseModel):
         description="a new session (memory's conversations and question) starts a fresh context, as BFCL "
         "evaluates; false appends it to one sequence, as GRPO rollouts do",
     )
-    prereq: Prereq = Field(
-        "all",
-        description="memory benchmarks: play all prerequisite conversations (BFCL) or only the one stating the "
-        "answer (fact: shorter episodes for small contexts); ignored by bfcl_multi_turn",
+    benchmark_options: dict[str, Any] = Field(
+        default_factory=dict,
+        validate_default=True,
+        description="the benchmark's own options, validated by its registry entry (a run passes its own); "
+        "memory's prereq may also be given at the top level",
     )
+
+    _legacy_options = model_validator(mode="before")(legacy_options)
+    _own_options = field_validator("benchmark_options")(own_options)
 
 
 def _generator(policy, cfg: EvalConfig, benchmark: Benchmark | None = None, generator: Generator | None = None):
@@ -72,7 +77,7 @@ def _generator(policy, cfg: EvalConfig, benchmark: Benchmark | None = None, gene
     vLLM engine)."""
     episode = cfg.episode
     if generator is not None:
-        return generator, episode, benchmark or episode_benchmark(episode, cfg.benchmark, prereq=cfg.prereq)
+        return generator, episode, benchmark or episode_benchmark(episode, cfg.benchmark, options=cfg.benchmark_options)
     if isinstance(policy, (str, Path)) and cfg.vllm:
         from rods_core.policy.tiny import load_tokenizer
         from rods_core.policy.vllm_offline import offline_generator
@@ -80,7 +85,7 @@ def _generator(policy, cfg: EvalConfig, benchmark: Benchmark | None = None, gene
         tokenizer, prompt = load_tokenizer(policy)
         episode = episode.model_copy(update={"prompt": prompt})
         gen = offline_generator(policy, tokenizer, episode.max_context_tokens)
-        return gen, episode, benchmark or episode_benchmark(episode, cfg.benchmark, prereq=cfg.prereq)
+        return gen, episode, benchmark or episode_benchmark(episode, cfg.benchmark, options=cfg.benchmark_options)
     if isinstance(policy, (str, Path)):
         from rods_core.policy.precision import inference_placement
         from rods_core.policy.tiny import load_policy
@@ -93,7 +98,7 @@ def _generator(policy, cfg: EvalConfig, benchmark: Benchmark | None = None, gene
         model, tokenizer = policy
     # A run's vLLM engine comes in as `generator` (synced to these weights); otherwise the model plays itself
     gen = choose_generator(model, tokenizer, kv_cache=cfg.kv_cache, max_batch=cfg.max_batch, logprobs=False)
-    return gen, episode, benchmark or episode_benchmark(episode, cfg.benchmark, prereq=cfg.prereq)
+    return gen, episode, benchmark or episode_benchmark(episode, cfg.benchmark, options=cfg.benchmark_options)
 
 
 def _play(

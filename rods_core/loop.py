@@ -277,7 +277,7 @@ def train(
         ckpt = restore(run_dir, run_id, recorder, rods, log) if resume else None
         policy = Policy.load(cfg, model_dir)
         # the episodes' benchmark speaks the policy's chat format (a tiny model's card may set it)
-        episodes_bench = benchmark or episode_benchmark(policy.episode, cfg.benchmark, prereq=cfg.prereq)
+        episodes_bench = benchmark or episode_benchmark(policy.episode, cfg.benchmark, options=cfg.benchmark_options)
         # the evaluation plays through the trainer built below (its vLLM engine, or its whole weights): the
         # closure reads `trainer` when an evaluation starts, which is after the trainer exists
         evaluate = HeldOutEval(
@@ -447,7 +447,10 @@ class HeldOutEval:
         sampling = policy.episode.sampling.model_copy(update={"temperature": 0.0})
         episode = policy.episode.model_copy(update={"sampling": sampling, "hints": False})
         self.greedy = EvalConfig(
-            episode=episode, benchmark=cfg.benchmark, prereq=cfg.prereq, max_batch=cfg.eval.max_batch
+            episode=episode,
+            benchmark=cfg.benchmark,
+            benchmark_options=cfg.benchmark_options,
+            max_batch=cfg.eval.max_batch,
         )
 
     def __call__(self, model, step: int, optimizer=None) -> None:

@@ -64,15 +64,17 @@ class Episode:
         return sum(self.env_mask)
 
 
-def episode_benchmark(cfg: EpisodeConfig, name: str = DEFAULT_BENCHMARK, *, hints: bool | None = None, **options):
+def episode_benchmark(
+    cfg: EpisodeConfig, name: str = DEFAULT_BENCHMARK, *, hints: bool | None = None, options: dict | None = None
+):
     """The named benchmark with this episode config's prompt format, turn limit and hints (`options`:
-    the benchmark's own, e.g. memory's `prereq`)."""
+    the benchmark's own, a run's `benchmark_options`)."""
     return make_benchmark(
         name,
         prompt=cfg.prompt,
         max_steps_per_turn=cfg.max_steps_per_turn,
         hints=cfg.hints if hints is None else hints,
-        **options,
+        options=options,
     )
 
 

@@ -25,10 +25,12 @@ class TaskSetError(ValueError):
 
 
 def run_benchmark(cfg: RunConfig, benchmark: Benchmark | None = None, *, scratch: Path | None = None) -> Benchmark:
-    """`benchmark` when the caller gives one (any Benchmark), else the config's (`benchmark:`, `prereq:`, its
+    """`benchmark` when the caller gives one (any Benchmark), else the config's (`benchmark:`, `benchmark_options:`, its
     synthesizer with the run's `synthesis:` settings, verifying inside `scratch`: the run's scratch folder)."""
 
-    return benchmark or make_benchmark(cfg.benchmark, prereq=cfg.prereq, synth=cfg.synthesis, scratch=scratch)
+    return benchmark or make_benchmark(
+        cfg.benchmark, options=cfg.benchmark_options, synth=cfg.synthesis, scratch=scratch
+    )
 
 
 def in_groups(bench: Benchmark, tasks: list, groups: list[str]) -> list:

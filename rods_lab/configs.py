@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from rods_core.benchmarks.entries import LEGACY_OPTIONS
 from rods_core.benchmarks.registry import make_benchmark
 from rods_core.config import RunConfig, read_config_data, set_dotted
 from rods_core.model_folders import HUB_ID, check_model_dir, model_folder
@@ -84,6 +85,8 @@ def build_config(
     (unless check_seeds=False: the caller writes it next) and the model folder holds a model.
     Raises ValidationError or a DoorError (ConfigError, OutsideWorkspace, TaskFileError, TestSplitRefused)."""
     data = copy.deepcopy(base) if isinstance(base, dict) else read_config_data(base)
+    if "benchmark_options" in overrides:  # the form's options replace the file's, an older top-level one too
+        data = {k: v for k, v in data.items() if k not in LEGACY_OPTIONS}
     for k, v in overrides.items():
         set_dotted(data, k, v)
     data["output_dir"], data["workspace"] = str(paths.runs), str(paths.workspace)
@@ -91,7 +94,9 @@ def build_config(
     cfg = RunConfig.model_validate(data)
     if cfg.seeds.file:
         if check_seeds and cfg.seeds.subset == "file":  # through the run's benchmark: its schema and verifier
-            load_task_file(cfg.seeds.file, "seeds.file", benchmark=make_benchmark(cfg.benchmark, prereq=cfg.prereq))
+            load_task_file(
+                cfg.seeds.file, "seeds.file", benchmark=make_benchmark(cfg.benchmark, options=cfg.benchmark_options)
+            )
     # The trainer runs in the project folder: a relative model path means the project's models/. A hub id
     # (no such folder there) names a model in the local Hugging Face cache and is kept as typed.
     local = PROJECT_ROOT / cfg.model.path

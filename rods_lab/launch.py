@@ -179,6 +179,8 @@ def launch_on_seeds(
             f"seed(s) {', '.join(other[:5])} are not {cfg.benchmark} tasks, which the config trains on: pick seeds "
             f"of one benchmark and a config whose `benchmark:` is theirs"
         )
-    refuse_test_tasks(tasks, "a run on catalog seeds", make_benchmark(cfg.benchmark, prereq=cfg.prereq).leak_reason)
+    refuse_test_tasks(
+        tasks, "a run on catalog seeds", make_benchmark(cfg.benchmark, options=cfg.benchmark_options).leak_reason
+    )
     write_tasks(file, tasks)
     return launch_run(cfg, paths, actor=actor, policy=policy), file

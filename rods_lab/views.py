@@ -20,6 +20,7 @@ import pandas as pd
 
 from rods_core.benchmarks import edits
 from rods_core.benchmarks.bfcl.tasks import Task
+from rods_core.benchmarks.entries import lift_legacy_options
 from rods_core.benchmarks.protocols import Benchmark
 from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, make_benchmark
 from rods_core.config import SYNTH_METHODS, ConfigError, read_config_data
@@ -125,12 +126,14 @@ class RunBenchmarkError(ValueError):
 
 
 def run_benchmark(run_dir: str | Path) -> Benchmark:
-    """The benchmark a run trains on: `benchmark:` and `prereq:` of its config.yaml (BFCL multi-turn for a run
-    folder without one, or written before the fields existed)."""
+    """The benchmark a run trains on: `benchmark:` and `benchmark_options:` of its config.yaml (BFCL multi-turn for
+    a run folder without one, or written before the fields existed; an older config's top-level option, read as
+    its benchmark option)."""
     cfg = Path(run_dir) / "config.yaml"
     try:
         data = read_config_data(cfg) if cfg.is_file() else {}
-        return make_benchmark(data.get("benchmark", DEFAULT_BENCHMARK), prereq=data.get("prereq", "all"))
+        name = data.get("benchmark", DEFAULT_BENCHMARK)
+        return make_benchmark(name, options=lift_legacy_options(data, name).get("benchmark_options"))
     except (ConfigError, ValueError) as e:
         raise RunBenchmarkError(f"{cfg}: cannot tell the run's benchmark: {e}") from e
 

@@ -41,7 +41,7 @@ def words():
 def test_a_registered_benchmark_is_named_by_a_config_and_built_by_the_registry(words):
     assert benchmark_names() == (*BUILT_IN, "words") and benchmark_entry("words").options == frozenset()
     assert RunConfig.model_validate({"benchmark": "words", "seeds": {"subset": "all"}}).benchmark == "words"
-    assert isinstance(make_benchmark("words", prereq="all"), Words) and task_type_of("words") is WordTask
+    assert isinstance(make_benchmark("words"), Words) and task_type_of("words") is WordTask
     assert parse_any_record({"id": "w_1", "word": "fern"}) == WordTask(id="w_1", word="fern")
     # its options are its entry's: BFCL multi-turn's demo seeds are refused on it, naming the field
     with pytest.raises(ValidationError, match="seeds.subset 'demo'.*benchmark words has none"):

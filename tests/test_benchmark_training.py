@@ -268,7 +268,7 @@ def test_the_config_refuses_memorys_prereq_on_bfcl_multi_turn():
     import pytest
     from pydantic import ValidationError
 
-    with pytest.raises(ValidationError, match="prereq 'fact': memory benchmarks' option.*remove prereq"):
+    with pytest.raises(ValidationError, match="prereq 'fact': an option of bfcl_memory_kv.*remove prereq"):
         RunConfig.model_validate({"prereq": "fact"})
     assert RunConfig.model_validate({"prereq": "all"}).prereq == "all"
 

@@ -1,10 +1,11 @@
 """The benchmarks a run config may name: the ones this repository ships and any a lab adds, by a call
 (`register_benchmark`) or by an installed package's entry point in the group "rods.benchmarks".
 
-A leaf module (no benchmark module imported), so the run config checks a `benchmark:` name and the options
-it declares here, at validation. An entry names its factory and task model either as objects or, as an entry
-point does, as import paths ("module:attr") imported when first needed: naming a benchmark never loads its
-code (BFCL memory's modules load bfcl-eval's memory code), and the benchmarks' modules may import the config.
+A leaf module (no benchmark module imported), so the run config checks a `benchmark:` name, the shared run
+fields it allows (`options`) and its own options (`options_model`, a pydantic model: `benchmark_options:`) here,
+at validation. An entry names its factory, task model and options model either as objects or, as an entry point
+does, as import paths ("module:attr") imported when first needed: naming a benchmark never loads its code (BFCL
+memory's modules load bfcl-eval's memory code), and the benchmarks' modules may import the config.
 """
 
 from __future__ import annotations
@@ -16,11 +17,25 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, ValidationError
+
 ENTRY_POINT_GROUP = "rods.benchmarks"  # named for the `rods` command: it names no module
-# The run options only some benchmarks have; the config refuses each on a benchmark that does not declare it.
-KNOWN_OPTIONS = frozenset({"hints", "demo_seeds", "categories", "sft_variants", "prereq"})
-# What make_benchmark offers a factory; it receives those its signature names (all of them with **kwargs).
-SETTINGS = ("prompt", "max_steps_per_turn", "hints", "prereq", "synth", "scratch")
+# The shared run fields only some benchmarks use; the config refuses each on a benchmark that does not declare
+# it. A benchmark's own options are not listed here: they are its entry's options model.
+KNOWN_OPTIONS = frozenset({"hints", "demo_seeds", "categories", "sft_variants"})
+# What make_benchmark offers a factory; it receives those its signature names (all of them with **kwargs);
+# `options` is its validated options model.
+SETTINGS = ("prompt", "max_steps_per_turn", "hints", "options", "synth", "scratch")
+
+# Run fields that became a benchmark's own option, with the value every saved run config carries: still read at
+# the top level (`prereq: fact`, `--set prereq=fact`) as `benchmark_options.<name>`.
+LEGACY_OPTIONS = {"prereq": "all"}
+
+
+class NoOptions(BaseModel):
+    """The options model of a benchmark without options of its own: any `benchmark_options` key is refused."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 def _resolve(ref: Any) -> Any:
@@ -43,6 +58,7 @@ class BenchmarkEntry:
     task_type: type | str  # the task model, for readers of a run's records that never build the benchmark
     options: frozenset[str] = frozenset()  # of KNOWN_OPTIONS: the run fields the config lets a run set on it
     description: str = ""  # one line for a chooser
+    options_model: type[BaseModel] | str = NoOptions  # its own options (`benchmark_options:`), given to its factory
 
     def problem(self) -> str | None:
         """Why this entry cannot be registered, or None."""
@@ -54,6 +70,30 @@ class BenchmarkEntry:
         if unknown:
             return f"benchmark {self.name!r}: unknown options {unknown}; choose among {sorted(KNOWN_OPTIONS)}"
         return None
+
+    def load_options_model(self) -> type[BaseModel]:
+        return _resolve(self.options_model)
+
+    def option_names(self) -> tuple[str, ...]:
+        """The names of its own options (the fields of its options model)."""
+        return tuple(self.load_options_model().model_fields)
+
+    def validate_options(self, given: BaseModel | dict[str, Any] | None) -> BaseModel:
+        """Its options model of `given` (None: the defaults); ValueError naming `benchmark_options.<field>`, the
+        reason and the fields it has."""
+        model = self.load_options_model()
+        if isinstance(given, model):
+            return given
+        data = given.model_dump() if isinstance(given, BaseModel) else dict(given or {})
+        try:
+            return model.model_validate(data)
+        except ValidationError as e:
+            fields = ", ".join(model.model_fields) or "none"
+            problems = "; ".join(
+                f"benchmark_options.{'.'.join(str(p) for p in err['loc']) or '(all)'}: {err['msg']}"
+                for err in e.errors()
+            )
+            raise ValueError(f"{problems} (the options of benchmark {self.name}: {fields})") from None
 
     def build(self, **settings: Any) -> Any:
         """The benchmark, its factory given the settings (of SETTINGS) its signature names."""
@@ -83,13 +123,15 @@ def register_benchmark(
     task_type: type | str,
     options: Iterable[str] = (),
     description: str = "",
+    options_model: type[BaseModel] | str = NoOptions,
     replace: bool = False,
 ) -> BenchmarkEntry:
     """Make `name` a benchmark a run config (`benchmark: name`), the CLI and the app can name, in this
     process. `factory` builds it (a class or function; given the SETTINGS it names), `task_type` is its task
-    model, `options` the run options it has (KNOWN_OPTIONS). A name already registered is refused unless
-    `replace`. An installed package registers through an entry point instead (docs/benchmarks.md)."""
-    entry = BenchmarkEntry(name, factory, task_type, frozenset(options), description)
+    model, `options` the shared run fields it uses (KNOWN_OPTIONS), `options_model` a pydantic model of its own
+    options (a run's `benchmark_options:`, validated by it and given to `factory` as `options`). A name already
+    registered is refused unless `replace`. An installed package registers through an entry point instead (docs/benchmarks.md)."""
+    entry = BenchmarkEntry(name, factory, task_type, frozenset(options), description, options_model)
     problem = entry.problem()
     if not problem and name in _ENTRIES and not replace:
         problem = f"benchmark {name!r} is already registered (pass replace=True to replace it)"
@@ -154,6 +196,31 @@ def unknown_benchmark(name: str) -> str | None:
     )
 
 
+def lift_legacy_options(data: dict[str, Any], benchmark: str) -> dict[str, Any]:
+    """A config mapping of `benchmark` with a LEGACY_OPTIONS key at its top level, that key read under
+    `benchmark_options:`. Its saved value on a benchmark without that option is dropped (every saved config
+    carries it); another is a ValueError naming the field, the benchmarks that have it and the fix."""
+    given = {k: data[k] for k in LEGACY_OPTIONS if k in data}
+    if not given:
+        return data
+    data = {k: v for k, v in data.items() if k not in given}
+    options = dict(data.get("benchmark_options") or {})
+    has = benchmark_entry(benchmark).option_names() if unknown_benchmark(benchmark) is None else ()
+    for key, value in given.items():
+        if key not in has and value == LEGACY_OPTIONS[key]:
+            continue
+        if key not in has and not unknown_benchmark(benchmark):
+            having = ", ".join(n for n in benchmark_names() if key in benchmark_entry(n).option_names())
+            raise ValueError(
+                f"{key} {value!r}: an option of {having} (benchmark_options.{key}); benchmark {benchmark} has no "
+                f"option {key}: remove {key}"
+            )
+        if key in options and options[key] != value:
+            raise ValueError(f"{key} {value!r} and benchmark_options.{key} {options[key]!r}: set it in one place")
+        options[key] = value
+    return {**data, "benchmark_options": options}
+
+
 def benchmark_entry(name: str) -> BenchmarkEntry:
     """The registered entry of `name` (its `options` are what the config lets a run set); ValueError if none."""
     problem = unknown_benchmark(name)
@@ -174,6 +241,6 @@ for _backend in ("kv", "rec_sum"):
         f"bfcl_memory_{_backend}",
         f"rods_core.benchmarks.memory.benchmark:{_backend}_memory",
         task_type="rods_core.benchmarks.memory.tasks:MemoryTask",
-        options={"prereq"},
         description=f"BFCL v4 memory with the {_backend} memory backend",
+        options_model="rods_core.benchmarks.memory.options:MemoryOptions",
     )

@@ -1,11 +1,14 @@
 """The benchmarks by name (the config's and `rods eval`'s `benchmark` value): one factory that builds any
 registered one (entries.py: the built-ins, `register_benchmark` calls and installed entry points) with the
-episode settings they share (prompt format, tool-call messages per turn, hints, prereq, synthesis)."""
+episode settings they share (prompt format, tool-call messages per turn, hints, synthesis) and its own options
+(its entry's options model: a run's `benchmark_options`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel
 
 from rods_core.benchmarks.bfcl.tasks import parse_record, record_parser
 from rods_core.benchmarks.entries import (
@@ -19,14 +22,14 @@ from rods_core.benchmarks.entries import (
     unregister_benchmark,
 )
 from rods_core.benchmarks.protocols import Benchmark
-from rods_core.config import BenchmarkName, Prereq, PromptConfig
+from rods_core.config import BenchmarkName, PromptConfig
+from rods_core.config.run import DEFAULT_BENCHMARK
 
 __all__ = [
     "DEFAULT_BENCHMARK",
     "ENTRY_POINT_GROUP",
     "BenchmarkEntry",
     "BenchmarkName",
-    "Prereq",
     "benchmark_entry",
     "benchmark_names",
     "benchmark_problem",
@@ -37,7 +40,6 @@ __all__ = [
     "task_type_of",
     "unregister_benchmark",
 ]
-DEFAULT_BENCHMARK = "bfcl_multi_turn"
 
 
 def benchmark_problem(name: str, *, hints: bool = False) -> str | None:
@@ -57,21 +59,22 @@ def make_benchmark(
     prompt: PromptConfig | None = None,
     max_steps_per_turn: int = 4,
     hints: bool = False,
-    prereq: Prereq = "all",
+    options: BaseModel | dict[str, Any] | None = None,
     synth=None,
     scratch: Path | None = None,
 ) -> Benchmark:
     """The named benchmark, its factory given the settings it takes: `prompt` shapes BFCL multi-turn's
-    messages (memory speaks BFCL's own memory prompts); `prereq` is memory's ("all" prerequisite
-    conversations, as BFCL, or only the "fact" one); `synth` is BFCL multi-turn's pipeline settings (a run's
-    `synthesis:` section; the defaults when None); `scratch` is where memory's synthesizer plays its
-    verification episodes (a run's scratch folder; the system's temporary folder when None; BFCL multi-turn's
-    pipeline writes no files)."""
+    messages (memory speaks BFCL's own memory prompts); `options` are its own (a run's `benchmark_options`,
+    validated by its entry's options model: ValueError naming the field; None = their defaults); `synth` is
+    BFCL multi-turn's pipeline settings (a run's `synthesis:` section; the defaults when None); `scratch` is
+    where memory's synthesizer plays its verification episodes (a run's scratch folder; the system's temporary
+    folder when None; BFCL multi-turn's pipeline writes no files)."""
     problem = benchmark_problem(name, hints=hints)
     if problem:
         raise ValueError(problem)
-    settings = {"prompt": prompt, "max_steps_per_turn": max_steps_per_turn, "hints": hints, "prereq": prereq}
-    return benchmark_entry(name).build(**settings, synth=synth, scratch=scratch)
+    entry = benchmark_entry(name)
+    settings = {"prompt": prompt, "max_steps_per_turn": max_steps_per_turn, "hints": hints}
+    return entry.build(**settings, options=entry.validate_options(options), synth=synth, scratch=scratch)
 
 
 def task_type_of(name: str) -> type:

@@ -27,7 +27,6 @@ from rods_core.config.run import (
     GRPOSettings,
     Method,
     ModelSettings,
-    Prereq,
     RunConfig,
     SeedSettings,
 )
@@ -48,7 +47,6 @@ __all__ = [
     "GRPOSettings",
     "Method",
     "ModelSettings",
-    "Prereq",
     "PromptConfig",
     "ReportSettings",
     "RunConfig",

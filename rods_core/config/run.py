@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from rods_core.benchmarks.entries import benchmark_entry, unknown_benchmark
+from rods_core.benchmarks.entries import benchmark_entry, lift_legacy_options, unknown_benchmark
 from rods_core.config.boundary import BoundaryConfig
 from rods_core.config.buffer import BufferConfig
 from rods_core.config.policy import EpisodeConfig, SFTSettings, TinyModelConfig
@@ -35,9 +35,24 @@ def _registered(name: str) -> str:
 
 
 # A benchmark's name, checked against the registry when validated: the built-ins, `register_benchmark`
-# calls and installed entry points; a name's options are its entry's (benchmark_option_problems).
+# calls and installed entry points; a name's options are its entry's (benchmark_option_problems, own_options).
 BenchmarkName = Annotated[str, AfterValidator(_registered)]
-Prereq = Literal["all", "fact"]
+DEFAULT_BENCHMARK = "bfcl_multi_turn"
+
+
+def own_options(options: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+    """`benchmark_options` validated by the benchmark's entry (its options model), defaults filled in."""
+    name = info.data.get("benchmark")
+    if name is None:  # the benchmark name failed: its error says so
+        return options
+    return benchmark_entry(name).validate_options(options).model_dump(mode="json")
+
+
+def legacy_options(data: Any) -> Any:
+    """A config mapping's top-level option that moved into `benchmark_options` (prereq), read there."""
+    if not isinstance(data, dict):
+        return data
+    return lift_legacy_options(data, data.get("benchmark", DEFAULT_BENCHMARK))
 
 
 class _Strict(BaseModel):
@@ -310,16 +325,18 @@ class RunConfig(_Strict):
     name: str = Field("run", min_length=1, max_length=80, pattern=r"^[A-Za-z0-9_.-]+$", description="run name")
     method: Method = Field("rods", description="rods | static | dapo_filter | uniform_synth | env_augment")
     benchmark: BenchmarkName = Field(
-        "bfcl_multi_turn",
+        DEFAULT_BENCHMARK,
         description="the task family trained and evaluated (rods_core/benchmarks, docs/benchmarks.md): "
         "bfcl_multi_turn (BFCL v3 multi-turn; seeds.categories and eval.categories choose among its "
         "categories), bfcl_memory_kv or bfcl_memory_rec_sum (BFCL v4 memory with that memory backend), or "
         "any a lab registers (register_benchmark, or an entry point in the group rods.benchmarks)",
     )
-    prereq: Prereq = Field(
-        "all",
-        description="memory benchmarks: play all prerequisite conversations before the question (BFCL), or "
-        "only the one that states the answer (fact: episodes short enough for a small context)",
+    benchmark_options: dict[str, Any] = Field(
+        default_factory=dict,
+        validate_default=True,
+        description="the benchmark's own options, validated by its registry entry's options model, defaults filled "
+        "in (`rods config benchmarks` lists each benchmark's; memory's prereq may also be given at the top level, "
+        "as older configs do: `prereq: fact`)",
     )
     seed: int = Field(0, description="global seed (sampling, buffer, synthesis)")
     output_dir: str = Field("runs", description="runs are written to <output_dir>/<run id>/")
@@ -343,7 +360,15 @@ class RunConfig(_Strict):
     @classmethod
     def _renamed_sections(cls, data: Any) -> Any:
         """A mapping with an old section name (`synth:`) loads, its fields read under the new one, with a note."""
-        return renamed_sections(data) if isinstance(data, dict) else data
+        return legacy_options(renamed_sections(data) if isinstance(data, dict) else data)
+
+    _own_options = field_validator("benchmark_options")(own_options)
+
+    @property
+    def prereq(self) -> str:
+        """memory's `benchmark_options.prereq` ("all" on a benchmark without it), for readers of the old field
+        (the experiment harness's held-out evaluation); new code passes `benchmark_options` on whole."""
+        return self.benchmark_options.get("prereq", "all")
 
     @model_validator(mode="after")
     def _benchmark_options(self) -> RunConfig:
@@ -371,16 +396,12 @@ def init_kwargs_conflicts(model: ModelSettings, trainer_args: dict[str, Any]) ->
 
 
 def benchmark_option_problems(cfg: RunConfig) -> list[str]:
-    """A benchmark's own options (those its registry entry declares) set on a run of a benchmark without them (BFCL multi-turn's
-    on memory, memory's `prereq` on BFCL multi-turn): each names the field, why, the fix."""
+    """The shared run fields only some benchmarks use (their registry entries' `options`) set on a run of a
+    benchmark without them (BFCL multi-turn's on memory): each names the field, why, the fix. A benchmark's own
+    options are `benchmark_options`, validated by its entry."""
     has = benchmark_entry(cfg.benchmark).options
     other = f"benchmark {cfg.benchmark} "
     problems = []
-    if "prereq" not in has and cfg.prereq != "all":
-        problems.append(
-            f"prereq {cfg.prereq!r}: memory benchmarks' option; {cfg.benchmark} has no prerequisite "
-            "conversations: remove prereq"
-        )
     if "hints" not in has and (cfg.method == "env_augment" or cfg.episode.hints):
         problems.append(f"method env_augment / episode.hints: {other}has no corrective hints; choose another method")
     if "demo_seeds" not in has and cfg.seeds.subset == "demo":

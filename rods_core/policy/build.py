@@ -161,13 +161,13 @@ def ensure_model(
 def warm_start_seeds(cfg: RunConfig, benchmark: str) -> list:
     """The seeds a warm start on `benchmark` plays: its demo subset when it declares one (BFCL multi-turn's
     single-class base seeds), else the config's seeds (`seeds.ids`, `seeds.limit` of its train split), so the
-    config must be of that benchmark (its `prereq` shapes the demonstrations too)."""
+    config must be of that benchmark (its `benchmark_options` shape the demonstrations too)."""
 
     if "demo_seeds" in benchmark_entry(benchmark).options:
         return demo_seeds()
     if benchmark != cfg.benchmark:
         raise ModelFolderError(
-            f"a warm start on {benchmark} plays the config's seeds and prereq, but the config is of "
+            f"a warm start on {benchmark} plays the config's seeds and benchmark options, but the config is of "
             f"{cfg.benchmark}; give a config with benchmark: {benchmark} (e.g. configs/memory-cpu.yaml)"
         )
     try:
@@ -199,7 +199,8 @@ def build_demo_model(
         ranks.share(None)  # a barrier: the other ranks read the untrained model rank 0 wrote
     per_seed = cfg.model.sft_variants_per_seed
     report("variants", done=0, total=per_seed * len(seeds))
-    bench = make_benchmark(benchmark, prereq=cfg.prereq, synth=cfg.synthesis)
+    options = cfg.benchmark_options if benchmark == cfg.benchmark else None  # BFCL's demo seeds: its own defaults
+    bench = make_benchmark(benchmark, options=options, synth=cfg.synthesis)
     variants = fresh_variants(seeds, per_seed, cfg, "warm-start", bench) if per_seed else []
     report("variants", done=len(variants), total=per_seed * len(seeds))
     log(
@@ -214,7 +215,7 @@ def build_demo_model(
         progress=report,
         report_to=cfg.report.report_to(),
         benchmark=benchmark,
-        prereq=cfg.prereq,
+        options=options,
     )
     log(f"warm start done: {json.dumps({k: v for k, v in figures.items() if k != 'sft/loss_curve'})}")
     return figures

@@ -22,7 +22,7 @@ from typing import Any
 
 from rods_core.benchmarks.protocols import Benchmark, TaskRecord, demonstration
 from rods_core.benchmarks.registry import make_benchmark
-from rods_core.config import BenchmarkName, Prereq, SFTSettings
+from rods_core.config import BenchmarkName, SFTSettings
 from rods_core.policy.rendering import renderer_for
 
 
@@ -130,12 +130,12 @@ def run_sft(
     progress=None,
     report_to: list[str] | str = "none",
     benchmark: BenchmarkName = "bfcl_multi_turn",
-    prereq: Prereq = "all",
+    options: dict[str, Any] | None = None,
     callbacks: list | None = None,
 ) -> dict[str, Any]:
     """Warm-start the model in `model_dir` on `tasks`, save it with its card to `out_dir`; returns figures.
     `report_to` is TRL's (a run's report.to: its warm start shows up in the same tracker); the named
-    `benchmark` (with memory's `prereq`) plays the demonstrations in the model card's chat format;
+    `benchmark` (with its own `options`, a run's `benchmark_options`) plays the demonstrations in the model card's chat format;
     `callbacks` are more TrainerCallbacks (a bench saving the model along the way).
 
     Length: the warm start's steps in order (data, TRL config, trainer, stop rule, card), sharing the
@@ -146,7 +146,7 @@ def run_sft(
     from rods_core.policy.tiny import load_policy, read_card, write_card
 
     model, tokenizer, prompt = load_policy(model_dir)
-    rows = tokenize_demonstrations(tasks, tokenizer, make_benchmark(benchmark, prompt=prompt, prereq=prereq))
+    rows = tokenize_demonstrations(tasks, tokenizer, make_benchmark(benchmark, prompt=prompt, options=options))
     n_tokens = sum(len(r["input_ids"]) for r in rows)
     out_dir = Path(out_dir)
     # a token budget becomes a step budget: steps x batch x processes conversations of the mean length

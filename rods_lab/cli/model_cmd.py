@@ -93,7 +93,7 @@ def demo_cmd(
         None,
         "--benchmark",
         help="warm-start on this benchmark's demonstrations: BFCL multi-turn's demo seeds by default (the model "
-        "`rods train` builds), another's the config's seeds and prereq (a config of that benchmark)",
+        "`rods train` builds), another's the config's seeds and benchmark options (a config of that benchmark)",
         show_default=False,
     ),
     out: Path = typer.Option(None, "--out", help="build into this folder (default: the config's model.path)"),

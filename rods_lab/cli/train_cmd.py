@@ -85,3 +85,30 @@ def validate(config: Path = typer.Argument(..., help="a YAML run config")) -> No
     """
     cfg = load_run_config(config, [])
     typer.echo(f"{config}: valid ({cfg.method}, {cfg.grpo.max_steps} steps)")
+
+
+@config_app.command("benchmarks")
+def benchmarks() -> None:
+    """List the benchmarks a config may name, each with its own options (`benchmark_options:`), read from its
+    entry's options model.
+
+    Example: rods config benchmarks
+    """
+    from typing import Literal, get_args, get_origin
+
+    from rods_core.benchmarks.entries import benchmark_entry, benchmark_names
+
+    for name in benchmark_names():
+        entry = benchmark_entry(name)
+        typer.echo(f"{name}: {entry.description}" if entry.description else name)
+        fields = entry.load_options_model().model_fields
+        for field, info in fields.items():
+            kind = info.annotation
+            shown = (
+                " | ".join(map(repr, get_args(kind)))
+                if get_origin(kind) is Literal
+                else getattr(kind, "__name__", kind)
+            )
+            typer.echo(f"  benchmark_options.{field}: {shown} (default {info.default!r}): {info.description or ''}")
+        if not fields:
+            typer.echo("  (no options of its own)")

@@ -11,11 +11,11 @@ from rods_core.benchmarks.memory.answers import blank_answers
 from rods_core.benchmarks.memory.env import (
     Backend,
     MemoryEnvironment,
-    Prereq,
     backend_class,
     played_sessions,
     reference_policy,
 )
+from rods_core.benchmarks.memory.options import MemoryOptions, Prereq
 from rods_core.benchmarks.memory.synth import MemoryTemplateSynthesizer
 from rods_core.benchmarks.memory.tasks import MemoryTask, load_memory_seeds, memory_leak_guard
 from rods_core.benchmarks.protocols import (
@@ -89,11 +89,17 @@ class BfclMemory(RecordChecks):  # no API classes: its sessions are shown as ren
         return task.scenario
 
 
-def kv_memory(*, max_steps_per_turn: int = 4, prereq: Prereq = "all", scratch: Path | None = None) -> BfclMemory:
-    """The registry's bfcl_memory_kv (rods_core/benchmarks/entries.py); `scratch`: its synthesizer's workdir."""
-    return BfclMemory("kv", max_steps_per_turn=max_steps_per_turn, prereq=prereq, synth_workdir=scratch)
+def kv_memory(
+    *, options: MemoryOptions = MemoryOptions(), max_steps_per_turn: int = 4, scratch: Path | None = None
+) -> BfclMemory:
+    """The registry's bfcl_memory_kv (rods_core/benchmarks/entries.py): `options` its validated options;
+    `scratch`: its synthesizer's workdir."""
+    return BfclMemory("kv", max_steps_per_turn=max_steps_per_turn, prereq=options.prereq, synth_workdir=scratch)
 
 
-def rec_sum_memory(*, max_steps_per_turn: int = 4, prereq: Prereq = "all", scratch: Path | None = None) -> BfclMemory:
-    """The registry's bfcl_memory_rec_sum (rods_core/benchmarks/entries.py); `scratch`: its synthesizer's workdir."""
-    return BfclMemory("rec_sum", max_steps_per_turn=max_steps_per_turn, prereq=prereq, synth_workdir=scratch)
+def rec_sum_memory(
+    *, options: MemoryOptions = MemoryOptions(), max_steps_per_turn: int = 4, scratch: Path | None = None
+) -> BfclMemory:
+    """The registry's bfcl_memory_rec_sum (rods_core/benchmarks/entries.py): `options` its validated options;
+    `scratch`: its synthesizer's workdir."""
+    return BfclMemory("rec_sum", max_steps_per_turn=max_steps_per_turn, prereq=options.prereq, synth_workdir=scratch)

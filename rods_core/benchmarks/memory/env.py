@@ -32,12 +32,12 @@ from rods_core.benchmarks.bfcl.environment import ERROR_PREFIX
 from rods_core.benchmarks.bfcl.messages import read_message
 from rods_core.benchmarks.bfcl.prompting import ParsedMessage, tool_message
 from rods_core.benchmarks.memory.answers import answer_matches
+from rods_core.benchmarks.memory.options import Prereq
 from rods_core.benchmarks.memory.tasks import MemoryTask, fact_session
 from rods_core.benchmarks.protocols import EpisodeScore, Message, Player, Step
 from rods_core.config import PromptConfig
 
 Backend = Literal["kv", "rec_sum"]
-Prereq = Literal["all", "fact"]
 _BACKENDS = {"kv": ("memory_kv", "MemoryAPI_kv"), "rec_sum": ("memory_rec_sum", "MemoryAPI_rec_sum")}
 _SOURCE = "bfcl_eval.eval_checker.multi_turn_eval.func_source_code"
 REFERENCE_KEY = "answer_fact"  # the key the reference policy stores the answer under (kv)
