@@ -14,12 +14,13 @@ from __future__ import annotations
 import copy
 import os
 import re
+import typing
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from rods_core.benchmarks.entries import LEGACY_OPTIONS
+from rods_core.benchmarks.entries import LEGACY_OPTIONS, benchmark_entry
 from rods_core.benchmarks.registry import make_benchmark
 from rods_core.config import RunConfig, read_config_data, set_dotted
 from rods_core.model_folders import HUB_ID, check_model_dir, model_folder
@@ -49,6 +50,7 @@ TEXT_FIELDS = (
     "episode.prompt.system_prompt",
     "grpo.vllm_server_url",
     "grpo.trainer_args",
+    "benchmark_options",  # a benchmark's own options: those its schema types as paths are confined (path_options)
     "eval.categories",
     "synthesis.endpoint_url",
     "synthesis.endpoint_model",
@@ -118,9 +120,21 @@ def _section(data: dict, dotted: str) -> tuple[dict | None, str]:
     return (node if isinstance(node, dict) else None), leaf
 
 
+def path_options(benchmark: str) -> list[str]:
+    """The options of a benchmark's own schema typed as a path (pathlib.Path, alone or in a union): a run
+    launched from the app has them confined like the config's file fields. None for an unknown benchmark (the
+    config's validation names it)."""
+    try:
+        model = benchmark_entry(benchmark).load_options_model()
+    except (KeyError, ValueError):
+        return []
+    return [n for n, f in model.model_fields.items() if Path in (typing.get_args(f.annotation) or (f.annotation,))]
+
+
 def confine_workspace_files(data: dict, paths: AppPaths) -> None:
     """Confine, in place, every file field of a config mapping (seeds.file, eval.file, each of
-    synthesis.exclude, synthesis.prompts_dir) to the workspace (a relative path is taken there); refuse
+    synthesis.exclude, synthesis.prompts_dir, a benchmark option its schema types as a path) to the workspace (a
+    relative path is taken there); refuse
     grpo.trainer_args that name TRL's own paths or remote services. Raises OutsideWorkspace naming the field."""
     for dotted in ("seeds.file", "eval.file", "synthesis.exclude", "synthesis.prompts_dir"):
         node, key = _section(data, dotted)
@@ -135,6 +149,13 @@ def confine_workspace_files(data: dict, paths: AppPaths) -> None:
             )
         except OutsideWorkspace as e:
             raise OutsideWorkspace(f"{dotted}: {e}") from e
+    options = data.get("benchmark_options") or {}
+    for name in path_options(str(data.get("benchmark") or "")):
+        if options.get(name) is not None:
+            try:
+                options[name] = str(confine(options[name], paths.workspace))
+            except OutsideWorkspace as e:
+                raise OutsideWorkspace(f"benchmark_options.{name}: {e}") from e
     args, _ = _section(data, "grpo.trainer_args")
     refused = sorted(k for k in ((args or {}).get("trainer_args") or {}) if TRAINER_ARGS_REFUSED.search(str(k)))
     if refused:

@@ -33,6 +33,7 @@ from browser_helpers import free_port, wait
 from pydantic import BaseModel
 
 from bench.review_bench import build_review_run
+from rods_core.benchmarks.entries import register_benchmark, unregister_benchmark
 from rods_core.config import RunConfig, load_config
 from rods_core.spreadsheet import safe_cell
 from rods_lab import configs, launch, review
@@ -185,6 +186,29 @@ def test_every_path_field_of_a_launched_config_is_confined_to_the_workspace(tmp_
     assert (cfg.output_dir, cfg.workspace) == (str(paths.runs), str(paths.workspace))
     with pytest.raises(OutsideWorkspace, match="logging_dir"):
         configs.build_config(base, {"grpo.trainer_args": {"logging_dir": "/etc/cron.d"}}, paths)
+
+
+class PathOptions(BaseModel):
+    table: Path | None = None  # a file the benchmark reads: confined like the config's own file fields
+    label: str = "x"  # text: left as it is
+
+
+def test_a_benchmark_option_its_schema_types_as_a_path_is_confined_too(tmp_path):
+    """A plug-in benchmark's own options are the config's too: a Path-typed one is refused outside the workspace
+    and taken there when relative; a text one is not a path."""
+    register_benchmark("paths_plugin", "rods_core.benchmarks.bfcl.benchmark:BfclMultiTurn",
+                       task_type="rods_core.benchmarks.bfcl.tasks:Task", options_model=PathOptions)  # fmt: skip
+    try:
+        assert configs.path_options("paths_plugin") == ["table"] and configs.path_options("bfcl_multi_turn") == []
+        paths = AppPaths(tmp_path / "ws", tmp_path / "runs")
+        data = {"benchmark": "paths_plugin", "benchmark_options": {"table": "/etc/passwd", "label": "/etc"}}
+        with pytest.raises(OutsideWorkspace, match="benchmark_options.table"):
+            configs.confine_workspace_files(data, paths)
+        data["benchmark_options"]["table"] = "tables/t.csv"
+        configs.confine_workspace_files(data, paths)
+        assert data["benchmark_options"] == {"table": str(paths.workspace.resolve() / "tables/t.csv"), "label": "/etc"}
+    finally:
+        unregister_benchmark("paths_plugin")
 
 
 class Listener(http.server.BaseHTTPRequestHandler):
