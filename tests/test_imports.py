@@ -41,7 +41,7 @@ PACKAGE_CYCLE_LEFT = frozenset(
 # start fast (`rods --help`, the commands that only list or play tasks, the app's pages), or it is a CLI
 # command's implementation, loaded when the command runs. Never to dodge a cycle: fix the dependency's
 # direction instead. FUNCTION_LOCAL_LEFT counts them; it may only go down.
-FUNCTION_LOCAL_LEFT = 208
+FUNCTION_LOCAL_LEFT = 204
 
 
 def module_files(root: Path) -> dict[str, Path]:
