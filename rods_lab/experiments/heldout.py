@@ -48,6 +48,9 @@ class HeldOutSpec:
     max_attempts: int = 400  # candidates per parent at most, raised step by step from the synth config's
     h2_solvable: bool = False  # H2's parents only seeds the warm-started model scores above 0 greedily: set H1b
     h1_samples: int = 0  # H1 also scored sampled, this many plays a task at the run's temperature (step 0, last)
+    # the fewest H1 variants a pool seed may yield (None: h1_per_seed, every seed its full share); a seed the
+    # synthesizer varies less often gives what it yields, recorded in the manifest's yields
+    h1_min_per_seed: int | None = None
 
     def names(self) -> tuple[str, str, str]:
         """The sets' names: H1, H2 (H1b when its parents are filtered by the warm start's progress), H3."""
@@ -88,11 +91,12 @@ def build(
         yields[parent.id] = len(got)
         keys.update(v.content_key() for v in got)
         h1 += got
-    short = {p: n for p, n in yields.items() if n < spec.h1_per_seed}
+    least = spec.h1_per_seed if spec.h1_min_per_seed is None else spec.h1_min_per_seed
+    short = {p: n for p, n in yields.items() if n < least}
     if short:
         raise HeldOutShort(
-            f"H1: {len(short)} of {len(pool)} seeds yielded fewer than {spec.h1_per_seed} variants in "
-            f"{spec.max_attempts} attempts: {short}; lower h1_per_seed or drop those seeds"
+            f"H1: {len(short)} of {len(pool)} seeds yielded fewer than {least} variants in "
+            f"{spec.max_attempts} attempts: {short}; lower h1_per_seed, accept fewer (h1min=N) or drop those seeds"
         )
     pool_ids, seen = {t.id for t in pool}, {t.id for t in trained}
     outside = sorted(
@@ -259,8 +263,9 @@ def sampled_score(folder: tuple[int, Path], tasks: list[Task], samples: int, cfg
 def parse_spec(text: str) -> HeldOutSpec | None:
     """`h1=8,h2=16x4,h3=100[,seed=0]` (H1 variants per pool seed; H2 seeds x variants; H3 test tasks), with
     `h1b=16x4` in place of h2 for H2's parents filtered by the warm start's progress (set H1b) and `h1s=4` for H1's
-    sampled score (4 plays a task at the run's temperature, step 0 and last), or `none` (the run config's own
-    evaluation, no held-out sets)."""
+    sampled score (4 plays a task at the run's temperature, step 0 and last), `h1min=0` to let a pool seed the
+    synthesizer cannot vary h1 times give what it yields, or `none` (the run config's own evaluation, no
+    held-out sets)."""
     if text.strip().lower() == "none":
         return None
     fields: dict[str, int | bool] = {}
@@ -270,8 +275,10 @@ def parse_spec(text: str) -> HeldOutSpec | None:
             if key in ("h2", "h1b"):
                 seeds, _, per = value.partition("x")
                 fields.update(h2_seeds=int(seeds), h2_per_seed=int(per), h2_solvable=key == "h1b")
-            elif key in ("h1", "h3", "seed", "h1s"):
-                fields[{"h1": "h1_per_seed", "h1s": "h1_samples"}.get(key, key)] = int(value)
+            elif key in ("h1", "h3", "seed", "h1s", "h1min"):
+                fields[{"h1": "h1_per_seed", "h1s": "h1_samples", "h1min": "h1_min_per_seed"}.get(key, key)] = int(
+                    value
+                )
             else:
                 raise ValueError(f"unknown key {key!r}")
     except ValueError as e:
