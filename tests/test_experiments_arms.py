@@ -23,6 +23,7 @@ from tests.app_helpers import smoke_config
 def test_parse_spec_reads_the_sizes_or_none():
     assert parse_spec("h1=3,h2=4x2,h3=10") == HeldOutSpec(h1_per_seed=3, h2_seeds=4, h2_per_seed=2, h3=10)
     assert parse_spec("h1=8,h1min=0,h3=10").h1_min_per_seed == 0 and parse_spec("h1=8").h1_min_per_seed is None
+    assert parse_spec("h1b=16x4,h2min=1").h2_min_seeds == 1 and parse_spec("h1b=16x4").h2_min_seeds is None
     assert parse_spec("none") is None
     import pytest
 

@@ -55,13 +55,16 @@ def test_a_set_that_cannot_be_made_whole_stops_with_every_seeds_yield(tmp_path):
 
 
 def test_h1min_lets_a_seed_give_what_it_yields_and_records_it(tmp_path):
-    """With h1_min_per_seed 0 the same short seeds make H1 of what they yield, each seed's yield in the manifest;
-    h1_min_per_seed above a seed's yield still stops the build."""
-    spec = HeldOutSpec(h1_per_seed=40, h2_seeds=1, h2_per_seed=1, h3=2, max_attempts=8, h1_min_per_seed=0)
+    """With h1_min_per_seed 0 the same short seeds make H1 of what they yield, each seed's yield in the manifest
+    (and H2 with h2_min_seeds takes the parents there are); h1_min_per_seed above a seed's yield still stops."""
+    spec = HeldOutSpec(
+        h1_per_seed=40, h2_seeds=99, h2_per_seed=1, h3=2, max_attempts=8, h1_min_per_seed=0, h2_min_seeds=1
+    )  # fmt: skip (H2: 99 parents asked, as few as one accepted)
     manifest = build(demo_seeds()[:2], spec, SynthesisConfig(max_attempts=2), tmp_path)
     yields = manifest["sets"]["H1"]["yield_per_seed"]
     assert set(yields) == {t.id for t in demo_seeds()[:2]} and all(n < 40 for n in yields.values())
     assert manifest["sets"]["H1"]["n"] == sum(yields.values())
+    assert 1 <= manifest["sets"]["H2"]["n"] < 99
     with pytest.raises(HeldOutShort, match="fewer than 39 variants"):
         build(demo_seeds()[:2], HeldOutSpec(h1_per_seed=40, max_attempts=8, h1_min_per_seed=39),
               SynthesisConfig(max_attempts=2), tmp_path / "strict")  # fmt: skip

@@ -51,6 +51,8 @@ class HeldOutSpec:
     # the fewest H1 variants a pool seed may yield (None: h1_per_seed, every seed its full share); a seed the
     # synthesizer varies less often gives what it yields, recorded in the manifest's yields
     h1_min_per_seed: int | None = None
+    # the fewest H2 (H1b) parents the set may have (None: h2_seeds); fewer pass H1b's progress filter on some pools
+    h2_min_seeds: int | None = None
 
     def names(self) -> tuple[str, str, str]:
         """The sets' names: H1, H2 (H1b when its parents are filtered by the warm start's progress), H3."""
@@ -142,11 +144,10 @@ def _outside_set(
         if len(got) == spec.h2_per_seed:
             keys.update(v.content_key() for v in got)
             got_all += got
-    if len(got_all) < spec.h2_seeds * spec.h2_per_seed:
+    least = spec.h2_seeds if spec.h2_min_seeds is None else spec.h2_min_seeds
+    if len(got_all) < least * spec.h2_per_seed:
         passed = f" ({len(outside)} parents passed the progress filter)" if spec.h2_solvable else ""
-        raise HeldOutShort(
-            f"{name}: {len(got_all)} of {spec.h2_seeds * spec.h2_per_seed} variants{passed}; yields {yields}"
-        )
+        raise HeldOutShort(f"{name}: {len(got_all)} of {least * spec.h2_per_seed} variants{passed}; yields {yields}")
     return got_all, {"yield_per_seed": yields, **extra}
 
 
@@ -260,11 +261,15 @@ def sampled_score(folder: tuple[int, Path], tasks: list[Task], samples: int, cfg
             "sampled": True, "progress": r["eval/progress"], "accuracy": r["eval/accuracy"]}  # fmt: skip
 
 
+FIELD_OF = {"h1": "h1_per_seed", "h1s": "h1_samples", "h1min": "h1_min_per_seed", "h2min": "h2_min_seeds"}
+
+
 def parse_spec(text: str) -> HeldOutSpec | None:
     """`h1=8,h2=16x4,h3=100[,seed=0]` (H1 variants per pool seed; H2 seeds x variants; H3 test tasks), with
     `h1b=16x4` in place of h2 for H2's parents filtered by the warm start's progress (set H1b) and `h1s=4` for H1's
     sampled score (4 plays a task at the run's temperature, step 0 and last), `h1min=0` to let a pool seed the
-    synthesizer cannot vary h1 times give what it yields, or `none` (the run config's own evaluation, no
+    synthesizer cannot vary h1 times give what it yields, `h2min=N` to accept H2 (H1b) with as few as N parents,
+    or `none` (the run config's own evaluation, no
     held-out sets)."""
     if text.strip().lower() == "none":
         return None
@@ -275,10 +280,8 @@ def parse_spec(text: str) -> HeldOutSpec | None:
             if key in ("h2", "h1b"):
                 seeds, _, per = value.partition("x")
                 fields.update(h2_seeds=int(seeds), h2_per_seed=int(per), h2_solvable=key == "h1b")
-            elif key in ("h1", "h3", "seed", "h1s", "h1min"):
-                fields[{"h1": "h1_per_seed", "h1s": "h1_samples", "h1min": "h1_min_per_seed"}.get(key, key)] = int(
-                    value
-                )
+            elif key in ("h1", "h3", "seed", "h1s", "h1min", "h2min"):
+                fields[FIELD_OF.get(key, key)] = int(value)
             else:
                 raise ValueError(f"unknown key {key!r}")
     except ValueError as e:
