@@ -1,6 +1,7 @@
 """The project's statistics, in one home: Student-t and normal quantiles, one-sample and Wilson intervals, exact
 sign and sign-flip tests, the paired t-test over run seeds, bootstrap intervals (BCa, t at few seeds), a ratio of
-means paired by seed, Holm's correction within a declared family, and the paired t-test's power and sample size.
+means paired by seed, a least-squares slope with its interval, Holm's correction within a declared family, and the
+paired t-test's power and sample size.
 
 Pure functions over plain numbers: numpy, math and the standard library, no scipy (the t distribution's CDF is the
 regularized incomplete beta function computed here, its quantile that CDF inverted, the noncentral t's tail an
@@ -399,6 +400,38 @@ def paired_ratio_ci(
     if method not in ("fieller", "bootstrap"):
         raise ValueError(f"method must be fieller or bootstrap, not {method!r}")
     return RatioResult(len(seeds), ratio, *fieller(x, y, alpha), "Fieller, paired by seed")
+
+
+# ----- a straight line through paired units ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class Slope:
+    n: int  # units with both values finite
+    slope: float  # least squares of y on x
+    lo: float  # the two-sided 1 - alpha t-interval (n - 2 degrees of freedom); nan below 3 units or no spread in x
+    hi: float
+    p: float  # two-sided, of slope = 0
+
+
+def ols_slope(x, y, alpha: float = 0.05) -> Slope:
+    """The least-squares slope of y on x over the units where both are finite, with its t-interval and p (the
+    textbook standard error: residual variance over the spread of x); nan ends when it cannot be estimated."""
+    pairs = [
+        (float(a), float(b)) for a, b in zip(x, y, strict=True) if math.isfinite(float(a)) and math.isfinite(float(b))
+    ]
+    n, nan = len(pairs), float("nan")
+    xs, ys = np.asarray([p[0] for p in pairs]), np.asarray([p[1] for p in pairs])
+    sxx = float(((xs - xs.mean()) ** 2).sum()) if n else 0.0
+    if n < 2 or sxx == 0:
+        return Slope(n, nan, nan, nan, nan)
+    slope = float(((xs - xs.mean()) * (ys - ys.mean())).sum() / sxx)
+    if n < 3:
+        return Slope(n, slope, nan, nan, nan)
+    resid = ys - ys.mean() - slope * (xs - xs.mean())
+    se = math.sqrt(float((resid**2).sum()) / (n - 2) / sxx)
+    if se == 0:
+        return Slope(n, slope, slope, slope, 0.0 if slope else 1.0)
+    half = t_quantile(1 - alpha / 2, n - 2) * se
+    return Slope(n, slope, slope - half, slope + half, t_two_sided_p(slope / se, n - 2))
 
 
 # ----- multiplicity --------------------------------------------------------------------------------------------

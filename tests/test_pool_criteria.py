@@ -104,7 +104,7 @@ def test_areas_read_each_runs_greedy_h1_evaluations_from_its_summary():
 
 
 def test_the_verdict_reads_the_summaries_folder_alone(tmp_path):
-    data = make(8, {"static": 0.05, "uniform_parents": 0.05, "offline_large": 0.0}, sd=0.01)
+    data = make(8, {"static": 0.05, "uniform_parents": 0.05, "offline_small": 0.0, "offline_large": 0.0}, sd=0.01)
     for arm, per in data.items():
         for k, area in per.items():
             evals = [{"step": 0, "set": "H1", "progress": 0.5}, {"step": 10, "set": "H1", "progress": 0.5 + area}]

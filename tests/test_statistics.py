@@ -141,3 +141,17 @@ def test_the_paired_t_power_and_sample_size_match_the_textbook_and_a_simulation(
     t = d.mean(axis=1) / (d.std(axis=1, ddof=1) / math.sqrt(n))
     simulated = float(np.mean(t > st.t_quantile(1 - alpha, n - 1)))
     assert st.paired_t_power(n, delta, sd, alpha) == pytest.approx(simulated, abs=0.01)
+
+
+def test_ols_slope_known_values_and_degenerate_cases():
+    from rods_core.statistics import ols_slope
+
+    s = ols_slope([1, 2, 3, 4], [2, 4, 6, 8.5])
+    # by hand: slope 10.75 / 5; residuals .1 -.05 -.2 .15 -> se sqrt(.075 / 2 / 5); t(2) 0.975 quantile 4.3027
+    assert s.slope == pytest.approx(2.15)
+    assert s.hi - s.slope == pytest.approx(4.302653 * math.sqrt(0.0075), rel=1e-5)
+    assert s.p == pytest.approx(0.00162, abs=5e-5)
+    assert math.isnan(ols_slope([1, 1, 1], [1, 2, 3]).slope)  # no spread in x
+    two = ols_slope([0, 1], [0, 3])
+    assert two.slope == 3 and math.isnan(two.lo)
+    assert ols_slope([1, float("nan"), 2, 3], [1, 5, 2, 3]).n == 3

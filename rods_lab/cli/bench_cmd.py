@@ -11,6 +11,7 @@ from pathlib import Path
 
 import typer
 
+from rods_core.config import ConfigError, parse_overrides
 from rods_lab.cli._common import emit_json, fail
 
 app = typer.Typer(no_args_is_help=True, help="Benchmarks: environment, store, synthesis, buffer, training.")
@@ -49,7 +50,6 @@ def curriculum(
 
     Example: rods bench curriculum --budget 360 --methods rods,static --repeats 2
     """
-    from rods_core.config import ConfigError, parse_overrides
     from rods_lab.experiments.runner import parse_methods, run
 
     try:
@@ -74,7 +74,6 @@ def demo(
 
     Example: rods bench demo --repeats 4 --seed 3000
     """
-    from rods_core.config import ConfigError, parse_overrides
     from rods_lab.experiments.demo import report, run
 
     try:
@@ -169,7 +168,6 @@ def paper(
     Replicates with pools of their own, summaries kept: rods bench paper --budget 1440 --arms rods,static
     --repeats 16 --pool-seed-base 1000 --set seeds.ids=null --set seeds.random.n=16 --summaries runs/
     """
-    from rods_core.config import ConfigError, parse_overrides
     from rods_lab.experiments.arms import parse_arms, run
     from rods_lab.experiments.heldout import parse_spec
     from rods_lab.experiments.report import write
@@ -199,6 +197,7 @@ def pool_criteria(
     Example: rods bench pool-criteria docs/experiments/pool-replicates/runs
     """
     from rods_lab.experiments.pool_criteria import (
+        complete,
         far_task_diffs,
         far_task_markdown,
         from_summaries,
@@ -210,11 +209,31 @@ def pool_criteria(
         result = from_summaries(summaries, look)
     except ValueError as e:
         fail(str(e))
-    found = read_summaries(summaries)
+    found, _ = complete(read_summaries(summaries))
     if as_json:
         emit_json({**result.as_dict(), "far_tasks": far_task_diffs(found)})
     else:
         typer.echo("\n".join([*markdown(result), *far_task_markdown(found)]))
+
+
+@app.command("pool-report")
+def pool_report(
+    summaries: Path = typer.Argument(..., help="the design's run summaries (`rods bench paper --summaries`)"),
+    out: Path = typer.Option(None, help="where report.md and figures/ go (default: the summaries folder's parent)"),
+    per_step: int = typer.Option(48, min=1, help="trajectories a training step (the design's 2,880 over 60 steps)"),
+    png: bool = typer.Option(True, help="export PNGs beside the figures' JSON (kaleido)"),
+) -> None:
+    """The pool-replicates design's report: set sizes, P1-P3, the audit, the secondary outcomes, figures.
+
+    Example: rods bench pool-report docs/experiments/pool-replicates/runs
+    """
+    from rods_lab.experiments.pool_criteria import read_summaries
+    from rods_lab.experiments.pool_report import write
+
+    found = read_summaries(summaries)
+    if not found:
+        fail(f"{summaries}: no run summaries (<run id>.json) to read")
+    typer.echo(write(found, out or summaries.resolve().parent, per_step, png, log=typer.echo).read_text())
 
 
 @app.command("pilot-length")

@@ -33,6 +33,7 @@ TESTS = {  # name -> (arm, reference, kind)
     "P2": ("rods", "uniform_parents", "superiority"),
     "P3": ("rods", "offline_large", "noninferiority"),
 }
+ARMS = ("static", "rods", "uniform_parents", "offline_small", "offline_large")  # a replicate is complete with all
 CLAIMS = {
     "P1": "rods > static on H1 progress area",
     "P2": "rods > uniform_parents on H1 progress area (boundary parents matter, not only more tasks)",
@@ -211,12 +212,22 @@ def read_summaries(folder: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(Path(folder).glob("*.json"))]
 
 
+def complete(summaries: list[dict], arms: tuple[str, ...] = ARMS) -> tuple[list[dict], list[int]]:
+    """(the summaries of the replicates that hold every arm, the replicates left out as incomplete)."""
+    have: dict[int, set[str]] = {}
+    for s in summaries:
+        have.setdefault(s["replicate"], set()).add(s["arm"])
+    whole = {k for k, a in have.items() if set(arms) <= a}
+    return [s for s in summaries if s["replicate"] in whole], sorted(set(have) - whole)
+
+
 def from_summaries(folder: Path, look: str | None = None) -> Look:
-    """P1-P3 over the runs summarised in `folder` (rods_lab/experiments/summaries.py), at the look their count makes."""
+    """P1-P3 over the runs summarised in `folder` (rods_lab/experiments/summaries.py), at the look their count makes:
+    the complete replicates only (design.md, Amendment 4)."""
     found = read_summaries(folder)
     if not found:
         raise ValueError(f"{folder}: no run summaries (<run id>.json) to read")
-    return evaluate(areas(found), look)
+    return evaluate(areas(complete(found)[0]), look)
 
 
 DEPLETION_FALL = 0.15  # the pilot's fall of static's informative share that fixes the run length

@@ -1,0 +1,85 @@
+"""The pool-replicates report from synthetic run summaries whose figures are known: which replicates count, the
+secondary outcomes' numbers, the Markdown and the files it writes."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from rods_lab.experiments.pool_criteria import ARMS, complete
+from rods_lab.experiments.pool_report import reach_step, report_markdown, secondaries, share_halves, write
+
+GAIN = {"static": 0.00, "rods": 0.04, "uniform_parents": 0.02, "offline_small": 0.01, "offline_large": 0.03}
+
+
+def summary(arm: str, k: int, fall: float = 0.2) -> dict:
+    """A run of `arm` in replicate k: H1 rises linearly to its arm's gain (+ k/100) over 3 evaluations; static's
+    informative share falls by `fall` + k/10 from its first half to its last, the others' stays at 0.5."""
+    gain = GAIN[arm] + k / 100
+    h1 = [{"set": "H1", "step": st, "progress": 0.1 + gain * st / 12, "per_task": {}} for st in (0, 6, 12)]
+    h1b = [{"set": "H1b", "step": st, "progress": 0.2 + gain * st / 24} for st in (0, 12)]
+    drop = fall + k / 10 if arm == "static" else 0.0
+    shares = [0.5] * 10 + [0.5 - drop] * 10
+    return {
+        "run": f"{arm}_r{k}", "arm": arm, "replicate": k, "evaluations": h1 + h1b, "pool": list(range(16)),
+        "steps": {"per_step": {"boundary/informative_share": shares}},
+        "heldout_sets": {"H1": {"n": 120 - k}, "H1b": {"n": 20}},
+        "pool_sizes": {"seeds": 16, "distinct_played": 16 + 10 * GAIN[arm] * 100},
+        "audit": {"H1": {"items": {"n": 10, "at_or_above": k, "mean": 0.5, "threshold": 0.8}, "nearest": {}}},
+        "code": {"commit": "x", "dirty": False},
+    }  # fmt: skip
+
+
+@pytest.fixture
+def runs() -> list[dict]:
+    return [summary(arm, k) for k in range(3) for arm in ARMS] + [summary("static", 3), summary("rods", 3)]
+
+
+def test_only_replicates_with_every_arm_count(runs):
+    kept, left = complete(runs)
+    assert left == [3]
+    assert {s["replicate"] for s in kept} == {0, 1, 2} and len(kept) == 15
+
+
+def test_reach_step_is_the_first_evaluation_at_the_gain():
+    assert reach_step({0: 0.1, 6: 0.12, 12: 0.131, 18: 0.2}) == 12
+    assert reach_step({0: 0.1, 6: 0.12}) is None
+    assert reach_step({6: 0.5}) is None
+
+
+def test_secondary_outcomes_have_the_known_values(runs):
+    kept, _ = complete(runs)
+    sec = secondaries(kept, per_step=48)
+    nondeg = {r["arm"]: r for r in sec["non_degradation"]}
+    assert nondeg["rods"]["last - step 0"] == pytest.approx(0.04 + 0.01)  # mean over k of 0.04 + k/100
+    assert nondeg["static"]["n"] == 3
+    reach = {r["arm"]: r for r in sec["reach"]}
+    assert reach["rods"]["reached"] == "3 of 3" and reach["rods"]["median trajectories (of those)"] == 12 * 48
+    assert reach["static"]["reached"] == "0 of 3"  # static gains k/100 < 0.03
+    h1b = {r["comparison"]: r for r in sec["paired"] if r["set"] == "H1b"}
+    assert h1b["rods - static"]["mean"] == pytest.approx((0.04 * 12 / 24) / 1)  # area = gain/2, one evaluation
+    # static's last-half share is 0.5 - (0.2 + k/10): 0.3, 0.2, 0.1 -> mean 0.2; rods' 0.5: ratio 2.5
+    assert sec["share_ratio"].ratio == pytest.approx(2.5) and sec["share_ratio"].n == 3
+    dry = sec["dry_vs_gain"]
+    # rods - static area is 0.04 * (mean of st/12 over 6, 12 = 0.75) for every replicate: no slope
+    assert dry["rods_minus_static"] == pytest.approx([0.03] * 3)
+    assert dry["slope"].slope == pytest.approx(0.0, abs=1e-12)
+
+
+def test_share_halves():
+    assert share_halves({"steps": {"per_step": {"boundary/informative_share": [1, None, 0.5, 0.5]}}}) == (0.5, 0.5)
+    assert all(math.isnan(v) for v in share_halves({"steps": {"per_step": {}}}))
+
+
+def test_the_report_names_sizes_tests_and_left_out_replicates(runs, tmp_path):
+    md = report_markdown(runs, 48, ["figures/a.png"])
+    assert "left out as incomplete: [3]" in md
+    assert "| 0 | 16 | 120 | 20 |" in md  # replicate 0's pool and held-out sizes
+    assert "| P1 | rods > static" in md and "partial look, K = 3" in md
+    assert "rods / static 2.500" in md
+    path = write(runs, tmp_path, 48, png=False, log=lambda _m: None)
+    assert path == tmp_path / "report.md" and "![figures/h1_vs_trajectories.json]" in path.read_text()
+    fig = json.loads((tmp_path / "figures" / "h1_diff_vs_static.json").read_text())
+    assert {t["name"] for t in fig["data"] if "95%" not in t["name"]} == set(ARMS) - {"static"}
