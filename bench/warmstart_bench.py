@@ -42,7 +42,7 @@ def held_out_set(per_seed: int, exclude_k: int) -> tuple[list, list]:
 
 
 def run(arms: list[int], tokens: int, processes: int, held_per_seed: int, exclude_k: int | None = None) -> dict:
-    from rods_core.benchmarks.bfcl.tasks import write_tasks
+    from rods_core.task_files import write_tasks
     from rods_lab.experiments.machine import describe
 
     work = Path(tempfile.mkdtemp(prefix="rods-warmstart-"))

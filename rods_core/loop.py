@@ -23,7 +23,6 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from rods_core.benchmarks.bfcl.tasks import TaskFileError
 from rods_core.benchmarks.protocols import Benchmark
 from rods_core.benchmarks.scratch import run_scratch
 from rods_core.checkpoint import checkpoint_dir, last_checkpoint, load_state, save_state
@@ -40,6 +39,7 @@ from rods_core.ranks import Ranks, launch_refusal
 from rods_core.recording import Decision, NullRecorder, OpenRecorder, RunRecorder
 from rods_core.rollout import episode_benchmark
 from rods_core.step import RodsStep, StepOutcome
+from rods_core.task_files import TaskFileError
 from rods_core.tasksets import TaskSetError, eval_tasks, run_benchmark, select_seeds
 from rods_core.threads import apply_thread_policy
 from rods_core.tracking import StepTracker, tracker_environment

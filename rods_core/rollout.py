@@ -29,10 +29,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rods_core.benchmarks.bfcl.prompting import parse_assistant, tool_message
 from rods_core.benchmarks.protocols import Benchmark, Environment, Message
 from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, make_benchmark
 from rods_core.benchmarks.scratch import scratch_folder
+from rods_core.benchmarks.toolcalls.chat import parse_assistant, tool_message
 from rods_core.config import EpisodeConfig
 from rods_core.policy.generation import Completion, Generator
 from rods_core.policy.rendering import ChatRenderer, renderer_for
@@ -162,7 +162,7 @@ class _Run:
         """A message as the policy reads it: tool results cut to `result_chars` (a cut result is not cut again)."""
         if message["role"] != "tool":
             return message
-        return {**message, "content": tool_message(message["content"], self.cfg.prompt)["content"]}
+        return {**message, "content": tool_message(message["content"], self.cfg.prompt.result_chars)["content"]}
 
     def _finish_early(self) -> None:
         """The context is full: the environment judges what is left as failed."""

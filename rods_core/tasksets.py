@@ -10,14 +10,11 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from rods_core.benchmarks.bfcl.demo import demo_seeds
-from rods_core.benchmarks.bfcl.tasks import parse_task_lines, record_parser
 from rods_core.benchmarks.protocols import Benchmark
 from rods_core.benchmarks.registry import make_benchmark
 from rods_core.config import CATEGORIES, RunConfig
-from rods_core.inputs import read_bytes
 from rods_core.rng import derive_seed
-from rods_core.task_files import load_task_file
+from rods_core.task_files import load_task_file, read_tasks
 
 
 class TaskSetError(ValueError):
@@ -44,8 +41,8 @@ def select_seeds(cfg: RunConfig, benchmark: Benchmark | None = None) -> list:
     verifier and leak guard; BFCL multi-turn's demo subset too), filtered by group and limit or drawn at
     random; test-split tasks are refused."""
     s, bench = cfg.seeds, run_benchmark(cfg, benchmark)
-    if s.subset == "demo":  # the config allows it only on a benchmark that declares demo seeds
-        tasks = demo_seeds()
+    if s.subset == "demo":  # the config allows it only on a benchmark that declares demo seeds (`demo_seeds`)
+        tasks = bench.demo_seeds()
     elif s.subset == "file":
         # the task-file door: schema, replay by execution, and the leak guard, all or nothing
         tasks = load_task_file(s.file, "seeds.file", benchmark=bench)
@@ -123,8 +120,7 @@ def eval_tasks(
 def read_task_file(path: str, benchmark: Benchmark) -> list:
     """A JSONL task file read by the benchmark's schema alone (held-out sets hold test-split tasks, which the
     training door refuses)."""
-    parse = record_parser(benchmark.task_type)
-    return [t for _, t in parse_task_lines(read_bytes(path, "task file"), str(path), parse)]
+    return read_tasks(path, benchmark.task_type)
 
 
 HELDOUT_REASON = "equals a task of the held-out set"  # the variant events' reason the report counts

@@ -77,8 +77,7 @@ def test_collisions_are_found_by_content_whatever_the_id(heldout):
 
 
 def test_a_run_evaluates_on_the_file_and_rejects_a_variant_equal_to_a_held_out_task(heldout):
-    from rods_core.benchmarks.bfcl.synth.pipeline import Attempt, SynthResult
-    from rods_core.benchmarks.bfcl.synth.stages import StageOutcome
+    from rods_core.benchmarks.synthesis import Attempt, StageOutcome, SynthResult
     from rods_core.ranks import Ranks
     from rods_core.step import RodsStep
     from rods_core.tasksets import HELDOUT_REASON

@@ -9,8 +9,8 @@ import pytest
 from policy_helpers import FIXTURE_TEMPLATE, demo_texts, load_tokenizer, replay
 
 from rods_core.benchmarks.bfcl.environment import BfclEnvironment
-from rods_core.benchmarks.bfcl.parsing import parse_calls
-from rods_core.benchmarks.bfcl.prompting import parse_assistant
+from rods_core.benchmarks.toolcalls.chat import parse_assistant
+from rods_core.benchmarks.toolcalls.parsing import parse_calls
 from rods_core.config import EpisodeConfig, PromptConfig
 from rods_core.policy.generation import ScriptedGenerator
 from rods_core.policy.rendering import TemplateError, renderer_for

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from rods_core.benchmarks.bfcl.demo import demo_seeds
-from rods_core.benchmarks.bfcl.prompting import CHAT_FORMAT, IM_END
 from rods_core.benchmarks.registry import make_benchmark
+from rods_core.benchmarks.toolcalls.chat import CHAT_FORMAT, IM_END
 from rods_core.policy.tiny import JSON_PIECES, MODEL_CARD, SPECIAL_TOKENS, load_policy
 
 
@@ -172,7 +172,7 @@ def test_cli_rejects_bad_input_clearly(tmp_path, tiny_model_dir):
 def test_sft_cli_adds_verified_variants_and_reports_on_the_given_tasks(tiny_model_dir, tmp_path):
     from typer.testing import CliRunner
 
-    from rods_core.benchmarks.bfcl.tasks import write_tasks
+    from rods_core.task_files import write_tasks
     from rods_lab.cli import app
 
     seeds = demo_seeds()[:1]
