@@ -27,7 +27,7 @@ from rods_core.ranks import Ranks, digest
 from rods_core.recording import Decision, DecisionOutcome
 from rods_core.rng import derive_seed
 from rods_core.sources import build_source
-from rods_core.tasksets import HELDOUT_REASON, heldout_keys, run_benchmark
+from rods_core.tasksets import HELDOUT_REASON, heldout_keys
 from rods_core.trainer import RolloutReport
 
 MAX_DECISION_PAYLOAD = 1_000_000  # characters of JSON; an edited task is a few KB
@@ -66,12 +66,11 @@ class RodsStep:
         cfg: RunConfig,
         seeds: list[TaskRecord],
         ranks: Ranks,
-        benchmark: Benchmark | None = None,
+        benchmark: Benchmark,
         scratch: Path | None = None,
     ):
-        """`benchmark`: the task family (its task type, leak guard and synthesizer); the config's when not
-        given."""
-        bench = run_benchmark(cfg, benchmark)
+        """`benchmark`: the run's task family (its task type, leak guard and synthesizer)."""
+        bench = benchmark
         self.cfg, self.ranks, self.benchmark, self.scratch = cfg, ranks, bench, scratch
         self.task_type, self.leak_reason = bench.task_type, bench.leak_reason
         self.source = build_source(cfg.method, seeds, cfg.boundary, cfg.buffer)

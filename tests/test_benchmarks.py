@@ -225,7 +225,7 @@ def test_bfcl_adapter_scores_as_the_checker_does(tmp_path):
 def test_bfcl_adapter_replays_the_rollout_transcript(tiny_model_dir, train_seeds, tmp_path):
     """The same assistant texts give the adapter the same conversation and score as rollout.run_episodes."""
     from rods_core.config import EpisodeConfig
-    from rods_core.rollout import run_episodes
+    from rods_core.rollout import episode_benchmark, run_episodes
 
     tok = load_tokenizer(tiny_model_dir)
     bench = BfclMultiTurn()
@@ -233,7 +233,12 @@ def test_bfcl_adapter_replays_the_rollout_transcript(tiny_model_dir, train_seeds
         texts, _msgs, _tools = demo_texts(tok, task)
         broken = ["<tool_call>\n{broken\n</tool_call>", *texts[1:]]
         for script in (texts, broken, ["I do not know."] * len(texts)):
-            ep = run_episodes([task], replay(tok, list(script)), EpisodeConfig(max_context_tokens=10**6))[0]
+            ep = run_episodes(
+                [task],
+                replay(tok, list(script)),
+                EpisodeConfig(max_context_tokens=10**6),
+                benchmark=episode_benchmark(EpisodeConfig(), "bfcl_multi_turn"),
+            )[0]
             env = bench.environment(task, tmp_path)
             convo, it = list(env.reset()), iter(script)
             assert env.tools() == _tools

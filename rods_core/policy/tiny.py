@@ -28,6 +28,8 @@ from rods_core.benchmarks.toolcalls.chat import (
 )
 from rods_core.config import PromptConfig, TinyModelConfig
 from rods_core.inputs import DoorError
+from rods_core.policy.lora import is_adapter_folder, load_merged
+from rods_core.policy.rendering import TemplateError, renderer_for
 
 MODEL_CARD = "rods_model.json"
 # The benchmark every tiny model's tokenizer learns from (its `tool_catalog` and train demonstrations), whatever
@@ -176,8 +178,6 @@ def load_tokenizer(model_dir: str | Path):
     """
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-    from rods_core.policy.rendering import TemplateError, renderer_for
-
     card = read_card(model_dir)
     if card.get("kind") == "rods-tiny" and card.get("chat_format") != CHAT_FORMAT:
         raise ModelFolderError(
@@ -206,8 +206,6 @@ def load_policy(model_dir: str | Path, init_kwargs: dict[str, Any] | None = None
     `model.lora` run saves as final/) loads its base model with the adapter merged in (policy/lora.py).
     """
     from transformers import AutoModelForCausalLM
-
-    from rods_core.policy.lora import is_adapter_folder, load_merged
 
     tokenizer, prompt = load_tokenizer(model_dir)
     if is_adapter_folder(model_dir):

@@ -297,8 +297,8 @@ def warm_start_tasks(cfg: RunConfig) -> list[Task]:
     if "demo_seeds" not in benchmark_entry(cfg.benchmark).options or not cfg.model.build_if_missing:
         return []
     from rods_core.benchmarks.bfcl.demo import demo_seeds
-    from rods_core.tasksets import fresh_variants
+    from rods_core.tasksets import fresh_variants, run_benchmark
 
     seeds = demo_seeds()
     per_seed = cfg.model.sft_variants_per_seed
-    return seeds + (fresh_variants(seeds, per_seed, cfg, "warm-start") if per_seed else [])
+    return seeds + (fresh_variants(seeds, per_seed, cfg, "warm-start", run_benchmark(cfg)) if per_seed else [])
