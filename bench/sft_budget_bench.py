@@ -84,7 +84,7 @@ def train(out: Path, config: Path, processes: int, every: float, sft: dict) -> N
     seeds = demo_seeds()
     tasks = seeds + fresh_variants(seeds, cfg.model.sft_variants_per_seed, cfg, "warm-start", run_benchmark(cfg))
     _, tokenizer, prompt = load_policy(init)
-    rows = tokenize_demonstrations(tasks, tokenizer, make_benchmark(prompt=prompt))
+    rows = tokenize_demonstrations(tasks, tokenizer, make_benchmark("bfcl_multi_turn", prompt=prompt))
     per_step = sum(len(r["input_ids"]) for r in rows) / len(rows) * settings.batch_size * processes
     snap = _snapshot_callback(out, init, tokenizer, every, per_step)
     figures = run_sft(init, out / "full", tasks, settings, callbacks=[snap], show_progress=False)

@@ -69,7 +69,7 @@ def test_the_scored_positions_loss_is_the_models_own_loss_and_gradient(tiny_mode
     from rods_core.policy.sft import scored_positions_loss, tokenize_demonstrations
 
     model, tok, prompt = load_policy(tiny_model_dir)
-    rows = tokenize_demonstrations(demo_seeds()[:2], tok, make_benchmark(prompt=prompt))
+    rows = tokenize_demonstrations(demo_seeds()[:2], tok, make_benchmark("bfcl_multi_turn", prompt=prompt))
     width = max(len(r["input_ids"]) for r in rows)
     ids = torch.tensor([r["input_ids"] + [0] * (width - len(r["input_ids"])) for r in rows])
     attention = torch.tensor([[1] * len(r["input_ids"]) + [0] * (width - len(r["input_ids"])) for r in rows])
@@ -271,7 +271,7 @@ def test_the_sft_seed_orders_the_data_of_a_several_process_build(tiny_model_dir,
     from rods_core.policy.sft import _trainer_class, tokenize_demonstrations
 
     model, tok, prompt = load_policy(tiny_model_dir)
-    rows = tokenize_demonstrations(demo_seeds()[:6], tok, make_benchmark(prompt=prompt))
+    rows = tokenize_demonstrations(demo_seeds()[:6], tok, make_benchmark("bfcl_multi_turn", prompt=prompt))
     orders = {}
     for seed in (7, 8):
         args = SFTConfig(output_dir=str(tmp_path / str(seed)), train_sampling_strategy="batch_rebalance", seed=seed,

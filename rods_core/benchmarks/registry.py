@@ -54,7 +54,7 @@ def benchmark_problem(name: str, *, hints: bool = False) -> str | None:
 
 
 def make_benchmark(
-    name: str = DEFAULT_BENCHMARK,
+    name: str,
     *,
     prompt: PromptConfig | None = None,
     max_steps_per_turn: int = 4,
