@@ -26,12 +26,12 @@ from rods_core.config import EpisodeConfig, SamplingConfig
 from rods_core.policy.cached_generation import CachedHFGenerator
 from rods_core.policy.generation import HFGenerator
 from rods_core.policy.tiny import load_policy
-from rods_core.rollout import run_episodes
+from rods_core.rollout import episode_benchmark, run_episodes
 
 
 def _time(tasks, gen, cfg) -> tuple[list, dict]:
     t0 = time.perf_counter()
-    eps = run_episodes(tasks, gen, cfg)
+    eps = run_episodes(tasks, gen, cfg, benchmark=episode_benchmark(cfg, "bfcl_multi_turn"))
     sec = time.perf_counter() - t0
     return eps, {
         "episodes": len(eps),
@@ -47,7 +47,7 @@ def profile(tasks, gen, cfg, top: int = 12) -> list[str]:
     """The decoder's top functions by own time over one batch of episodes."""
     prof = cProfile.Profile()
     prof.enable()
-    run_episodes(tasks, gen, cfg)
+    run_episodes(tasks, gen, cfg, benchmark=episode_benchmark(cfg, "bfcl_multi_turn"))
     prof.disable()
     buf = io.StringIO()
     pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(top)

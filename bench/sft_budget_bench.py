@@ -68,7 +68,7 @@ def train(out: Path, config: Path, processes: int, every: float, sft: dict) -> N
     from rods_core.policy.sft import run_sft, tokenize_demonstrations
     from rods_core.policy.tiny import init_tiny, load_policy
     from rods_core.ranks import under_launcher
-    from rods_core.tasksets import fresh_variants
+    from rods_core.tasksets import fresh_variants, run_benchmark
     from rods_core.threads import apply_thread_policy
 
     cfg = load_config(config)
@@ -82,9 +82,9 @@ def train(out: Path, config: Path, processes: int, every: float, sft: dict) -> N
             os.execv(sys.executable, [*cmd, "-m", "bench.sft_budget_bench", *sys.argv[1:]])
     apply_thread_policy(cfg.compute.threads)
     seeds = demo_seeds()
-    tasks = seeds + fresh_variants(seeds, cfg.model.sft_variants_per_seed, cfg, "warm-start")
+    tasks = seeds + fresh_variants(seeds, cfg.model.sft_variants_per_seed, cfg, "warm-start", run_benchmark(cfg))
     _, tokenizer, prompt = load_policy(init)
-    rows = tokenize_demonstrations(tasks, tokenizer, make_benchmark(prompt=prompt))
+    rows = tokenize_demonstrations(tasks, tokenizer, make_benchmark("bfcl_multi_turn", prompt=prompt))
     per_step = sum(len(r["input_ids"]) for r in rows) / len(rows) * settings.batch_size * processes
     snap = _snapshot_callback(out, init, tokenizer, every, per_step)
     figures = run_sft(init, out / "full", tasks, settings, callbacks=[snap], show_progress=False)
@@ -96,11 +96,13 @@ def train(out: Path, config: Path, processes: int, every: float, sft: dict) -> N
 def held_out(cfg) -> list:
     """Fresh variants of the demo seeds under another purpose, minus any the warm start trains on."""
     from rods_core.benchmarks.bfcl.demo import demo_seeds
-    from rods_core.tasksets import fresh_variants
+    from rods_core.tasksets import fresh_variants, run_benchmark
 
-    seeds = demo_seeds()
-    trained = {t.content_key() for t in fresh_variants(seeds, cfg.model.sft_variants_per_seed, cfg, "warm-start")}
-    return [t for t in fresh_variants(seeds, 2, cfg, "warmstart-heldout") if t.content_key() not in trained]
+    seeds, bench = demo_seeds(), run_benchmark(cfg)
+    trained = {
+        t.content_key() for t in fresh_variants(seeds, cfg.model.sft_variants_per_seed, cfg, "warm-start", bench)
+    }
+    return [t for t in fresh_variants(seeds, 2, cfg, "warmstart-heldout", bench) if t.content_key() not in trained]
 
 
 def score_one(model: Path, seeds: list, heldout: list, full: dict | None = None) -> dict:

@@ -110,6 +110,7 @@ def _plain_arm(cfg_data: dict, work: str, conn) -> None:
     """Child process: the same trainer, model, seed and tasks with nothing of RODS around the step."""
     import torch
 
+    from rods_core.rollout import episode_benchmark
     from rods_core.threads import apply_thread_policy
     from rods_core.trainer import RodsGRPOTrainer
 
@@ -136,6 +137,7 @@ def _plain_arm(cfg_data: dict, work: str, conn) -> None:
         on_rollout=timer.rollout_done,
         episode_cfg=episode_cfg,
         callbacks=[timer],
+        benchmark=episode_benchmark(episode_cfg, "bfcl_multi_turn"),
     )
     trainer.train()
 

@@ -31,8 +31,8 @@ from rods_core.ids import lineage_of
 from rods_core.loop import Policy
 from rods_core.policy.backends import choose_generator
 from rods_core.ranks import Ranks
-from rods_core.rollout import run_episodes
-from rods_core.tasksets import select_seeds
+from rods_core.rollout import episode_benchmark, run_episodes
+from rods_core.tasksets import run_benchmark, select_seeds
 from rods_core.trainer import RodsGRPOTrainer, trim_padding
 
 
@@ -72,7 +72,7 @@ class Replayer:
         self.trainer = RodsGRPOTrainer(
             model=self.policy.model, tokenizer=self.policy.tokenizer, cfg=self.cfg, out_dir=tempfile.mkdtemp(),
             draw=lambda n: [], task_of=lambda i: None, on_rollout=lambda r: None, episode_cfg=self.policy.episode,
-            ranks=Ranks(rank=0, world=1),
+            ranks=Ranks(rank=0, world=1), benchmark=episode_benchmark(self.policy.episode, "bfcl_multi_turn"),
         )  # fmt: skip
         self.trainer.create_optimizer_and_scheduler(num_training_steps=self.cfg.grpo.max_steps)
         fresh = self.trainer.optimizer.state_dict()
@@ -134,7 +134,12 @@ class Replayer:
         out = {}
         for task in tasks:
             torch.manual_seed(seed)
-            eps = run_episodes([task] * samples, gen, self.policy.episode)
+            eps = run_episodes(
+                [task] * samples,
+                gen,
+                self.policy.episode,
+                benchmark=episode_benchmark(self.policy.episode, "bfcl_multi_turn"),
+            )
             out[f"{task.id} sampled"] = sum(e.reward for e in eps) / len(eps)
             rows = [
                 i
@@ -187,7 +192,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     rp = Replayer(args.run_dir, args.step)
-    seeds = {t.id: t for t in select_seeds(rp.cfg)}
+    seeds = {t.id: t for t in select_seeds(rp.cfg, run_benchmark(rp.cfg))}
     groups = describe_batch(rp, set(seeds))
     every = list(range(len(rp.batch.task_ids)))
     _, full = rp.gradient(every)

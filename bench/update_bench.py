@@ -45,19 +45,21 @@ def run(config: str, repeats: int) -> dict:
     from rods_core.config import load_config
     from rods_core.policy.cached_generation import CachedHFGenerator
     from rods_core.policy.tiny import load_policy
-    from rods_core.rollout import run_episodes
-    from rods_core.tasksets import select_seeds
+    from rods_core.rollout import episode_benchmark, run_episodes
+    from rods_core.tasksets import run_benchmark, select_seeds
     from rods_core.threads import apply_thread_policy
     from rods_core.trainer import score_completion_positions_only, shared_prompt_logps
 
     apply_thread_policy(1)
     cfg = load_config(config)
     model, tok, prompt = load_policy(cfg.model.path)
-    tasks = select_seeds(cfg)[: cfg.grpo.tasks_per_step]
+    tasks = select_seeds(cfg, run_benchmark(cfg))[: cfg.grpo.tasks_per_step]
     group = [t for t in tasks for _ in range(cfg.grpo.num_generations)]
     torch.manual_seed(0)
     with torch.no_grad():  # the run's episode settings (sampling, step and context bounds), its chat format
-        episodes = run_episodes(group, CachedHFGenerator(model, tok), cfg.episode.model_copy(update={"prompt": prompt}))
+        episode = cfg.episode.model_copy(update={"prompt": prompt})
+        bench = episode_benchmark(episode, cfg.benchmark, options=cfg.benchmark_options)
+        episodes = run_episodes(group, CachedHFGenerator(model, tok), episode, benchmark=bench)
     ids, mask, keep = _layout(episodes)
 
     score_completion_positions_only()

@@ -47,6 +47,7 @@ def grpo_steps(model_dir: Path, work: Path, backend: str, tasks: list, steps: in
     from rods_core.config import RunConfig
     from rods_core.policy.generation import HFGenerator
     from rods_core.policy.tiny import load_policy
+    from rods_core.rollout import episode_benchmark
     from rods_core.trainer import RodsGRPOTrainer
 
     cfg = RunConfig.model_validate(
@@ -65,6 +66,7 @@ def grpo_steps(model_dir: Path, work: Path, backend: str, tasks: list, steps: in
     by_id = {t.id: t for t in tasks}
     reports, timer = [], _step_timer()
     t0 = time.perf_counter()
+    episode = cfg.episode.model_copy(update={"prompt": prompt})
     trainer = RodsGRPOTrainer(
         model=model,
         tokenizer=tok,
@@ -73,8 +75,9 @@ def grpo_steps(model_dir: Path, work: Path, backend: str, tasks: list, steps: in
         draw=lambda n: [t.id for t in tasks[:n]],
         task_of=by_id.__getitem__,
         on_rollout=reports.append,
-        episode_cfg=cfg.episode.model_copy(update={"prompt": prompt}),
+        episode_cfg=episode,
         callbacks=[timer],
+        benchmark=episode_benchmark(episode, "bfcl_multi_turn"),
     )
     built = time.perf_counter() - t0
     if backend == "generate":
@@ -102,7 +105,7 @@ def rollout_throughput(trainer, tasks: list, samples: int) -> dict:
     from rods_core.policy.cached_generation import CachedHFGenerator
     from rods_core.policy.generation import HFGenerator, VLLMGenerator
     from rods_core.policy.vllm_sync import sync_colocated_weights
-    from rods_core.rollout import run_episodes
+    from rods_core.rollout import episode_benchmark, run_episodes
 
     sync_colocated_weights(trainer.vllm_generation)
     model, tok = trainer.accelerator.unwrap_model(trainer.model), trainer.processing_class
@@ -118,7 +121,7 @@ def rollout_throughput(trainer, tasks: list, samples: int) -> dict:
     }
     for name, gen in backends.items():
         t0 = time.perf_counter()
-        episodes = run_episodes(batch, gen, cfg)
+        episodes = run_episodes(batch, gen, cfg, benchmark=episode_benchmark(cfg, "bfcl_multi_turn"))
         sec = time.perf_counter() - t0
         played[name] = [e.completion_ids for e in episodes]
         out[name] = {

@@ -33,16 +33,21 @@ def held_out_set(per_seed: int, exclude_k: int) -> tuple[list, list]:
     """(held-out variants, demo seeds): fresh variants of the seeds, minus any that a training arm holds."""
     from rods_core.benchmarks.bfcl.demo import demo_seeds
     from rods_core.config import RunConfig
-    from rods_core.tasksets import fresh_variants
+    from rods_core.tasksets import fresh_variants, run_benchmark
 
     seeds, cfg = demo_seeds(), RunConfig()
-    trained = {t.content_key() for t in fresh_variants(seeds, exclude_k, cfg, "warm-start")} if exclude_k else set()
-    held = [t for t in fresh_variants(seeds, per_seed, cfg, "warmstart-heldout") if t.content_key() not in trained]
+    bench = run_benchmark(cfg)
+    trained = (
+        {t.content_key() for t in fresh_variants(seeds, exclude_k, cfg, "warm-start", bench)} if exclude_k else set()
+    )
+    held = [
+        t for t in fresh_variants(seeds, per_seed, cfg, "warmstart-heldout", bench) if t.content_key() not in trained
+    ]
     return held, seeds
 
 
 def run(arms: list[int], tokens: int, processes: int, held_per_seed: int, exclude_k: int | None = None) -> dict:
-    from rods_core.benchmarks.bfcl.tasks import write_tasks
+    from rods_core.task_files import write_tasks
     from rods_lab.experiments.machine import describe
 
     work = Path(tempfile.mkdtemp(prefix="rods-warmstart-"))

@@ -27,6 +27,9 @@ from rods_core.config import EpisodeConfig, SamplingConfig
 from rods_core.config.run import legacy_options, own_options
 from rods_core.policy.backends import choose_generator
 from rods_core.policy.generation import Generator
+from rods_core.policy.precision import inference_placement
+from rods_core.policy.tiny import load_policy, load_tokenizer
+from rods_core.policy.vllm_offline import offline_generator
 from rods_core.rollout import Episode, episode_benchmark, run_episodes, summarize
 
 
@@ -79,17 +82,11 @@ def _generator(policy, cfg: EvalConfig, benchmark: Benchmark | None = None, gene
     if generator is not None:
         return generator, episode, benchmark or episode_benchmark(episode, cfg.benchmark, options=cfg.benchmark_options)
     if isinstance(policy, (str, Path)) and cfg.vllm:
-        from rods_core.policy.tiny import load_tokenizer
-        from rods_core.policy.vllm_offline import offline_generator
-
         tokenizer, prompt = load_tokenizer(policy)
         episode = episode.model_copy(update={"prompt": prompt})
         gen = offline_generator(policy, tokenizer, episode.max_context_tokens)
         return gen, episode, benchmark or episode_benchmark(episode, cfg.benchmark, options=cfg.benchmark_options)
     if isinstance(policy, (str, Path)):
-        from rods_core.policy.precision import inference_placement
-        from rods_core.policy.tiny import load_policy
-
         device, init_kwargs = inference_placement()
         model, tokenizer, prompt = load_policy(policy, init_kwargs)
         model.to(device)

@@ -23,7 +23,6 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from rods_core.benchmarks.bfcl.tasks import TaskFileError
 from rods_core.benchmarks.protocols import Benchmark
 from rods_core.benchmarks.scratch import run_scratch
 from rods_core.checkpoint import checkpoint_dir, last_checkpoint, load_state, save_state
@@ -40,6 +39,7 @@ from rods_core.ranks import Ranks, launch_refusal
 from rods_core.recording import Decision, NullRecorder, OpenRecorder, RunRecorder
 from rods_core.rollout import episode_benchmark
 from rods_core.step import RodsStep, StepOutcome
+from rods_core.task_files import TaskFileError
 from rods_core.tasksets import TaskSetError, eval_tasks, run_benchmark, select_seeds
 from rods_core.threads import apply_thread_policy
 from rods_core.tracking import StepTracker, tracker_environment
@@ -261,9 +261,8 @@ def train(
     apply_thread_policy(cfg.compute.threads)
     torch.manual_seed(cfg.seed)
     ranks = Ranks.for_run(cfg.grpo)
-    run_id, run_dir, seeds = check_run_inputs(cfg, run_id, resume, ranks, benchmark)
+    run_id, run_dir, tasks_bench, seeds = check_run_inputs(cfg, run_id, resume, ranks, benchmark)
     scratch = run_scratch(run_dir)  # episodes and verifications write here: removed with the run folder
-    tasks_bench = run_benchmark(cfg, benchmark, scratch=scratch)
     recorder = open_run(cfg, run_dir, run_id, resume, ranks, open_recorder)
     rods = RodsStep(cfg, seeds, ranks, tasks_bench, scratch)
     tracker_environment(cfg.report, run_dir)
@@ -313,10 +312,12 @@ def train(
 
 # ----- the stages of train(), in call order -------------------------------------------------------------
 def check_run_inputs(
-    cfg: RunConfig, run_id: str | None, resume: bool, ranks: Ranks, benchmark: Benchmark | None = None
-) -> tuple[str, Path, list]:
-    """(run id, run folder, seed tasks); everything that can fail on bad input fails here, before anything
-    is created. Every rank uses rank 0's run id (a generated id differs per process)."""
+    cfg: RunConfig, run_id: str | None, resume: bool, ranks: Ranks, benchmark: Benchmark | None
+) -> tuple[str, Path, Benchmark, list]:
+    """(run id, run folder, the run's benchmark, seed tasks); everything that can fail on bad input fails here,
+    before anything is created. Every rank uses rank 0's run id (a generated id differs per process). The
+    benchmark is `benchmark` when the caller gave one, else the config's, built here once for the whole run (its
+    seeds, held-out tasks, leak guard and synthesizer, verifying inside the run's scratch folder)."""
 
     refusal = launch_refusal(
         os.environ, cfg.grpo.use_cpu, cfg.grpo.bf16, cfg.grpo.shared_prompt, bool(cfg.model.lora and cfg.grpo.use_vllm)
@@ -326,7 +327,8 @@ def check_run_inputs(
     run_id = ranks.share(run_id or new_run_id(cfg.name))
     run_dir = Path(cfg.output_dir) / run_id
     try:
-        seeds = select_seeds(cfg, benchmark)
+        bench = benchmark or run_benchmark(cfg, scratch=run_scratch(run_dir))
+        seeds = select_seeds(cfg, bench)
         check_model_source(cfg)
     except (TaskSetError, DoorError, TaskFileError, OSError) as e:
         raise RunSetupError(str(e)) from None
@@ -334,7 +336,7 @@ def check_run_inputs(
         raise RunSetupError(
             f"--resume {run_id}: no run {run_dir} (no config.yaml there); `rods runs list` shows the runs"
         )
-    return run_id, run_dir, seeds
+    return run_id, run_dir, bench, seeds
 
 
 def check_model_source(cfg: RunConfig) -> None:
@@ -428,18 +430,18 @@ class HeldOutEval:
         rods: RodsStep,
         ranks: Ranks,
         log,
-        tasks_bench: Benchmark | None = None,
-        benchmark: Benchmark | None = None,
+        tasks_bench: Benchmark,
+        benchmark: Benchmark | None,
         generation: Callable[[], AbstractContextManager] | None = None,
         scratch: Path | None = None,
     ):
-        """`tasks_bench` gives the held-out tasks; `benchmark`, when the caller gave one, plays them (else
-        `cfg.benchmark` with the greedy episode settings: no hints). `generation()` enters what plays the
-        episodes (RodsGRPOTrainer.evaluation_generator: the run's vLLM synced to the weights, or None inside
-        whole weights); without it the model plays itself inside whole weights. The episodes write inside
+        """`tasks_bench` (the run's) gives the held-out tasks; `benchmark`, when the caller gave one, plays them
+        (else `cfg.benchmark` with the greedy episode settings, no hints: built here, once). `generation()` enters
+        what plays the episodes (RodsGRPOTrainer.evaluation_generator: the run's vLLM synced to the weights, or None
+        inside whole weights); without it the model plays itself inside whole weights. The episodes write inside
         `scratch` (the run's scratch folder)."""
 
-        self.split, self.policy, self.ranks, self.benchmark = cfg.eval.split, policy, ranks, benchmark
+        self.split, self.policy, self.ranks = cfg.eval.split, policy, ranks
         self.recorder, self.rods, self.generation, self.scratch = recorder, rods, generation, scratch
         self.log = log if ranks.main else (lambda *_: None)
         self.tasks = eval_tasks(cfg, seeds, policy.sft_task_ids(), tasks_bench)
@@ -452,6 +454,8 @@ class HeldOutEval:
             benchmark_options=cfg.benchmark_options,
             max_batch=cfg.eval.max_batch,
         )
+        g = self.greedy
+        self.benchmark = benchmark or episode_benchmark(g.episode, g.benchmark, options=g.benchmark_options)
 
     def __call__(self, model, step: int, optimizer=None) -> None:
         """Evaluate `model` (the trainer's) at `step`; `optimizer`, the trainer's, lets ZeRO-3 gather as TRL does."""

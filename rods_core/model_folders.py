@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from rods_core.benchmarks.bfcl.prompting import CHAT_FORMAT
+from rods_core.benchmarks.toolcalls.chat import CHAT_FORMAT
 from rods_core.config import PromptConfig
 from rods_core.inputs import DoorError, decode, filesystem_door, json_value, read_bytes
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rods_core.benchmarks.registry import make_benchmark
 from rods_core.config import RunConfig
 from rods_core.ids import check_run_id
 from rods_core.inputs import DoorError
@@ -35,7 +36,8 @@ def preflight(cfg: RunConfig, run_id: str | None, resume: str | None) -> str | N
         if (runs / run_id / "config.yaml").exists():
             raise DoorError(f"--run-id {run_id}: the run exists in {runs}; resume it with --resume {run_id}")
     if cfg.seeds.subset == "file":
-        load_task_file(cfg.seeds.file, "seeds.file")
+        bench = make_benchmark(cfg.benchmark, options=cfg.benchmark_options)  # the run's: its schema and verifier
+        load_task_file(cfg.seeds.file, "seeds.file", benchmark=bench)
     model = model_folder(cfg.model.path, cfg.model.build_if_missing)
     if not cfg.model.build_if_missing or (model / "config.json").exists():
         check_model_dir(model)

@@ -1,6 +1,6 @@
 """Multi-turn episodes of any benchmark's Environment: the same code for SFT checks, evaluation and GRPO rollouts.
 
-The benchmark (BFCL multi-turn by default; see rods_core/benchmarks/) makes one fresh Environment per episode:
+The benchmark (the run's, built once and passed in; rods_core/benchmarks/) makes one fresh Environment per episode:
 `reset()` gives the opening messages, each generated assistant message goes to `step()`, which answers with
 tool results and/or the next user turn (BFCL: a turn ends when the policy answers without a call or after
 `max_steps_per_turn` tool-call messages, and is then checked strictly), and `score()` gives the episode's
@@ -29,10 +29,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rods_core.benchmarks.bfcl.prompting import parse_assistant, tool_message
 from rods_core.benchmarks.protocols import Benchmark, Environment, Message
-from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, make_benchmark
+from rods_core.benchmarks.registry import make_benchmark
 from rods_core.benchmarks.scratch import scratch_folder
+from rods_core.benchmarks.toolcalls.chat import parse_assistant, tool_message
 from rods_core.config import EpisodeConfig
 from rods_core.policy.generation import Completion, Generator
 from rods_core.policy.rendering import ChatRenderer, renderer_for
@@ -64,16 +64,14 @@ class Episode:
         return sum(self.env_mask)
 
 
-def episode_benchmark(
-    cfg: EpisodeConfig, name: str = DEFAULT_BENCHMARK, *, hints: bool | None = None, options: dict | None = None
-):
+def episode_benchmark(cfg: EpisodeConfig, name: str, *, options: dict | None = None) -> Benchmark:
     """The named benchmark with this episode config's prompt format, turn limit and hints (`options`:
     the benchmark's own, a run's `benchmark_options`)."""
     return make_benchmark(
         name,
         prompt=cfg.prompt,
         max_steps_per_turn=cfg.max_steps_per_turn,
-        hints=cfg.hints if hints is None else hints,
+        hints=cfg.hints,
         options=options,
     )
 
@@ -162,7 +160,7 @@ class _Run:
         """A message as the policy reads it: tool results cut to `result_chars` (a cut result is not cut again)."""
         if message["role"] != "tool":
             return message
-        return {**message, "content": tool_message(message["content"], self.cfg.prompt)["content"]}
+        return {**message, "content": tool_message(message["content"], self.cfg.prompt.result_chars)["content"]}
 
     def _finish_early(self) -> None:
         """The context is full: the environment judges what is left as failed."""
@@ -186,8 +184,7 @@ def run_episodes(
     generator: Generator,
     cfg: EpisodeConfig,
     *,
-    benchmark: Benchmark | None = None,
-    hints: bool | None = None,
+    benchmark: Benchmark,
     workdir: Path | None = None,
     fresh_sessions: bool = False,
     progress: Callable[[int, int], None] | None = None,
@@ -195,20 +192,19 @@ def run_episodes(
 ) -> list[Episode]:
     """Play every task once (repeat a task G times in `tasks` for a GRPO group); order is kept.
 
-    `benchmark` makes each episode's environment (default: BFCL multi-turn with `cfg`'s prompt, turn limit
-    and hints, `hints` overriding cfg's); environments write under `workdir`, or when None under a temporary
+    `benchmark` makes each episode's environment (the run's, built once with `cfg`'s prompt, turn limit and
+    hints: `episode_benchmark`); environments write under `workdir`, or when None under a temporary
     folder made inside `scratch` (a run's scratch folder; the system's temporary folder when None), removed
     afterwards. A new session is appended to the episode's one sequence, or with
     `fresh_sessions` (evaluation, as BFCL runs memory) starts a fresh context, the episode's tokens then
     holding its last session only. `generator.tokenizer`'s chat template renders messages;
     `progress(done, total)` is called after each finished episode.
     """
-    bench = benchmark or episode_benchmark(cfg, hints=hints)
     renderer = renderer_for(generator.tokenizer)
     with scratch_folder(scratch if workdir is None else None, "episodes_") as tmp:
         where = tmp if workdir is None else workdir
         runs = [
-            _Run(t.id, bench.environment(t, where), renderer, cfg, fresh_sessions, generator.stop_id) for t in tasks
+            _Run(t.id, benchmark.environment(t, where), renderer, cfg, fresh_sessions, generator.stop_id) for t in tasks
         ]
         active = [r for r in runs if not r.done]
 

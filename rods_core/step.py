@@ -18,6 +18,8 @@ from typing import Any
 from rods_core.benchmarks.edits import parse_edit, verify_edit
 from rods_core.benchmarks.leaks import TestSplitRefused, refuse_test_tasks
 from rods_core.benchmarks.protocols import Benchmark, TaskRecord
+from rods_core.benchmarks.synth_worker import SynthWorker, worker_job
+from rods_core.benchmarks.synthesis import StageOutcome
 from rods_core.boundary import group_stats, is_informative
 from rods_core.buffer import BufferDecision
 from rods_core.config import RunConfig
@@ -25,7 +27,7 @@ from rods_core.ranks import Ranks, digest
 from rods_core.recording import Decision, DecisionOutcome
 from rods_core.rng import derive_seed
 from rods_core.sources import build_source
-from rods_core.tasksets import HELDOUT_REASON, heldout_keys, run_benchmark
+from rods_core.tasksets import HELDOUT_REASON, heldout_keys
 from rods_core.trainer import RolloutReport
 
 MAX_DECISION_PAYLOAD = 1_000_000  # characters of JSON; an edited task is a few KB
@@ -64,12 +66,11 @@ class RodsStep:
         cfg: RunConfig,
         seeds: list[TaskRecord],
         ranks: Ranks,
-        benchmark: Benchmark | None = None,
+        benchmark: Benchmark,
         scratch: Path | None = None,
     ):
-        """`benchmark`: the task family (its task type, leak guard and synthesizer); the config's when not
-        given."""
-        bench = run_benchmark(cfg, benchmark)
+        """`benchmark`: the run's task family (its task type, leak guard and synthesizer)."""
+        bench = benchmark
         self.cfg, self.ranks, self.benchmark, self.scratch = cfg, ranks, bench, scratch
         self.task_type, self.leak_reason = bench.task_type, bench.leak_reason
         self.source = build_source(cfg.method, seeds, cfg.boundary, cfg.buffer)
@@ -79,9 +80,6 @@ class RodsStep:
         self.tokens: dict[str, float] = {}  # per task: tokens generated per rollout in its last group
         self.worker = None
         if cfg.synthesizes and ranks.main and bench.synthesizer is not None:
-            from rods_core.benchmarks.bfcl.synth.pipeline import SynthWorker
-            from rods_core.benchmarks.synthesis import worker_job
-
             job = worker_job(bench.synthesizer)
             self.worker = SynthWorker(cfg.synthesis, pool_keys={t.content_key() for t in seeds}, job=job)
             # the leak guard's test keys (BFCL's: ~0.3 s) built here, not inside the first step that synthesizes
@@ -346,8 +344,6 @@ def apply_decisions(decisions: list[Decision], apply) -> list[DecisionOutcome]:
 def reject_heldout(result, keys: dict[str, str]) -> int:
     """Reject, in place, each accepted variant of a synthesis result that equals a held-out task by content
     (its last stage becomes a rejection naming the set); returns how many."""
-    from rods_core.benchmarks.bfcl.synth.stages import StageOutcome
-
     hits = 0
     for attempt in result.attempts:
         name = keys.get(attempt.variant.content_key()) if attempt.variant is not None else None

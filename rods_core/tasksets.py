@@ -10,27 +10,22 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from rods_core.benchmarks.bfcl.demo import demo_seeds
-from rods_core.benchmarks.bfcl.tasks import parse_task_lines, record_parser
 from rods_core.benchmarks.protocols import Benchmark
 from rods_core.benchmarks.registry import make_benchmark
 from rods_core.config import CATEGORIES, RunConfig
-from rods_core.inputs import read_bytes
 from rods_core.rng import derive_seed
-from rods_core.task_files import load_task_file
+from rods_core.task_files import load_task_file, read_tasks
 
 
 class TaskSetError(ValueError):
     """The configured task set cannot be used; the message names the field and the reason."""
 
 
-def run_benchmark(cfg: RunConfig, benchmark: Benchmark | None = None, *, scratch: Path | None = None) -> Benchmark:
-    """`benchmark` when the caller gives one (any Benchmark), else the config's (`benchmark:`, `benchmark_options:`, its
-    synthesizer with the run's `synthesis:` settings, verifying inside `scratch`: the run's scratch folder)."""
-
-    return benchmark or make_benchmark(
-        cfg.benchmark, options=cfg.benchmark_options, synth=cfg.synthesis, scratch=scratch
-    )
+def run_benchmark(cfg: RunConfig, *, scratch: Path | None = None) -> Benchmark:
+    """The config's benchmark (`benchmark:`, `benchmark_options:`, its synthesizer with the run's `synthesis:`
+    settings, verifying inside `scratch`: the run's scratch folder), built once by whoever runs the config and
+    passed to the task sets, the RODS step and the warm start."""
+    return make_benchmark(cfg.benchmark, options=cfg.benchmark_options, synth=cfg.synthesis, scratch=scratch)
 
 
 def in_groups(bench: Benchmark, tasks: list, groups: list[str]) -> list:
@@ -39,13 +34,13 @@ def in_groups(bench: Benchmark, tasks: list, groups: list[str]) -> list:
     return tasks if list(groups) == list(CATEGORIES) else [t for t in tasks if bench.group_of(t) in groups]
 
 
-def select_seeds(cfg: RunConfig, benchmark: Benchmark | None = None) -> list:
+def select_seeds(cfg: RunConfig, benchmark: Benchmark) -> list:
     """The seeds the config names: the benchmark's train split or a file of its tasks (through its schema,
     verifier and leak guard; BFCL multi-turn's demo subset too), filtered by group and limit or drawn at
     random; test-split tasks are refused."""
-    s, bench = cfg.seeds, run_benchmark(cfg, benchmark)
-    if s.subset == "demo":  # the config allows it only on a benchmark that declares demo seeds
-        tasks = demo_seeds()
+    s, bench = cfg.seeds, benchmark
+    if s.subset == "demo":  # the config allows it only on a benchmark that declares demo seeds (`demo_seeds`)
+        tasks = bench.demo_seeds()
     elif s.subset == "file":
         # the task-file door: schema, replay by execution, and the leak guard, all or nothing
         tasks = load_task_file(s.file, "seeds.file", benchmark=bench)
@@ -84,12 +79,10 @@ def random_draw(tasks: list, n: int, seed: int) -> list:
     return sorted(random.Random(seed).sample(pool, n), key=lambda t: t.id)
 
 
-def fresh_variants(
-    parents: list, per_parent: int, cfg: RunConfig, purpose: str, benchmark: Benchmark | None = None
-) -> list:
+def fresh_variants(parents: list, per_parent: int, cfg: RunConfig, purpose: str, benchmark: Benchmark) -> list:
     """Verified variants of the parents for one purpose ("warm-start", "eval"), seeded from the run seed, by
     the benchmark's synthesizer (none: no variants); none equals a parent or an earlier variant by content."""
-    synth = run_benchmark(cfg, benchmark).synthesizer
+    synth = benchmark.synthesizer
     if synth is None:
         return []
     seed, keys, variants = derive_seed(cfg.seed, purpose), {p.content_key() for p in parents}, []
@@ -101,12 +94,10 @@ def fresh_variants(
     return variants
 
 
-def eval_tasks(
-    cfg: RunConfig, seeds: list, trained_on: set[str] = frozenset(), benchmark: Benchmark | None = None
-) -> list:
-    """Held-out tasks of the benchmark (`benchmark`, else the config's): its test split, the seeds, a file, or
+def eval_tasks(cfg: RunConfig, seeds: list, trained_on: set[str], benchmark: Benchmark) -> list:
+    """Held-out tasks of the benchmark (the run's): its test split, the seeds, a file, or
     with split=variants fresh variants of the seeds that the warm start never saw."""
-    e, bench = cfg.eval, run_benchmark(cfg, benchmark)
+    e, bench = cfg.eval, benchmark
     if e.split == "variants":
         tasks = fresh_variants(seeds, e.variants_per_seed, cfg, "eval-variants", bench)
         tasks = [t for t in tasks if t.id not in trained_on]  # variant ids are content hashes
@@ -123,8 +114,7 @@ def eval_tasks(
 def read_task_file(path: str, benchmark: Benchmark) -> list:
     """A JSONL task file read by the benchmark's schema alone (held-out sets hold test-split tasks, which the
     training door refuses)."""
-    parse = record_parser(benchmark.task_type)
-    return [t for _, t in parse_task_lines(read_bytes(path, "task file"), str(path), parse)]
+    return read_tasks(path, benchmark.task_type)
 
 
 HELDOUT_REASON = "equals a task of the held-out set"  # the variant events' reason the report counts

@@ -165,8 +165,8 @@ class RodsGRPOTrainer(GRPOTrainer):
     resolves them; `on_rollout(report)` receives each step's RolloutReport on every rank; `cost_of(id)`, when
     given, is a task's expected generated tokens (None: unknown), by which `grpo.balance_ranks` spreads the
     batch over the processes. `ranks`: the run's ranks, built once by the caller (default: this launch's).
-    `benchmark` makes each episode's environment (default: BFCL multi-turn with `episode_cfg`'s prompt, turn
-    limit and hints); its environments write inside `scratch` (the run's scratch folder: BFCL memory's
+    `benchmark` makes each episode's environment (the run's, built once with `episode_cfg`'s prompt, turn limit
+    and hints: rollout.episode_benchmark); its environments write inside `scratch` (the run's scratch folder: BFCL memory's
     snapshots; the system's temporary folder when None).
     """
 
@@ -186,7 +186,7 @@ class RodsGRPOTrainer(GRPOTrainer):
         cost_of: Callable[[str], float | None] | None = None,
         run_name: str | None = None,
         ranks: Ranks | None = None,
-        benchmark: Benchmark | None = None,
+        benchmark: Benchmark,
         scratch: Path | None = None,
         record_dir: Path | None = None,
     ):

@@ -184,7 +184,7 @@ def structure_table(
     BFCL's structure replays each task (~1 ms each); `cache_file` (JSON, e.g. in the workspace) keeps it across
     pages, runs that share seeds, and app restarts. A benchmark whose tasks have no structure: their category,
     class_combo and complexity are the benchmark's group, the rest 0."""
-    bench = bench or make_benchmark()
+    bench = bench or make_benchmark("bfcl_multi_turn")
     if not has_structure(bench):
         return _group_table(snap, bench)
     cache: dict[str, list] = {}

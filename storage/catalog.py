@@ -44,7 +44,8 @@ def import_seeds(
     subclasses."""
     from rods_core.task_files import parse_task_bytes
 
-    tasks = parse_task_bytes(data, source, where, guard=not allow_test, benchmark=benchmark)
+    bench = benchmark or make_benchmark(DEFAULT_BENCHMARK)
+    tasks = parse_task_bytes(data, source, where, guard=not allow_test, benchmark=bench)
     cdb = db() if callable(db) else db
     added, updated = cdb.upsert_seeds(tasks, source="import", tags=tags, by=by)
     return ImportReport(source, added, updated)

@@ -114,7 +114,7 @@ def review_rows(
     `stats` holds each task's latest task_stats row (task_id, mean, region, step); `comments` counts notes.
     `bench` (the run's benchmark; BFCL multi-turn when not given) gives each task's category and class
     combination (`Benchmark.facts`) and its distance from its parent (`Benchmark.distance`)."""
-    bench = bench or make_benchmark()
+    bench = bench or make_benchmark("bfcl_multi_turn")
     last = {d.task_id: d for d in decisions}  # decisions come oldest first: the latest per task wins
     pool_of = snap.pool_of()
     by_id = {t.id: t for t in snap.tasks("all")}

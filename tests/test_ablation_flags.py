@@ -11,7 +11,7 @@ from rods_core.boundary import BoundaryDetector
 from rods_core.buffer import ReplayBuffer
 from rods_core.config import BoundaryConfig, BufferConfig, RunConfig, load_config
 from rods_core.retirement import RetireReason, active_retirement, single_layer
-from rods_core.tasksets import select_seeds
+from rods_core.tasksets import run_benchmark, select_seeds
 from tests.test_buffer import BOUNDARY, HARD, MASTERED, observe, reasons, seeds, variants
 from tests.test_retirement import stats
 
@@ -71,10 +71,10 @@ def test_without_the_expansion_budget_room_is_bounded_by_the_probe_backlog_only(
 
 def test_a_random_pool_is_drawn_from_the_selection_and_refused_beside_hand_picked_ids():
     cfg = load_config("configs/demo-cpu.yaml", {"seeds.ids": None, "seeds.random": {"n": 12, "seed": 7}})
-    drawn = [t.id for t in select_seeds(cfg)]
+    drawn = [t.id for t in select_seeds(cfg, run_benchmark(cfg))]
     assert len(drawn) == 12 and drawn == sorted(drawn)
     again = load_config("configs/demo-cpu.yaml", {"seeds.ids": None, "seeds.random.n": 12, "seeds.random.seed": 7})
-    assert [t.id for t in select_seeds(again)] == drawn
+    assert [t.id for t in select_seeds(again, run_benchmark(again))] == drawn
     with pytest.raises(ValidationError, match="seeds.random and seeds.ids are both set.*set seeds.ids: null"):
         RunConfig.model_validate({"seeds": {"ids": ["multi_turn_base_3"], "random": {"n": 2}}})
     with pytest.raises(ValidationError, match="n\n.*greater than or equal to 1"):

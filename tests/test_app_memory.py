@@ -128,8 +128,8 @@ def test_memory_fix_and_accept_edits_the_fields_and_verifies_them_first(memory_e
 def test_memory_seeds_import_through_the_benchmark_and_launch_only_with_a_memory_config(memory_env):
     """The Seeds page's door reads a file as the chosen benchmark's tasks (schema, verifier, leak guard), the
     catalog shows them by scenario, and a run on them needs a config of their benchmark."""
-    from rods_core.benchmarks.bfcl.tasks import write_tasks
     from rods_core.benchmarks.memory.tasks import MemoryTask, load_memory_seeds
+    from rods_core.task_files import write_tasks
     from storage.catalog import seed_frame
 
     ws, _ = memory_env

@@ -8,7 +8,8 @@ import json
 from app_helpers import kill_group, page
 
 from rods_core.benchmarks.bfcl.seeds import load_seeds
-from rods_core.benchmarks.bfcl.tasks import read_tasks, write_tasks
+from rods_core.benchmarks.bfcl.tasks import Task
+from rods_core.task_files import read_tasks, write_tasks
 from rods_lab.paths import AppPaths
 from rods_lab.processes import process_alive
 
@@ -77,7 +78,7 @@ def test_enable_disable_tag_and_run_on_subset(app_env):
         assert process_alive(run.pid, run.proc_start)
         cfg = run.config_dict()["seeds"]
         assert cfg["subset"] == "file" and cfg["file"].startswith(str(ws.resolve()))
-        assert [t.id for t in read_tasks(cfg["file"])] == ids[:2]
+        assert [t.id for t in read_tasks(cfg["file"], Task)] == ids[:2]
     finally:
         kill_group(run.pid)
 

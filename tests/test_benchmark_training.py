@@ -317,9 +317,9 @@ def test_a_memory_seed_file_passes_the_door_through_the_benchmark(tmp_path):
     """seeds.subset: file on a memory run: the benchmark's schema, verifier and leak guard, all or nothing."""
     import pytest
 
-    from rods_core.benchmarks.bfcl.tasks import TaskFileError
     from rods_core.benchmarks.leaks import TestSplitRefused
     from rods_core.benchmarks.memory.benchmark import BfclMemory
+    from rods_core.task_files import TaskFileError
     from rods_core.tasksets import select_seeds
 
     bench = BfclMemory("kv", prereq="fact")

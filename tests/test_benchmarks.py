@@ -24,7 +24,6 @@ from pydantic import BaseModel
 
 from rods_core.benchmarks.bfcl.benchmark import BfclMultiTurn
 from rods_core.benchmarks.bfcl.checker import score_calls
-from rods_core.benchmarks.bfcl.messages import read_message
 from rods_core.benchmarks.bfcl.tasks import Provenance
 from rods_core.benchmarks.memory.benchmark import BfclMemory
 from rods_core.benchmarks.protocols import (
@@ -37,6 +36,7 @@ from rods_core.benchmarks.protocols import (
     scripted_policy,
     verify_with,
 )
+from rods_core.benchmarks.toolcalls.messages import read_message
 
 
 class CounterTask(BaseModel):
@@ -225,7 +225,7 @@ def test_bfcl_adapter_scores_as_the_checker_does(tmp_path):
 def test_bfcl_adapter_replays_the_rollout_transcript(tiny_model_dir, train_seeds, tmp_path):
     """The same assistant texts give the adapter the same conversation and score as rollout.run_episodes."""
     from rods_core.config import EpisodeConfig
-    from rods_core.rollout import run_episodes
+    from rods_core.rollout import episode_benchmark, run_episodes
 
     tok = load_tokenizer(tiny_model_dir)
     bench = BfclMultiTurn()
@@ -233,7 +233,12 @@ def test_bfcl_adapter_replays_the_rollout_transcript(tiny_model_dir, train_seeds
         texts, _msgs, _tools = demo_texts(tok, task)
         broken = ["<tool_call>\n{broken\n</tool_call>", *texts[1:]]
         for script in (texts, broken, ["I do not know."] * len(texts)):
-            ep = run_episodes([task], replay(tok, list(script)), EpisodeConfig(max_context_tokens=10**6))[0]
+            ep = run_episodes(
+                [task],
+                replay(tok, list(script)),
+                EpisodeConfig(max_context_tokens=10**6),
+                benchmark=episode_benchmark(EpisodeConfig(), "bfcl_multi_turn"),
+            )[0]
             env = bench.environment(task, tmp_path)
             convo, it = list(env.reset()), iter(script)
             assert env.tools() == _tools
@@ -263,9 +268,8 @@ def test_benchmarks_package_imports_no_app_storage_or_training():
 
 
 def test_every_benchmarks_executor_applies_the_same_bounds_as_bfcls():
-    from rods_core.benchmarks.bfcl.dispatch import ToolDoc, execute
-    from rods_core.benchmarks.bfcl.environment import MAX_INT_ARG, MAX_PRECISION
-    from rods_core.benchmarks.bfcl.parsing import Call
+    from rods_core.benchmarks.toolcalls.dispatch import MAX_INT_ARG, MAX_PRECISION, ToolDoc, execute
+    from rods_core.benchmarks.toolcalls.parsing import Call
 
     class Calc:  # a documented tool class as the memory backends are: the executor binds and bounds its calls
         def power(self, base: float, exponent: float, precision: int = 10) -> dict:
@@ -285,7 +289,7 @@ def test_the_worker_synthesizes_bfcl_through_the_protocol_as_the_pipeline_does()
     a run's `synthesis:` settings, given the worker's seed and pool keys, makes the very attempts (each stage's
     verdict, each variant) of the pipeline's own `synthesize`, so the run logs the same per-stage counts."""
     from rods_core.benchmarks.bfcl.synth.pipeline import synthesize
-    from rods_core.benchmarks.synthesis import worker_job
+    from rods_core.benchmarks.synth_worker import worker_job
     from rods_core.config import SynthesisConfig
 
     cfg = SynthesisConfig(n_per_parent=2, max_attempts=8, seed=5)

@@ -42,7 +42,7 @@ def _train(tmp_path, model_dir, run_id: str, deterministic: bool = True) -> list
 def _pair(tmp_path, model_dir, monkeypatch, deterministic: bool) -> tuple[list[dict], list[dict]]:
     """(quiet run, loaded run): the loaded one beside a CPU hog, its synthesis jobs 3 s slower (a step of the
     tiny model takes well under that), as a loaded machine's worker would be."""
-    from rods_core.benchmarks.synthesis import VariantsJob  # the worker's job for every benchmark
+    from rods_core.benchmarks.synth_worker import VariantsJob  # the worker's job for every benchmark
 
     tag = "det" if deterministic else "free"
     quiet = _train(tmp_path, model_dir, f"quiet_{tag}", deterministic)

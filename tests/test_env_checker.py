@@ -8,7 +8,7 @@ import pytest
 from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import multi_turn_checker
 
 from rods_core.benchmarks.bfcl.checker import score_calls
-from rods_core.benchmarks.bfcl.parsing import Call, parse_calls
+from rods_core.benchmarks.toolcalls.parsing import Call, parse_calls
 
 
 def test_ground_truth_of_all_800_tasks_passes(all_seeds):

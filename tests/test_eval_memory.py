@@ -77,9 +77,10 @@ def test_a_runs_evaluation_batch_is_eval_max_batch(tmp_path, tiny_model_dir):
     from rods_core.loop import HeldOutEval, Policy
     from rods_core.ranks import Ranks
     from rods_core.recording import NullRecorder
+    from rods_core.tasksets import run_benchmark
 
     policy = Policy.load(cfg, tiny_model_dir)
-    held = HeldOutEval(cfg, policy, demo_seeds()[:2], NullRecorder(), None, Ranks(), print)
+    held = HeldOutEval(cfg, policy, demo_seeds()[:2], NullRecorder(), None, Ranks(), print, run_benchmark(cfg), None)
     assert held.greedy.max_batch == 3
 
 

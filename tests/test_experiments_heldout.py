@@ -11,7 +11,7 @@ import pytest
 from rods_core.benchmarks.bfcl.demo import demo_seeds
 from rods_core.benchmarks.bfcl.seeds import split_of
 from rods_core.config import RunConfig, SynthesisConfig
-from rods_core.tasksets import eval_tasks
+from rods_core.tasksets import eval_tasks, run_benchmark
 from rods_lab.experiments.heldout import HeldOutShort, HeldOutSpec, build, collisions, exclude_files, load
 
 SPEC = HeldOutSpec(h1_per_seed=5, h2_seeds=2, h2_per_seed=3, h3=6, seed=1)
@@ -77,8 +77,7 @@ def test_collisions_are_found_by_content_whatever_the_id(heldout):
 
 
 def test_a_run_evaluates_on_the_file_and_rejects_a_variant_equal_to_a_held_out_task(heldout):
-    from rods_core.benchmarks.bfcl.synth.pipeline import Attempt, SynthResult
-    from rods_core.benchmarks.bfcl.synth.stages import StageOutcome
+    from rods_core.benchmarks.synthesis import Attempt, StageOutcome, SynthResult
     from rods_core.ranks import Ranks
     from rods_core.step import RodsStep
     from rods_core.tasksets import HELDOUT_REASON
@@ -99,9 +98,9 @@ def test_a_run_evaluates_on_the_file_and_rejects_a_variant_equal_to_a_held_out_t
             },
         }
     )
-    assert [t.id for t in eval_tasks(cfg, demo_seeds()[:3])] == [t.id for t in sets["H1"]]
+    assert [t.id for t in eval_tasks(cfg, demo_seeds()[:3], set(), run_benchmark(cfg))] == [t.id for t in sets["H1"]]
     pool = demo_seeds()[:3]
-    cur = RodsStep(cfg, pool, Ranks())
+    cur = RodsStep(cfg, pool, Ranks(), run_benchmark(cfg))
     fresh = sets["H1"][0].model_copy(update={"id": "same_content_new_id"})
 
     def job(parent, n, keys, c):  # a synthesizer that proposes a held-out task under a new id, and a new one
@@ -147,7 +146,9 @@ def test_held_out_tasks_avoid_the_warm_starts_tasks_and_seeds(tmp_path):
 
     pool = demo_seeds()[:2]
     cfg = RunConfig()
-    trained = demo_seeds() + fresh_variants(pool, 3, cfg, "warm-start")  # the warm start saw variants of the pool
+    trained = demo_seeds() + fresh_variants(
+        pool, 3, cfg, "warm-start", run_benchmark(cfg)
+    )  # the warm start saw variants of the pool
     build(
         pool, HeldOutSpec(h1_per_seed=3, h2_seeds=2, h2_per_seed=1, h3=2), SynthesisConfig(), tmp_path, trained=trained
     )

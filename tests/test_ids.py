@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from rods_core.benchmarks.bfcl.environment import BfclEnvironment
-from rods_core.benchmarks.bfcl.tasks import Task, TaskFileError, read_tasks
+from rods_core.benchmarks.bfcl.tasks import Task
 from rods_core.ids import (
     MAX_ID_LEN,
     IdError,
@@ -23,6 +23,7 @@ from rods_core.ids import (
     next_edit_id,
     variant_id,
 )
+from rods_core.task_files import TaskFileError, read_tasks
 from rods_lab.cli import app
 from storage.pools import write_pools_snapshot
 
@@ -83,7 +84,7 @@ def test_task_ids_are_validated_on_every_read(tmp_path, train_seeds):
     path = tmp_path / "t.jsonl"
     path.write_text(json.dumps(rec) + "\n" + json.dumps({**rec, "id": "bad id\n"}) + "\n")
     with pytest.raises(TaskFileError, match=r"t\.jsonl:2: id: Value error, task id 'bad id\\n' is not a valid id"):
-        read_tasks(path)
+        read_tasks(path, Task)
 
 
 def test_exported_variant_replays_under_bfcl_evals_own_executor(tmp_path, train_seeds):

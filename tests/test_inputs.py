@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rods_core.benchmarks.leaks import TestSplitRefused
+from rods_core.benchmarks.registry import make_benchmark
 from rods_core.config import load_config
 from rods_core.inputs import DoorError, check_output_file
 from rods_core.model_folders import check_model_dir
@@ -216,7 +217,7 @@ def test_test_split_task_refused_at_every_route(tmp_path, train_seeds, test_task
     )
     refused(invoke("eval", "--model", tmp_path, "--tasks", leak), "--model")  # the model is checked first
     with pytest.raises(TestSplitRefused, match="rods eval --tasks"):
-        load_task_file(leak, "rods eval --tasks")
+        load_task_file(leak, "rods eval --tasks", benchmark=make_benchmark("bfcl_multi_turn"))
     paths = AppPaths(tmp_path / "ws", tmp_path / "runs")
     cdb = ControlDB(tmp_path / "ws" / "control.sqlite")
     with pytest.raises(TestSplitRefused, match="the Seeds page upload"):

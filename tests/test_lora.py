@@ -37,6 +37,7 @@ def lora_run(tmp_path_factory, tiny_model_dir):
     from rods_core.config import EpisodeConfig
     from rods_core.loop import Policy
     from rods_core.ranks import Ranks
+    from rods_core.rollout import episode_benchmark
     from rods_core.trainer import RodsGRPOTrainer
 
     tmp = tmp_path_factory.mktemp("lora")
@@ -44,6 +45,7 @@ def lora_run(tmp_path_factory, tiny_model_dir):
     cfg = RunConfig.model_validate(smoke_config(tmp, tiny_model_dir, **over))
     policy = Policy.load(cfg, tiny_model_dir)
     tasks = {t.id: t for t in demo_seeds()[:2]}
+    episode = EpisodeConfig(prompt=policy.episode.prompt, max_steps_per_turn=1, sampling={"max_new_tokens": 16})
     trainer = RodsGRPOTrainer(
         model=policy.model,
         tokenizer=policy.tokenizer,
@@ -52,8 +54,9 @@ def lora_run(tmp_path_factory, tiny_model_dir):
         draw=lambda n: [list(tasks)[i % 2] for i in range(n)],
         task_of=tasks.__getitem__,
         on_rollout=lambda report: None,
-        episode_cfg=EpisodeConfig(prompt=policy.episode.prompt, max_steps_per_turn=1, sampling={"max_new_tokens": 16}),
+        episode_cfg=episode,
         reward_funcs=[_length_reward],
+        benchmark=episode_benchmark(episode, "bfcl_multi_turn"),
     )
     trainable = {n for n, p in trainer.model.named_parameters() if p.requires_grad}
     trainer.train()

@@ -11,18 +11,17 @@ from policy_helpers import load_tokenizer
 
 from rods_core.benchmarks.bfcl.benchmark import BfclMultiTurn, call_to_tool_call
 from rods_core.benchmarks.bfcl.environment import function_docs
-from rods_core.benchmarks.bfcl.parsing import parse_calls
 from rods_core.benchmarks.bfcl.prompting import (
     ADDED_FUNCTIONS_NOTE,
     compact_docs,
     initial_messages,
-    parse_assistant,
-    tool_message,
     tool_schemas,
     turn_messages,
 )
 from rods_core.benchmarks.bfcl.seeds import load_seeds
 from rods_core.benchmarks.protocols import demonstration
+from rods_core.benchmarks.toolcalls.chat import parse_assistant, tool_message
+from rods_core.benchmarks.toolcalls.parsing import parse_calls
 from rods_core.config import PromptConfig
 from rods_core.policy.rendering import renderer_for
 
@@ -165,8 +164,8 @@ def test_system_message_is_short_or_absent(train_seeds):
 
 
 def test_tool_results_are_cut_for_tiny_models():
-    assert len(tool_message("x" * 500, PromptConfig(result_chars=120))["content"]) == 120
-    assert tool_message("x" * 500, PromptConfig(result_chars=None))["content"] == "x" * 500
+    assert len(tool_message("x" * 500, 120)["content"]) == 120
+    assert tool_message("x" * 500, None)["content"] == "x" * 500
 
 
 CD = '<tool_call>\n{"name": "cd", "arguments": {"folder": "a"}}\n</tool_call>'

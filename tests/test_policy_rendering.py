@@ -9,12 +9,12 @@ import pytest
 from policy_helpers import FIXTURE_TEMPLATE, demo_texts, load_tokenizer, replay
 
 from rods_core.benchmarks.bfcl.environment import BfclEnvironment
-from rods_core.benchmarks.bfcl.parsing import parse_calls
-from rods_core.benchmarks.bfcl.prompting import parse_assistant
+from rods_core.benchmarks.toolcalls.chat import parse_assistant
+from rods_core.benchmarks.toolcalls.parsing import parse_calls
 from rods_core.config import EpisodeConfig, PromptConfig
 from rods_core.policy.generation import ScriptedGenerator
 from rods_core.policy.rendering import TemplateError, renderer_for
-from rods_core.rollout import run_episodes
+from rods_core.rollout import episode_benchmark, run_episodes
 
 CATEGORIES = ("base", "miss_func", "miss_param", "long_context")
 ASSISTANT_OPEN = "{{- '<|im_start|>assistant\\n' ~ (message.content or '') -}}"
@@ -76,7 +76,7 @@ def test_rollout_tokens_equal_the_whole_conversation(toks, train_seeds, template
     tok = toks[template]
     task = _task(train_seeds, category)
     texts, msgs, tools = demo_texts(tok, task)
-    (ep,) = run_episodes([task], replay(tok, texts), LONG)
+    (ep,) = run_episodes([task], replay(tok, texts), LONG, benchmark=episode_benchmark(LONG, "bfcl_multi_turn"))
     assert ep.reward == 1.0 and not ep.truncated, ep.verdicts
     seq = ep.prompt_ids + ep.completion_ids
     whole = tok(tok.apply_chat_template(msgs, tools=tools, tokenize=False), add_special_tokens=False).input_ids
@@ -103,7 +103,7 @@ def test_a_template_the_fast_path_would_get_wrong_stays_exact(tiny_model_dir, tr
     assert not renderer_for(tok).fast
     task = _task(train_seeds, "miss_func")
     texts, msgs, tools = demo_texts(tok, task)
-    (ep,) = run_episodes([task], replay(tok, texts), LONG)
+    (ep,) = run_episodes([task], replay(tok, texts), LONG, benchmark=episode_benchmark(LONG, "bfcl_multi_turn"))
     whole = tok(tok.apply_chat_template(msgs, tools=tools, tokenize=False), add_special_tokens=False).input_ids
     assert (
         ep.reward == 1.0 and whole[: len(ep.prompt_ids) + len(ep.completion_ids)] == ep.prompt_ids + ep.completion_ids
@@ -137,7 +137,12 @@ def test_a_template_that_cannot_be_used_incrementally_is_refused(tiny_model_dir,
     with pytest.raises(TemplateError, match=error):
         renderer_for(tok)
     with pytest.raises(TemplateError, match=error):
-        run_episodes([_task(train_seeds, "base")], ScriptedGenerator(tok, _never_called), LONG)
+        run_episodes(
+            [_task(train_seeds, "base")],
+            ScriptedGenerator(tok, _never_called),
+            LONG,
+            benchmark=episode_benchmark(LONG, "bfcl_multi_turn"),
+        )
 
 
 def test_a_template_that_refuses_tool_messages_says_so(tiny_model_dir):

@@ -8,8 +8,9 @@ from policy_helpers import demo_texts, load_tokenizer, replay
 
 from rods_core.config import EpisodeConfig
 from rods_core.policy.generation import ScriptedGenerator
-from rods_core.rollout import rollout_output, run_episodes
+from rods_core.rollout import episode_benchmark, rollout_output, run_episodes
 
+BFCL = episode_benchmark(EpisodeConfig(), "bfcl_multi_turn")  # its episodes: default prompt, no hints
 PWD = '<tool_call>\n{"name": "pwd", "arguments": {}}\n</tool_call>'
 
 
@@ -25,7 +26,7 @@ def _pick(seeds, category, n=1):
 @pytest.mark.parametrize("category", ["base", "miss_func", "miss_param", "long_context"])
 def test_scripted_ground_truth_scores_one(tok, train_seeds, category):
     task = _pick(train_seeds, category)[0]
-    (ep,) = run_episodes([task], replay(tok, demo_texts(tok, task)[0]), EpisodeConfig())
+    (ep,) = run_episodes([task], replay(tok, demo_texts(tok, task)[0]), EpisodeConfig(), benchmark=BFCL)
     assert ep.reward == 1.0 and ep.accuracy == 1.0, ep.verdicts
     assert ep.n_calls == task.n_calls and ep.parse_errors == 0
 
@@ -40,7 +41,7 @@ def test_env_mask_marks_model_tokens_only(tok, train_seeds):
         emitted.append(tok(text, add_special_tokens=False).input_ids + [tok.eos_token_id])
         return text
 
-    (ep,) = run_episodes([task], ScriptedGenerator(tok, recording), EpisodeConfig())
+    (ep,) = run_episodes([task], ScriptedGenerator(tok, recording), EpisodeConfig(), benchmark=BFCL)
     assert len(ep.completion_ids) == len(ep.env_mask)
     # Spans of mask 1, in order, are exactly the generated messages.
     spans, cur = [], []
@@ -66,7 +67,7 @@ def test_env_mask_marks_model_tokens_only(tok, train_seeds):
 
 def test_do_nothing_scores_zero(tok, train_seeds):
     tasks = [t for c in ("base", "miss_func", "miss_param", "long_context") for t in _pick(train_seeds, c, 2)]
-    eps = run_episodes(tasks, ScriptedGenerator(tok, lambda ctx: "Done."), EpisodeConfig())
+    eps = run_episodes(tasks, ScriptedGenerator(tok, lambda ctx: "Done."), EpisodeConfig(), benchmark=BFCL)
     assert [e.reward for e in eps] == [0.0] * len(tasks)
     assert all(e.n_calls == 0 and e.valid_messages == e.n_messages for e in eps)
     assert [e.task_id for e in eps] == [t.id for t in tasks]
@@ -75,7 +76,12 @@ def test_do_nothing_scores_zero(tok, train_seeds):
 def test_step_limit_ends_turns(tok, train_seeds):
     task = _pick(train_seeds, "base")[0]
     gen = ScriptedGenerator(tok, lambda ctx: PWD)
-    (ep,) = run_episodes([task], gen, EpisodeConfig(max_steps_per_turn=2))
+    (ep,) = run_episodes(
+        [task],
+        gen,
+        EpisodeConfig(max_steps_per_turn=2),
+        benchmark=episode_benchmark(EpisodeConfig(max_steps_per_turn=2), "bfcl_multi_turn"),
+    )
     assert ep.n_messages == 2 * task.n_turns and ep.n_calls == 2 * task.n_turns
     assert len(ep.verdicts) == task.n_turns
 
@@ -83,7 +89,12 @@ def test_step_limit_ends_turns(tok, train_seeds):
 def test_parse_errors_come_back_as_tool_errors(tok, train_seeds):
     task = _pick(train_seeds, "base")[0]
     gen = ScriptedGenerator(tok, lambda ctx: '<tool_call>\n{"name": "cd", "arguments": {"folder": x}}\n</tool_call>')
-    (ep,) = run_episodes([task], gen, EpisodeConfig(max_steps_per_turn=1))
+    (ep,) = run_episodes(
+        [task],
+        gen,
+        EpisodeConfig(max_steps_per_turn=1),
+        benchmark=episode_benchmark(EpisodeConfig(max_steps_per_turn=1), "bfcl_multi_turn"),
+    )
     assert ep.parse_errors == task.n_turns and ep.valid_messages == 0 and ep.reward == 0.0
     assert any(m["role"] == "tool" and "could not parse" in m["content"] for m in ep.transcript)
 
@@ -91,19 +102,22 @@ def test_parse_errors_come_back_as_tool_errors(tok, train_seeds):
 def test_context_limit_ends_the_episode_early(tok, train_seeds):
     task = _pick(train_seeds, "base")[0]
     gen = ScriptedGenerator(tok, lambda ctx: PWD)
-    (ep,) = run_episodes([task], gen, EpisodeConfig(max_context_tokens=len_prompt(tok, task) + 300))
+    (ep,) = run_episodes([task], gen, EpisodeConfig(max_context_tokens=len_prompt(tok, task) + 300), benchmark=BFCL)
     assert ep.truncated and len(ep.verdicts) == task.n_turns and ep.reward == 0.0
 
 
 def len_prompt(tok, task):
-    (ep,) = run_episodes([task], ScriptedGenerator(tok, lambda ctx: "Done."), EpisodeConfig())
+    (ep,) = run_episodes([task], ScriptedGenerator(tok, lambda ctx: "Done."), EpisodeConfig(), benchmark=BFCL)
     return len(ep.prompt_ids)
 
 
 def test_rollout_output_fits_trl_contract(tok, train_seeds):
     tasks = _pick(train_seeds, "base", 2)
     eps = run_episodes(
-        [t for t in tasks for _ in range(3)], ScriptedGenerator(tok, lambda ctx: "Done."), EpisodeConfig()
+        [t for t in tasks for _ in range(3)],
+        ScriptedGenerator(tok, lambda ctx: "Done."),
+        EpisodeConfig(),
+        benchmark=BFCL,
     )
     out = rollout_output(eps)
     assert {"prompt_ids", "completion_ids", "logprobs", "env_mask"} <= out.keys()
@@ -120,7 +134,7 @@ def test_hf_generator_batches_and_returns_logprobs(tiny_model_dir, train_seeds):
     model, tok, prompt = load_policy(tiny_model_dir)
     gen = HFGenerator(model, tok)
     cfg = EpisodeConfig(prompt=prompt, max_steps_per_turn=1, sampling=SamplingConfig(max_new_tokens=8))
-    eps = run_episodes(_pick(train_seeds, "base", 3), gen, cfg)
+    eps = run_episodes(_pick(train_seeds, "base", 3), gen, cfg, benchmark=episode_benchmark(cfg, "bfcl_multi_turn"))
     for ep in eps:
         assert len(ep.logprobs) == len(ep.completion_ids)
         assert all(lp <= 0 for lp, m in zip(ep.logprobs, ep.env_mask, strict=True) if m)
@@ -141,7 +155,7 @@ def test_cached_generator_matches_plain_generate(tiny_model_dir, train_seeds):
     # a GRPO-like batch: a task repeated (its rows share one prefill of the prompt) beside distinct ones
     tasks = [base[0], base[0], base[1], base[0]] + _pick(train_seeds, "miss_func", 1)
     cfg = EpisodeConfig(prompt=prompt, max_steps_per_turn=2, sampling=SamplingConfig(temperature=0.0, max_new_tokens=6))
-    plain = run_episodes(tasks, HFGenerator(model, tok), cfg)
+    plain = run_episodes(tasks, HFGenerator(model, tok), cfg, benchmark=episode_benchmark(cfg, "bfcl_multi_turn"))
     cached_gen = CachedHFGenerator(model, tok)
     fed = []  # tokens fed to each forward of the decoder
     forward = cached_gen._forward
@@ -151,7 +165,7 @@ def test_cached_generator_matches_plain_generate(tiny_model_dir, train_seeds):
         return forward(ids, *args)
 
     cached_gen._forward = counting_forward
-    cached = run_episodes(tasks, cached_gen, cfg)
+    cached = run_episodes(tasks, cached_gen, cfg, benchmark=episode_benchmark(cfg, "bfcl_multi_turn"))
     for a, b in zip(plain, cached, strict=True):
         assert a.completion_ids == b.completion_ids and a.env_mask == b.env_mask
         assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < 1e-3

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from rods_core.benchmarks.bfcl.demo import demo_seeds
-from rods_core.benchmarks.bfcl.prompting import CHAT_FORMAT, IM_END
 from rods_core.benchmarks.registry import make_benchmark
+from rods_core.benchmarks.toolcalls.chat import CHAT_FORMAT, IM_END
 from rods_core.policy.tiny import JSON_PIECES, MODEL_CARD, SPECIAL_TOKENS, load_policy
 
 
@@ -69,7 +69,7 @@ def test_the_scored_positions_loss_is_the_models_own_loss_and_gradient(tiny_mode
     from rods_core.policy.sft import scored_positions_loss, tokenize_demonstrations
 
     model, tok, prompt = load_policy(tiny_model_dir)
-    rows = tokenize_demonstrations(demo_seeds()[:2], tok, make_benchmark(prompt=prompt))
+    rows = tokenize_demonstrations(demo_seeds()[:2], tok, make_benchmark("bfcl_multi_turn", prompt=prompt))
     width = max(len(r["input_ids"]) for r in rows)
     ids = torch.tensor([r["input_ids"] + [0] * (width - len(r["input_ids"])) for r in rows])
     attention = torch.tensor([[1] * len(r["input_ids"]) + [0] * (width - len(r["input_ids"])) for r in rows])
@@ -172,7 +172,7 @@ def test_cli_rejects_bad_input_clearly(tmp_path, tiny_model_dir):
 def test_sft_cli_adds_verified_variants_and_reports_on_the_given_tasks(tiny_model_dir, tmp_path):
     from typer.testing import CliRunner
 
-    from rods_core.benchmarks.bfcl.tasks import write_tasks
+    from rods_core.task_files import write_tasks
     from rods_lab.cli import app
 
     seeds = demo_seeds()[:1]
@@ -271,7 +271,7 @@ def test_the_sft_seed_orders_the_data_of_a_several_process_build(tiny_model_dir,
     from rods_core.policy.sft import _trainer_class, tokenize_demonstrations
 
     model, tok, prompt = load_policy(tiny_model_dir)
-    rows = tokenize_demonstrations(demo_seeds()[:6], tok, make_benchmark(prompt=prompt))
+    rows = tokenize_demonstrations(demo_seeds()[:6], tok, make_benchmark("bfcl_multi_turn", prompt=prompt))
     orders = {}
     for seed in (7, 8):
         args = SFTConfig(output_dir=str(tmp_path / str(seed)), train_sampling_strategy="batch_rebalance", seed=seed,

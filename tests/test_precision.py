@@ -16,6 +16,7 @@ from rods_core.config.run import ModelSettings, init_kwargs_conflicts
 from rods_core.loop import Policy
 from rods_core.policy.precision import model_init_kwargs, optimizer_dtype
 from rods_core.policy.tiny import load_policy
+from rods_core.rollout import episode_benchmark
 from rods_core.trainer import RodsGRPOTrainer
 from tests.conftest import smoke_config
 
@@ -115,6 +116,7 @@ def test_the_optimizer_of_a_one_process_run_steps_fp32_weights(bf16_model_dir, t
         task_of=tasks.__getitem__,
         on_rollout=lambda report: None,
         episode_cfg=EpisodeConfig(prompt=policy.episode.prompt),
+        benchmark=episode_benchmark(EpisodeConfig(prompt=policy.episode.prompt), "bfcl_multi_turn"),
     )
     optimizer = trainer.create_optimizer()
     stepped = {p.dtype for group in optimizer.param_groups for p in group["params"]}

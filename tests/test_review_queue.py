@@ -201,10 +201,10 @@ def test_distance_counts_values_calls_and_turns():
     first = calls[0][0]
     name, args = first.split("(", 1)
     edited = {**rec, "id": parent.id + "_vx", "ground_truth": [[f"other_fn({args}", *calls[0][1:]], *calls[1:]]}
-    d = make_benchmark().distance(parent, type(parent).model_validate(edited))
+    d = make_benchmark("bfcl_multi_turn").distance(parent, type(parent).model_validate(edited))
     assert (d.calls, d.turns) == (1, 1) and d.values == 0
     said = {**rec, "question": [[{"role": "user", "content": "reworded"}], *rec["question"][1:]]}
-    d = make_benchmark().distance(parent, type(parent).model_validate(said))
+    d = make_benchmark("bfcl_multi_turn").distance(parent, type(parent).model_validate(said))
     assert (d.values, d.calls, d.turns) == (0, 0, 1)
 
 

@@ -16,6 +16,7 @@ from rods_core.config import RunConfig
 from rods_core.ranks import Ranks
 from rods_core.recording import Decision
 from rods_core.step import MAX_REASON, RodsStep, apply_decisions
+from rods_core.tasksets import run_benchmark
 from rods_core.trainer import RolloutReport
 from tests.polling import wait_until
 
@@ -35,7 +36,7 @@ def rods_step(synthesis: dict | None = None, **buffer) -> RodsStep:
             "synthesis": {"parents_per_step": 2, "n_per_parent": 1, **(synthesis or {})},
         }
     )
-    return RodsStep(cfg, demo_seeds()[:4], Ranks())
+    return RodsStep(cfg, demo_seeds()[:4], Ranks(), run_benchmark(cfg))
 
 
 def test_synthesis_is_asked_only_for_what_the_buffer_can_admit():

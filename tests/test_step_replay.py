@@ -6,6 +6,7 @@ from __future__ import annotations
 from rods_core.benchmarks.bfcl.demo import demo_seeds
 from rods_core.config import EpisodeConfig, RunConfig, dump_config
 from rods_core.policy.tiny import load_policy
+from rods_core.rollout import episode_benchmark
 from rods_core.trainer import RodsGRPOTrainer
 from tests.conftest import smoke_config
 from tests.test_trainer import _length_reward
@@ -28,7 +29,7 @@ def test_the_whole_batch_replayed_from_checkpoint_one_lands_on_checkpoint_two(tm
     trainer = RodsGRPOTrainer(
         model=model, tokenizer=tokenizer, cfg=cfg, out_dir=str(run_dir / "checkpoints"), draw=lambda n: ids[:n],
         task_of=tasks.__getitem__, on_rollout=lambda r: None, episode_cfg=episode, reward_funcs=[_length_reward],
-        record_dir=run_dir,
+        record_dir=run_dir, benchmark=episode_benchmark(episode, "bfcl_multi_turn"),
     )  # fmt: skip
     trainer.train()
     assert sorted(p.name for p in (run_dir / "batches").iterdir()) == ["step-1-rank0.pt", "step-2-rank0.pt"]

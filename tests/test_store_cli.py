@@ -9,8 +9,9 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from rods_core.benchmarks.bfcl.tasks import read_tasks
+from rods_core.benchmarks.bfcl.tasks import Task
 from rods_core.process_identity import process_start
+from rods_core.task_files import read_tasks
 from rods_lab.cli import app
 from rods_lab.status import run_status
 from storage.control import ControlDB
@@ -74,7 +75,7 @@ def test_export_and_import_commands(tmp_path, train_seeds, all_seeds):
     out = tmp_path / "active.jsonl"
     res = runner.invoke(app, ["export", "--run", "r2", "--pool", "active", "--out", str(out), "--runs-dir", str(runs)])
     assert res.exit_code == 0, res.output
-    assert [t.id for t in read_tasks(out)] == [t.id for t in train_seeds[:5]]
+    assert [t.id for t in read_tasks(out, Task)] == [t.id for t in train_seeds[:5]]
     res = runner.invoke(app, ["export", "--run", "r2", "--pool", "hot", "--out", str(out), "--runs-dir", str(runs)])
     assert res.exit_code == 2 and "is not one of" in res.output
 

@@ -13,10 +13,9 @@ import typer
 from typer.testing import CliRunner
 
 from rods_core.benchmarks.bfcl.checker import score_calls
-from rods_core.benchmarks.bfcl.parsing import parse_calls
 from rods_core.benchmarks.bfcl.seeds import leak_guard, load_seeds
 from rods_core.benchmarks.bfcl.signature import signature
-from rods_core.benchmarks.bfcl.synth import StageError, SynthWorker, synthesize, synthesize_many
+from rods_core.benchmarks.bfcl.synth import synthesize, synthesize_many
 from rods_core.benchmarks.bfcl.synth.augment import apply_category
 from rods_core.benchmarks.bfcl.synth.critique import replays_clean
 from rods_core.benchmarks.bfcl.synth.execute import execute
@@ -24,8 +23,12 @@ from rods_core.benchmarks.bfcl.synth.llm import ChatEndpoint, LlmError, endpoint
 from rods_core.benchmarks.bfcl.synth.plan import Planner, base_form
 from rods_core.benchmarks.bfcl.synth.rewrite import LlmRewriter, TemplateRewriter, call_views, check_no_leak
 from rods_core.benchmarks.bfcl.synth.values import substitute
-from rods_core.benchmarks.bfcl.tasks import read_tasks
+from rods_core.benchmarks.bfcl.tasks import Task
+from rods_core.benchmarks.synth_worker import SynthWorker
+from rods_core.benchmarks.synthesis import StageError
+from rods_core.benchmarks.toolcalls.parsing import parse_calls
 from rods_core.config import SynthesisConfig
+from rods_core.task_files import read_tasks
 
 SEEDS = {t.id: t for t in load_seeds("train")}
 FIFTY = list(SEEDS.values())[::8][:50]  # spread over the four categories
@@ -294,7 +297,7 @@ def test_cli_writes_variants_and_stage_counts(tmp_path):
     assert r.exit_code == 0, r.output
     report = json.loads(r.output)
     assert set(report["stages"]) == {"plan", "execute", "rewrite", "critique", "augment"}
-    variants = read_tasks(out)
+    variants = read_tasks(out, Task)
     assert len(variants) == report["accepted"] == report["stages"]["augment"]["accepted"]
     assert all(v.provenance.parent_id == parent.id for v in variants)
 
@@ -307,7 +310,7 @@ def test_rods_synth_over_fifty_train_seeds(tmp_path):
         out = tmp_path / f"{parent.id}.jsonl"
         r = CliRunner().invoke(app, ["--from", parent.id, "--n", "1", "--out", str(out), "--json", "--seed", "7"])
         assert r.exit_code == 0, r.output
-        variants = read_tasks(out)
+        variants = read_tasks(out, Task)
         yielded += bool(variants)
         psig = signature(parent)
         for v in variants:
@@ -377,7 +380,7 @@ def test_phrasings_name_real_functions_and_parameters():
 
 
 def test_worker_drops_duplicates_across_concurrent_jobs_and_keeps_counts_consistent():
-    worker = SynthWorker(SynthesisConfig(queue_size=4, n_per_parent=2, max_attempts=16))
+    worker = SynthWorker(SynthesisConfig(queue_size=4, n_per_parent=2, max_attempts=16), job=synthesize)
     try:
         assert worker.submit(FIFTY[0]) and worker.submit(FIFTY[0])  # same parent, same seed, same pool snapshot
         deadline = time.monotonic() + 60
@@ -432,7 +435,7 @@ def test_llm_critic_can_veto(fake_endpoint):
 
 
 def test_cli_parent_from_a_task_file_and_content_leak_refusal(tmp_path):
-    from rods_core.benchmarks.bfcl.tasks import write_tasks
+    from rods_core.task_files import write_tasks
 
     variants, _ = synthesize_many([FIFTY[5]], 1, None, CFG)
     disguised = load_seeds("test")[3].model_copy(update={"id": "my_task_1"})
@@ -441,7 +444,7 @@ def test_cli_parent_from_a_task_file_and_content_leak_refusal(tmp_path):
     out = tmp_path / "v.jsonl"
     r = CliRunner().invoke(_cli(), ["--from", variants[0].id, "--tasks", str(tasks), "--n", "1", "--out", str(out)])
     assert r.exit_code == 0, r.output
-    assert all(v.provenance.parent_id == variants[0].id for v in read_tasks(out))
+    assert all(v.provenance.parent_id == variants[0].id for v in read_tasks(out, Task))
     r = CliRunner().invoke(_cli(), ["--from", "my_task_1", "--tasks", str(tasks), "--n", "1", "--out", str(out)])
     assert r.exit_code == 2 and "test-split" in r.output
 
@@ -464,7 +467,7 @@ def test_inferred_price_is_not_inherited_once_the_symbol_changed():
 
 
 def test_process_worker_runs_beside_the_caller():
-    with SynthWorker(SynthesisConfig(worker="process", n_per_parent=1, max_attempts=16)) as worker:
+    with SynthWorker(SynthesisConfig(worker="process", n_per_parent=1, max_attempts=16), job=synthesize) as worker:
         assert worker.submit(FIFTY[0])
         deadline, results = time.monotonic() + 120, []
         while not results and time.monotonic() < deadline:

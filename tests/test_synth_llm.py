@@ -11,8 +11,9 @@ import pytest
 from pydantic import ValidationError
 
 from rods_core.benchmarks.bfcl.demo import demo_seeds
-from rods_core.benchmarks.bfcl.synth import STAGES, synthesize
+from rods_core.benchmarks.bfcl.synth import synthesize
 from rods_core.benchmarks.bfcl.synth.llm import ChatEndpoint, LlmError, extract_json
+from rods_core.benchmarks.synthesis import STAGES
 from rods_core.config import SynthesisConfig
 from rods_core.prompt_files import Prompts
 

@@ -19,8 +19,9 @@ import pytest
 
 from rods_core.benchmarks.bfcl.demo import demo_seeds
 from rods_core.benchmarks.bfcl.signature import signature
-from rods_core.benchmarks.bfcl.synth import STAGES, merge_counts, synthesize_many
+from rods_core.benchmarks.bfcl.synth import merge_counts, synthesize_many
 from rods_core.benchmarks.bfcl.synth.critique import replays_clean
+from rods_core.benchmarks.synthesis import STAGES
 from rods_core.config import SynthesisConfig
 
 # Not marked slow: model build + server start + both cases took 41 s on the shared 2-core machine.

@@ -15,22 +15,17 @@ from typer.testing import CliRunner
 
 from rods_core.benchmarks.bfcl.checker import score_calls
 from rods_core.benchmarks.bfcl.demo import demo_seeds
-from rods_core.benchmarks.bfcl.parsing import Call, parse_calls
 from rods_core.benchmarks.bfcl.seeds import load_seeds
-from rods_core.benchmarks.bfcl.synth import (
-    STAGES,
-    StageError,
-    SynthWorker,
-    merge_counts,
-    synthesize,
-    synthesize_many,
-    variant_distance,
-)
+from rods_core.benchmarks.bfcl.synth import merge_counts, synthesize, synthesize_many, variant_distance
 from rods_core.benchmarks.bfcl.synth.critique import replays_clean
 from rods_core.benchmarks.bfcl.synth.execute import execute
 from rods_core.benchmarks.bfcl.synth.plan import Planner
-from rods_core.benchmarks.bfcl.tasks import Message, Task, write_tasks
+from rods_core.benchmarks.bfcl.tasks import Message, Task
+from rods_core.benchmarks.synth_worker import SynthWorker
+from rods_core.benchmarks.synthesis import STAGES, StageError
+from rods_core.benchmarks.toolcalls.parsing import Call, parse_calls
 from rods_core.config import SynthesisConfig
+from rods_core.task_files import write_tasks
 
 SEEDS = {t.id: t for t in load_seeds("train")}
 DEMO = demo_seeds()
@@ -85,7 +80,7 @@ def test_attempts_are_structured_records():
 
 
 def test_worker_dedupe_turns_a_repeated_variant_into_an_augment_rejection_and_takes_a_seed():
-    worker = SynthWorker(SynthesisConfig(queue_size=4, n_per_parent=2, max_attempts=16))
+    worker = SynthWorker(SynthesisConfig(queue_size=4, n_per_parent=2, max_attempts=16), job=synthesize)
     try:
         parent = DEMO[0]
         assert worker.submit(parent) and worker.submit(parent) and worker.submit(parent, seed=99)

@@ -7,7 +7,8 @@ from importlib import resources
 
 import pytest
 
-from rods_core.benchmarks.bfcl.tasks import Provenance, Task, TaskFileError, read_tasks, write_tasks
+from rods_core.benchmarks.bfcl.tasks import Provenance, Task
+from rods_core.task_files import TaskFileError, read_tasks, write_tasks
 
 
 def _bfcl_records(cat: str, n: int = 5):
@@ -34,7 +35,7 @@ def test_jsonl_round_trip_keeps_provenance(tmp_path, all_seeds):
     ]
     path = tmp_path / "t.jsonl"
     assert write_tasks(path, tasks) == 4
-    back = read_tasks(path)
+    back = read_tasks(path, Task)
     assert [t.model_dump() for t in back] == [t.model_dump() for t in tasks]
     assert back[-1].provenance.parent_id == "x" and back[-1].provenance.created_step == 7
 
@@ -46,7 +47,7 @@ def test_invalid_records_named_by_line_and_field_and_nothing_read(tmp_path, all_
     path = tmp_path / "t.jsonl"
     path.write_text("\n".join([good, json.dumps(bad_class), "{not json", json.dumps(bad_turns), good]) + "\n")
     with pytest.raises(TaskFileError) as e:
-        read_tasks(path)
+        read_tasks(path, Task)
     lines = {ln for ln, _, _ in e.value.problems}
     fields = {f for _, f, _ in e.value.problems}
     assert lines == {2, 3, 4, 5}  # line 5 repeats line 1's id
@@ -61,10 +62,10 @@ def test_missing_category_is_inferred_only_from_bfcl_ids(tmp_path, all_seeds):
     path = tmp_path / "t.jsonl"
     path.write_text(json.dumps(rec) + "\n")
     with pytest.raises(TaskFileError, match="category"):
-        read_tasks(path)
+        read_tasks(path, Task)
 
 
 def test_export_only_fields_are_ignored_on_read(tmp_path, all_seeds):
     path = tmp_path / "t.jsonl"
     write_tasks(path, all_seeds[:2], extra={all_seeds[0].id: {"pool": "active", "stats": {"mean": 0.5}}})
-    assert [t.id for t in read_tasks(path)] == [t.id for t in all_seeds[:2]]
+    assert [t.id for t in read_tasks(path, Task)] == [t.id for t in all_seeds[:2]]

@@ -31,6 +31,6 @@ def test_bfcl_variants_come_from_its_synthesizer_with_the_runs_synth_settings_as
     cfg = RunConfig.model_validate({"synthesis": {"n_per_parent": 1}})
     assert run_benchmark(cfg).synthesizer.cfg is cfg.synthesis  # the synthesis: section reaches BFCL's synthesizer
     seeds = demo_seeds()[:4]
-    got = fresh_variants(seeds, 2, cfg, "warm-start")
+    got = fresh_variants(seeds, 2, cfg, "warm-start", run_benchmark(cfg))
     want, _ = synthesize_many(seeds, 2, None, cfg.synthesis, seed=derive_seed(cfg.seed, "warm-start"))
     assert [t.model_dump() for t in got] == [t.model_dump() for t in want] and got

@@ -7,6 +7,7 @@ import torch
 from rods_core.benchmarks.bfcl.demo import demo_seeds
 from rods_core.config import EpisodeConfig, RunConfig
 from rods_core.policy.tiny import load_policy
+from rods_core.rollout import episode_benchmark
 from rods_core.trainer import RodsGRPOTrainer
 from tests.conftest import smoke_config
 
@@ -47,6 +48,7 @@ def test_two_grpo_steps_change_weights_and_hand_over_contiguous_groups(tmp_path,
             sampling={"temperature": 1.0, "max_new_tokens": 16},
         ),
         reward_funcs=[_length_reward],
+        benchmark=episode_benchmark(EpisodeConfig(prompt=prompt, max_steps_per_turn=1), "bfcl_multi_turn"),
     )
     trainer.train()
     assert len(seen) == 2 and len(draws) == 2  # one draw of the whole batch per generation step

@@ -25,7 +25,7 @@ def test_structure_table_caches_signatures(tmp_path, monkeypatch):
         }
     )
     snap = PoolsSnapshot(step=1, written_at=None, pools={"seeds": seeds, "staged": [variant]})
-    cache, bench = tmp_path / "cache" / "structure.json", make_benchmark()
+    cache, bench = tmp_path / "cache" / "structure.json", make_benchmark("bfcl_multi_turn")
     first = views.structure_table(snap, cache, bench)
     assert cache.exists() and len(first) == 6
     assert (

@@ -53,7 +53,7 @@ def main(out_path: Path, work: Path, lora: bool = False) -> None:
     from rods_core.config import EpisodeConfig, RunConfig, TinyModelConfig
     from rods_core.policy.generation import VLLMGenerator
     from rods_core.policy.tiny import init_tiny, load_policy
-    from rods_core.rollout import rollout_output, run_episodes
+    from rods_core.rollout import episode_benchmark, rollout_output, run_episodes
     from rods_core.trainer import RodsGRPOTrainer
     from tests.app_helpers import smoke_config
 
@@ -101,6 +101,7 @@ def main(out_path: Path, work: Path, lora: bool = False) -> None:
         on_rollout=on_rollout,
         episode_cfg=episode_cfg,
         reward_funcs=[length_reward],
+        benchmark=episode_benchmark(episode_cfg, "bfcl_multi_turn"),
     )
     before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
     import rods_core.trainer as trainer_module
@@ -122,7 +123,12 @@ def main(out_path: Path, work: Path, lora: bool = False) -> None:
     result["weights_changed"] = any(not torch.equal(v, before[k]) for k, v in trainer.model.state_dict().items())
     result["losses"] = [h["loss"] for h in trainer.state.log_history if "loss" in h]
 
-    episodes = run_episodes([tasks[i] for i in ids], VLLMGenerator.from_trainer(trainer), episode_cfg)
+    episodes = run_episodes(
+        [tasks[i] for i in ids],
+        VLLMGenerator.from_trainer(trainer),
+        episode_cfg,
+        benchmark=episode_benchmark(episode_cfg, "bfcl_multi_turn"),
+    )
     out = rollout_output(episodes)
     result["episodes"] = {
         "completion_ids": out["completion_ids"],

@@ -29,7 +29,7 @@ def main(url: str, model_dir: Path, out: Path) -> None:
     from rods_core.config import EpisodeConfig
     from rods_core.policy.generation import VLLMGenerator
     from rods_core.policy.tiny import load_policy
-    from rods_core.rollout import rollout_output, run_episodes
+    from rods_core.rollout import episode_benchmark, rollout_output, run_episodes
 
     acc = Accelerator(cpu=True)
     _, tokenizer, prompt = load_policy(model_dir)
@@ -49,7 +49,7 @@ def main(url: str, model_dir: Path, out: Path) -> None:
         max_context_tokens=1024,
         sampling={"temperature": 1.0, "max_new_tokens": 16},
     )
-    episodes = run_episodes(tasks, generator, cfg)
+    episodes = run_episodes(tasks, generator, cfg, benchmark=episode_benchmark(cfg, "bfcl_multi_turn"))
     ro = rollout_output(episodes)
     mine = {
         "rank": acc.process_index,

@@ -4,7 +4,7 @@ the task contract every benchmark's task keeps (`TaskRecord`: id, provenance, co
 plain episode loop over them.
 
 Messages are chat dicts (`{"role": ..., "content": ...}`); an assistant message may also carry `tool_calls`
-(OpenAI-style dicts or BFCL call strings). Environments parse calls themselves (rods_core.benchmarks.bfcl.parsing) and
+(OpenAI-style dicts or BFCL call strings). Environments parse calls themselves (rods_core.benchmarks.toolcalls.parsing) and
 never execute text. A step may open a new session (`Step.new_session`): the returned messages then replace
 the conversation, as BFCL's memory category starts each prerequisite conversation and the question afresh
 (`play` and evaluation do so; GRPO rollouts append the session to one sequence: rods_core/rollout.py).
@@ -15,10 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
-if TYPE_CHECKING:  # the annotation only: the pipeline's stages cost ~0.4 s to import
-    from rods_core.benchmarks.bfcl.synth.pipeline import SynthResult
+from rods_core.benchmarks.synthesis import SynthResult
 
 Split = Literal["train", "test", "all"]
 Message = dict[str, Any]
@@ -218,6 +217,13 @@ class Benchmark(Protocol):
     def distance(self, parent: Any | None, task: Any) -> Distance:
         """How far `task` is from `parent` (everything counts as changed without one): Review's columns."""
         ...
+
+    # Optional methods, offered by some benchmarks only (kept out of the protocol's body, which `isinstance`
+    # checks in full); a caller reaches one only where the benchmark says it has it:
+    # - `demo_seeds() -> list`: a small train subset a tiny model can be warm-started on, offered by a benchmark
+    #   whose entry lists the `demo_seeds` option (`seeds.subset: demo`, the demo model's warm start);
+    # - `tool_catalog() -> list[dict]`: every tool its environments can offer, as tool schemas, offered by the
+    #   benchmark a tiny model's tokenizer learns from (policy/tiny.TOKENIZER_BENCHMARK).
 
 
 def _episode(env: Environment, player: Player, max_messages: int) -> tuple[list[Message], EpisodeScore]:

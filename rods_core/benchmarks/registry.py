@@ -10,7 +10,6 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from rods_core.benchmarks.bfcl.tasks import parse_record, record_parser
 from rods_core.benchmarks.entries import (
     ENTRY_POINT_GROUP,
     BenchmarkEntry,
@@ -24,6 +23,7 @@ from rods_core.benchmarks.entries import (
 from rods_core.benchmarks.protocols import Benchmark
 from rods_core.config import BenchmarkName, PromptConfig
 from rods_core.config.run import DEFAULT_BENCHMARK
+from rods_core.task_files import record_parser
 
 __all__ = [
     "DEFAULT_BENCHMARK",
@@ -54,7 +54,7 @@ def benchmark_problem(name: str, *, hints: bool = False) -> str | None:
 
 
 def make_benchmark(
-    name: str = DEFAULT_BENCHMARK,
+    name: str,
     *,
     prompt: PromptConfig | None = None,
     max_steps_per_turn: int = 4,
@@ -84,13 +84,11 @@ def task_type_of(name: str) -> type:
 
 def parse_any_record(rec: Any) -> Any:
     """A record of a store that holds tasks of every benchmark (the seed catalog), read by the first task
-    model, in registration order, whose schema it fits; BFCL multi-turn's error when none does."""
-    try:
-        return parse_record(rec)
-    except ValueError as bfcl_error:
-        for kind in dict.fromkeys(task_type_of(n) for n in benchmark_names()[1:]):
-            try:
-                return record_parser(kind)(rec)
-            except ValueError:
-                continue
-        raise bfcl_error from None
+    model, in registration order, whose schema it fits; the first model's error when none does."""
+    first_error = None
+    for kind in dict.fromkeys(task_type_of(n) for n in benchmark_names()):
+        try:
+            return record_parser(kind)(rec)
+        except ValueError as e:
+            first_error = first_error or e
+    raise first_error from None

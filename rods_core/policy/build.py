@@ -17,12 +17,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from rods_core.benchmarks.bfcl.demo import demo_seeds
 from rods_core.benchmarks.entries import benchmark_entry
+from rods_core.benchmarks.protocols import Benchmark
+from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, make_benchmark
 from rods_core.config import RunConfig
 from rods_core.model_folders import model_folder
-from rods_core.policy.tiny import ModelFolderError
-from rods_core.tasksets import TaskSetError, select_seeds
+from rods_core.policy.tiny import ModelFolderError, init_tiny
+from rods_core.tasksets import TaskSetError, fresh_variants, select_seeds
 
 LOCK_SUFFIX = ".build.lock"  # beside the folder: `models/tiny-demo.build.lock`
 
@@ -158,20 +159,20 @@ def ensure_model(
     return path
 
 
-def warm_start_seeds(cfg: RunConfig, benchmark: str) -> list:
-    """The seeds a warm start on `benchmark` plays: its demo subset when it declares one (BFCL multi-turn's
-    single-class base seeds), else the config's seeds (`seeds.ids`, `seeds.limit` of its train split), so the
-    config must be of that benchmark (its `benchmark_options` shape the demonstrations too)."""
+def warm_start_seeds(cfg: RunConfig, bench: Benchmark) -> list:
+    """The seeds a warm start on `bench` plays: its demo subset when it declares one (`Benchmark.demo_seeds`:
+    BFCL multi-turn's single-class base seeds), else the config's seeds (`seeds.ids`, `seeds.limit` of its train
+    split), so the config must be of that benchmark (its `benchmark_options` shape the demonstrations too)."""
 
-    if "demo_seeds" in benchmark_entry(benchmark).options:
-        return demo_seeds()
-    if benchmark != cfg.benchmark:
+    if "demo_seeds" in benchmark_entry(bench.name).options:
+        return bench.demo_seeds()
+    if bench.name != cfg.benchmark:
         raise ModelFolderError(
-            f"a warm start on {benchmark} plays the config's seeds and benchmark options, but the config is of "
-            f"{cfg.benchmark}; give a config with benchmark: {benchmark} (e.g. configs/memory-cpu.yaml)"
+            f"a warm start on {bench.name} plays the config's seeds and benchmark options, but the config is of "
+            f"{cfg.benchmark}; give a config with benchmark: {bench.name} (e.g. configs/memory-cpu.yaml)"
         )
     try:
-        return select_seeds(cfg)
+        return select_seeds(cfg, bench)
     except TaskSetError as e:
         raise ModelFolderError(str(e)) from None
 
@@ -181,13 +182,12 @@ def build_demo_model(
 ) -> dict:
     """init-tiny + verified variants + SFT warm start into cfg.model.path, on `benchmark`'s demonstrations
     (its reference policy played on `warm_start_seeds`; BFCL multi-turn's when None); returns the SFT figures."""
-    from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, make_benchmark
-    from rods_core.policy.sft import run_sft
-    from rods_core.policy.tiny import init_tiny
-    from rods_core.tasksets import fresh_variants
+    from rods_core.policy.sft import run_sft  # torch and TRL: only a build needs them
 
     benchmark = benchmark or DEFAULT_BENCHMARK
-    seeds = warm_start_seeds(cfg, benchmark)  # refused before anything is written
+    options = cfg.benchmark_options if benchmark == cfg.benchmark else None  # BFCL's demo seeds: its own defaults
+    bench = make_benchmark(benchmark, options=options, synth=cfg.synthesis)
+    seeds = warm_start_seeds(cfg, bench)  # refused before anything is written
     report = progress or (lambda phase, **fields: None)
     path = Path(cfg.model.path)
     raw = path.with_name(path.name + "-init")
@@ -199,8 +199,6 @@ def build_demo_model(
         ranks.share(None)  # a barrier: the other ranks read the untrained model rank 0 wrote
     per_seed = cfg.model.sft_variants_per_seed
     report("variants", done=0, total=per_seed * len(seeds))
-    options = cfg.benchmark_options if benchmark == cfg.benchmark else None  # BFCL's demo seeds: its own defaults
-    bench = make_benchmark(benchmark, options=options, synth=cfg.synthesis)
     variants = fresh_variants(seeds, per_seed, cfg, "warm-start", bench) if per_seed else []
     report("variants", done=len(variants), total=per_seed * len(seeds))
     log(

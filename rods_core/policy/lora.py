@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rods_core.model_folders import model_folder
+
 ADAPTER_CONFIG = "adapter_config.json"
 ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
 
@@ -48,8 +50,6 @@ def load_merged(path: str | Path, init_kwargs: dict[str, Any]):
     """The adapter's base model (a folder, or a hub id from the local cache) with the adapter merged in."""
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
-
-    from rods_core.model_folders import model_folder
 
     base = AutoModelForCausalLM.from_pretrained(str(model_folder(base_model_of(path))), **init_kwargs)
     return PeftModel.from_pretrained(base, str(path)).merge_and_unload()

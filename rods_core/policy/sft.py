@@ -24,6 +24,7 @@ from rods_core.benchmarks.protocols import Benchmark, TaskRecord, demonstration
 from rods_core.benchmarks.registry import make_benchmark
 from rods_core.config import BenchmarkName, SFTSettings
 from rods_core.policy.rendering import renderer_for
+from rods_core.policy.tiny import load_policy, read_card, write_card
 
 
 def tokenize_demonstrations(tasks: list[TaskRecord], tokenizer, benchmark: Benchmark) -> list[dict[str, list[int]]]:
@@ -142,8 +143,6 @@ def run_sft(
     trainer's state."""
     from datasets import Dataset
     from trl import SFTConfig
-
-    from rods_core.policy.tiny import load_policy, read_card, write_card
 
     model, tokenizer, prompt = load_policy(model_dir)
     rows = tokenize_demonstrations(tasks, tokenizer, make_benchmark(benchmark, prompt=prompt, options=options))

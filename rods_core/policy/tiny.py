@@ -14,20 +14,27 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rods_core.benchmarks.bfcl.prompting import (
+from rods_core.benchmarks.protocols import demonstration
+from rods_core.benchmarks.registry import make_benchmark
+from rods_core.benchmarks.toolcalls.chat import (
     CHAT_FORMAT,
     CHAT_TEMPLATE,
     IM_END,
     IM_START,
     TOOL_CALL_CLOSE,
     TOOL_CALL_OPEN,
-    compact_docs,
-    json_docs,
+    compact_tools,
+    json_tools,
 )
 from rods_core.config import PromptConfig, TinyModelConfig
 from rods_core.inputs import DoorError
+from rods_core.policy.lora import is_adapter_folder, load_merged
+from rods_core.policy.rendering import TemplateError, renderer_for
 
 MODEL_CARD = "rods_model.json"
+# The benchmark every tiny model's tokenizer learns from (its `tool_catalog` and train demonstrations), whatever
+# the model then trains on: the demo model is built on it.
+TOKENIZER_BENCHMARK = "bfcl_multi_turn"
 PAD, EOS = "<|endoftext|>", IM_END
 SPECIAL_TOKENS = [PAD, IM_START, IM_END, TOOL_CALL_OPEN, TOOL_CALL_CLOSE]
 # The fixed text of a Qwen3 tool call and the JSON glue between keys and values, one (non-special) token
@@ -38,21 +45,17 @@ JSON_PIECES = ['\n{"name": "', '", "arguments": {"', '", "arguments": {}}\n', '"
 
 
 def tokenizer_corpus(prompt: PromptConfig) -> list[str]:
-    """Texts the tokenizer learns from: all tool docs (both listing modes) and the train seeds'
-    demonstrations rendered by CHAT_TEMPLATE, cut at the special tokens (which are never merged into others).
+    """Texts the tokenizer learns from: all tool docs of TOKENIZER_BENCHMARK (both listing modes) and its train
+    seeds' demonstrations rendered by CHAT_TEMPLATE, cut at the special tokens (which are never merged into others).
 
     Train split only: the tokenizer must not learn merges from held-out test conversations.
     """
     from transformers.utils.chat_template_utils import render_jinja_template
 
-    from rods_core.benchmarks.bfcl.benchmark import BfclMultiTurn
-    from rods_core.benchmarks.bfcl.environment import function_docs
-    from rods_core.benchmarks.protocols import demonstration
-
-    names = list(function_docs())
-    texts = [compact_docs(names), json_docs(names)]
+    bench = make_benchmark(TOKENIZER_BENCHMARK, prompt=prompt)
+    catalog = bench.tool_catalog()
+    texts = [compact_tools(catalog), json_tools(catalog)]
     special = re.compile("|".join(re.escape(t) for t in SPECIAL_TOKENS))
-    bench = BfclMultiTurn(prompt)
     for task in bench.seeds("train"):
         env = bench.environment(task, Path("."))  # BFCL multi-turn writes nothing
         tools = env.tools()
@@ -175,8 +178,6 @@ def load_tokenizer(model_dir: str | Path):
     """
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-    from rods_core.policy.rendering import TemplateError, renderer_for
-
     card = read_card(model_dir)
     if card.get("kind") == "rods-tiny" and card.get("chat_format") != CHAT_FORMAT:
         raise ModelFolderError(
@@ -205,8 +206,6 @@ def load_policy(model_dir: str | Path, init_kwargs: dict[str, Any] | None = None
     `model.lora` run saves as final/) loads its base model with the adapter merged in (policy/lora.py).
     """
     from transformers import AutoModelForCausalLM
-
-    from rods_core.policy.lora import is_adapter_folder, load_merged
 
     tokenizer, prompt = load_tokenizer(model_dir)
     if is_adapter_folder(model_dir):

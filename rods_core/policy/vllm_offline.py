@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 
 from rods_core.policy.generation import VLLMGenerator, VLLMInProcess
+from rods_core.policy.lora import is_adapter_folder, load_merged
 
 
 def offline_generator(model_dir: str | Path, tokenizer, max_model_len: int, seed: int = 0) -> VLLMGenerator:
@@ -20,8 +21,6 @@ def offline_generator(model_dir: str | Path, tokenizer, max_model_len: int, seed
     # keeps stdout for the report
     os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
     from vllm import LLM
-
-    from rods_core.policy.lora import is_adapter_folder, load_merged
 
     path = Path(model_dir)
     if is_adapter_folder(path):

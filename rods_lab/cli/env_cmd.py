@@ -48,12 +48,14 @@ def score(
     """
     from rods_core.benchmarks.bfcl.scoring import read_answers, score_answers
     from rods_core.benchmarks.bfcl.seeds import load_seeds
+    from rods_core.benchmarks.registry import make_benchmark
     from rods_core.task_files import load_task_file
 
     with clean_errors():
         given = read_answers(answers)
         # scoring is evaluation, not training: test-split tasks are allowed here
-        pool = load_task_file(tasks_file, "rods env score --tasks", guard=False) if tasks_file else load_seeds("all")
+        where, bench = "rods env score --tasks", make_benchmark("bfcl_multi_turn")
+        pool = load_task_file(tasks_file, where, benchmark=bench, guard=False) if tasks_file else load_seeds("all")
         report = score_answers(given, {t.id: t for t in pool})
     if json_out:
         emit_json(report)

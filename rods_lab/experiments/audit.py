@@ -13,8 +13,9 @@ import json
 import math
 from pathlib import Path
 
-from rods_core.benchmarks.bfcl.parsing import CallParseError, parse_python_calls
-from rods_core.benchmarks.bfcl.tasks import Task, read_tasks
+from rods_core.benchmarks.bfcl.tasks import Task
+from rods_core.benchmarks.toolcalls.parsing import CallParseError, parse_python_calls
+from rods_core.task_files import read_tasks
 from storage.reader import RunReader
 
 THRESHOLD = 0.8  # the design's count of held-out tasks "at or above 0.8"
@@ -111,7 +112,7 @@ def training_tasks(run_dir: Path, pool: list[Task], seeds_file: Path | None = No
     played = set(reader.query("SELECT DISTINCT task_id FROM task_stats").task_id)
     known = {t.id: t for t in pool}
     if seeds_file is not None and Path(seeds_file).is_file():
-        known.update({t.id: t for t in read_tasks(seeds_file)})
+        known.update({t.id: t for t in read_tasks(seeds_file, Task)})
     if reader.counts().get("variant"):
         rows = reader.query(
             "SELECT variant_id, any_value(task) AS task FROM variant WHERE accepted GROUP BY variant_id"

@@ -23,11 +23,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from rods_core.benchmarks.bfcl.seeds import load_seeds
-from rods_core.benchmarks.bfcl.tasks import Task, read_tasks, write_tasks
+from rods_core.benchmarks.bfcl.tasks import Task
 from rods_core.benchmarks.entries import benchmark_entry
 from rods_core.config import RunConfig, SynthesisConfig
 from rods_core.evaluation import EvalConfig, evaluate
 from rods_core.rng import derive_seed
+from rods_core.task_files import read_tasks, write_tasks
 
 MANIFEST = "manifest.json"
 
@@ -169,7 +170,7 @@ def load(folder: Path) -> tuple[dict, dict[str, list[Task]]]:
         path = folder / meta["file"]
         if sha256(path) != meta["sha256"]:
             raise ValueError(f"{path}: its sha256 differs from {folder / MANIFEST}'s; the held-out set was changed")
-        sets[name] = read_tasks(path)
+        sets[name] = read_tasks(path, Task)
     return manifest, sets
 
 
@@ -296,8 +297,8 @@ def warm_start_tasks(cfg: RunConfig) -> list[Task]:
     if "demo_seeds" not in benchmark_entry(cfg.benchmark).options or not cfg.model.build_if_missing:
         return []
     from rods_core.benchmarks.bfcl.demo import demo_seeds
-    from rods_core.tasksets import fresh_variants
+    from rods_core.tasksets import fresh_variants, run_benchmark
 
     seeds = demo_seeds()
     per_seed = cfg.model.sft_variants_per_seed
-    return seeds + (fresh_variants(seeds, per_seed, cfg, "warm-start") if per_seed else [])
+    return seeds + (fresh_variants(seeds, per_seed, cfg, "warm-start", run_benchmark(cfg)) if per_seed else [])

@@ -12,8 +12,9 @@ import json
 import math
 from pathlib import Path
 
-from rods_core.benchmarks.bfcl.tasks import Task, write_tasks
+from rods_core.benchmarks.bfcl.tasks import Task
 from rods_core.config import SynthesisConfig
+from rods_core.task_files import write_tasks
 
 # arm -> how its M is chosen: "rods" = the distinct variants rods' run of the same repeat trained on; "large" =
 # every variant the synthesizer yields for each seed (OFFLINE_LARGE_PER_SEED at most); an int = that M

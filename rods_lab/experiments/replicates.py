@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rods_core.benchmarks.bfcl.tasks import Task
 from rods_core.config import RunConfig
-from rods_core.tasksets import select_seeds
+from rods_core.tasksets import run_benchmark, select_seeds
 from rods_lab.experiments.heldout import (
     SCORES,
     HeldOutSpec,
@@ -111,7 +111,8 @@ class Replicates:
         """Repeat k's seed pool (drawn, not yet any held-out set)."""
         key = self.key(k)
         if key not in self._pools:
-            self._pools[key] = select_seeds(self.ref if key is None else with_pool_seed(self.ref, self.base + key))
+            cfg = self.ref if key is None else with_pool_seed(self.ref, self.base + key)
+            self._pools[key] = select_seeds(cfg, run_benchmark(cfg))
         return self._pools[key]
 
     def get(self, k: int) -> Replicate:

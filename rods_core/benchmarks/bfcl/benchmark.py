@@ -9,19 +9,15 @@ from __future__ import annotations
 import copy
 from collections.abc import Collection
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rods_core.benchmarks.bfcl.checker import TurnChecker
-from rods_core.benchmarks.bfcl.environment import ERROR_PREFIX, BfclEnvironment, named_arguments
+from rods_core.benchmarks.bfcl.demo import demo_seeds
+from rods_core.benchmarks.bfcl.environment import BfclEnvironment, function_docs, named_arguments
 from rods_core.benchmarks.bfcl.facts import call_distance, replay_problem, task_facts, task_structure
-from rods_core.benchmarks.bfcl.messages import read_message
-from rods_core.benchmarks.bfcl.parsing import Call, parse_calls
 from rods_core.benchmarks.bfcl.prompting import (
     DONE_ANSWER,
     NOTHING_TO_DO_ANSWER,
-    ParsedMessage,
     initial_messages,
-    tool_message,
     tool_schemas,
     turn_messages,
 )
@@ -41,10 +37,12 @@ from rods_core.benchmarks.protocols import (
     scripted_policy,
     verify_with,
 )
+from rods_core.benchmarks.synthesis import SynthResult
+from rods_core.benchmarks.toolcalls.chat import ParsedMessage, tool_message
+from rods_core.benchmarks.toolcalls.dispatch import ERROR_PREFIX
+from rods_core.benchmarks.toolcalls.messages import read_message
+from rods_core.benchmarks.toolcalls.parsing import Call, parse_calls
 from rods_core.config import PromptConfig
-
-if TYPE_CHECKING:  # the annotation only: see BfclPipelineSynthesizer.variants
-    from rods_core.benchmarks.bfcl.synth.pipeline import SynthResult
 
 
 def call_to_tool_call(call: Call) -> dict:
@@ -108,7 +106,7 @@ class BfclMultiTurnEnvironment:
             results = [self.env.execute_call(c).result for c in parsed.calls]
             self.made_calls = True
             self.checker.record(results)
-        return [tool_message(r, self.prompt) for r in results]
+        return [tool_message(r, self.prompt.result_chars) for r in results]
 
     def _end_turn(self) -> None:
         self.checker.check_turn(self.turn, self.env, self.made_calls)
@@ -165,6 +163,14 @@ class BfclMultiTurn:
 
     def seeds(self, split: Split) -> list[Task]:
         return load_seeds(split)
+
+    def demo_seeds(self) -> list[Task]:
+        """The demo subset (its entry's `demo_seeds` option): the single-class base train seeds (bfcl/demo.py)."""
+        return demo_seeds()
+
+    def tool_catalog(self) -> list[dict]:
+        """Every documented tool (all 128) as a tool schema, in BFCL's doc order: what a tokenizer learns."""
+        return tool_schemas(list(function_docs()))
 
     def leak_reason(self, task: Task) -> str | None:
         return leak_guard().reason(task)

@@ -2,7 +2,7 @@
 
 Departs from the package's own executor on purpose: that one `eval()`s each call string and caches
 instances in module globals forever. Here every environment owns fresh instances built from a deep
-copy of the task's initial config, calls are parsed with `ast` (see parsing.py) and dispatched by name
+copy of the task's initial config, calls are parsed with `ast` (toolcalls.parsing) and dispatched by name
 to the documented methods of this environment's own instances. Results are formatted exactly as BFCL
 formats them (str as is, dict as JSON, anything else `str()`, errors as "Error during execution: ..."),
 so the checker's execution-result comparison means what it means in BFCL.
@@ -10,20 +10,19 @@ so the checker's execution-result comparison means what it means in BFCL.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import importlib
 import inspect
 import json
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Any
 
-from rods_core.benchmarks.bfcl.parsing import Call, CallParseError, parse_calls
 from rods_core.benchmarks.bfcl.tasks import Task
+from rods_core.benchmarks.toolcalls.dispatch import ERROR_PREFIX, run_call
+from rods_core.benchmarks.toolcalls.parsing import Call, CallParseError, parse_calls
 
 _BACKEND = "bfcl_eval.eval_checker.multi_turn_eval.func_source_code"
 CLASS_MODULES = {
@@ -37,24 +36,11 @@ CLASS_MODULES = {
     "VehicleControlAPI": "vehicle_control",
 }
 STATELESS_CLASSES = {"MathAPI"}  # built without a scenario, as BFCL does
-ERROR_PREFIX = "Error during execution: "
 
 # VehicleControlAPI (long context) writes into and returns a module-level dict; calls of that class
 # run under this lock and their result is serialised before the lock is released.
 _SHARED_MODULE_STATE = {"VehicleControlAPI"}
 _module_state_lock = threading.Lock()
-
-PY_TYPES: dict[str, tuple[type, ...]] = {  # BFCL's parameter types as Python types
-    "string": (str,),
-    "integer": (int,),
-    "float": (int, float),
-    "number": (int, float),
-    "boolean": (bool,),
-    "array": (list, tuple),
-    "tuple": (list, tuple),
-    "dict": (dict,),
-    "object": (dict,),
-}
 
 
 @dataclass(frozen=True)
@@ -111,18 +97,6 @@ def named_arguments(call: Call) -> dict[str, Any]:
     return dict(_signature(doc.cls, call.name).bind(*call.args, **call.kwargs).arguments)
 
 
-def format_result(value: Any) -> str:
-    """BFCL's formatting of an execution result (multi_turn_utils.execute_multi_turn_func_call)."""
-    if type(value) is str:
-        return value
-    if type(value) is dict:
-        try:
-            return json.dumps(value)
-        except (TypeError, ValueError):
-            return str(value)
-    return str(value)
-
-
 @dataclass
 class Observation:
     """What the agent sees for one call; `call` is None when the text could not be parsed."""
@@ -134,66 +108,6 @@ class Observation:
     @property
     def text(self) -> str:
         return self.result
-
-
-def argument_type_error(params: dict[str, dict], bound: inspect.BoundArguments) -> str | None:
-    """Why a bound argument does not have the type its BFCL doc (`params`: name -> spec) gives, else None."""
-    for pname, value in bound.arguments.items():
-        spec = params.get(pname)
-        if spec is None or value is None:
-            continue
-        expected = PY_TYPES.get(spec.get("type", ""))
-        if expected is None:
-            continue
-        if isinstance(value, bool) and bool not in expected:
-            return f"argument {pname!r} must be {spec['type']}, got bool"
-        if not isinstance(value, expected):
-            return f"argument {pname!r} must be {spec['type']}, got {type(value).__name__}"
-    return None
-
-
-# Bounds on numbers a call may carry. Python integers are unbounded, so a documented float given as an
-# integer literal (`power(base=10, exponent=10000000)`) would compute a ten-million-digit integer, and an
-# mpmath `precision` sets the digits of the arithmetic: both ran for tens of seconds in one tool call.
-MAX_INT_ARG = 10**15  # beyond any id, amount or count a BFCL scenario uses
-MAX_PRECISION = 1_000  # digits for MathAPI's logarithm / square_root (BFCL's tasks use <= 10)
-
-
-def bounded_args(params: dict[str, dict], bound: inspect.BoundArguments) -> str | None:
-    """Refuse numbers that would make one call run for seconds; a documented float given as an int
-    is passed on as a float (its documented type: `**` then overflows to an error, not a huge integer).
-    `params`: the BFCL doc's parameters (name -> spec); every benchmark's executor applies these bounds."""
-    for pname, value in bound.arguments.items():
-        if not isinstance(value, int) or isinstance(value, bool):
-            continue
-        if abs(value) > MAX_INT_ARG:
-            return f"argument {pname!r} is too large (at most {MAX_INT_ARG:.0e} in magnitude)"
-        if pname == "precision" and value > MAX_PRECISION:
-            return f"argument 'precision' is at most {MAX_PRECISION} digits"
-        if params.get(pname, {}).get("type") in ("float", "number"):
-            bound.arguments[pname] = float(value)
-    return None
-
-
-def run_call(
-    method: Callable, sig: inspect.Signature, params: dict[str, dict], call: Call, *, hint: str = "", lock=None
-) -> tuple[str, bool]:
-    """The one executor of a documented call, every benchmark's: bound to `sig`, its arguments checked against
-    the doc's `params` (argument_type_error, then bounded_args), run (under `lock` when given), its result
-    formatted as BFCL formats it; (result text, ok), every failure as error text. `hint` follows a binding error
-    (the env_augment baseline's)."""
-    try:
-        bound = sig.bind(*call.args, **call.kwargs)
-    except TypeError as e:
-        return f"{ERROR_PREFIX}{call.name}(): {e}.{hint}", False
-    problem = argument_type_error(params, bound) or bounded_args(params, bound)
-    if problem:
-        return f"{ERROR_PREFIX}{call.name}(): {problem}", False
-    try:
-        with lock or contextlib.nullcontext():
-            return format_result(method(*bound.args, **bound.kwargs)), True
-    except Exception as e:  # noqa: BLE001 - the API classes raise freely; BFCL reports it as text
-        return ERROR_PREFIX + str(e), False
 
 
 class BfclEnvironment:
@@ -268,18 +182,3 @@ class BfclEnvironment:
     def public_state(self) -> dict[str, dict]:
         """The attributes BFCL's state checker compares (public ones), per class."""
         return {c: {k: v for k, v in vars(i).items() if not k.startswith("_")} for c, i in self.instances.items()}
-
-
-_JSON_SCHEMA_TYPES = {"dict": "object", "float": "number", "tuple": "array", "any": "string"}
-
-
-def json_schema(node: Any) -> Any:
-    """A BFCL parameter doc as JSON Schema: BFCL's type names (dict, float, tuple, any) mapped to JSON's."""
-    if isinstance(node, list):
-        return [json_schema(v) for v in node]
-    if not isinstance(node, dict):
-        return node
-    out = {k: json_schema(v) for k, v in node.items()}
-    if isinstance(out.get("type"), str):  # a parameter named "type" has a dict here, not a type name
-        out["type"] = _JSON_SCHEMA_TYPES.get(out["type"], out["type"])
-    return out

@@ -1,4 +1,4 @@
-"""The task model every part of RODS shares, and its JSONL form.
+"""BFCL multi-turn's task model, and its JSONL form (read and written by rods_core.task_files).
 
 A task is one BFCL-style multi-turn episode: user turns, the initial state of the API classes, the
 ground-truth calls per turn and the functions held back (miss_func). Provenance records where it came
@@ -11,18 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
-from collections.abc import Callable, Iterable, Iterator
-from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rods_core.benchmarks.provenance import Provenance, Source
 from rods_core.config import CATEGORIES, Category
 from rods_core.ids import check_task_id
-from rods_core.inputs import Bad, DoorError, jsonl_lines, read_bytes
 
 # The eight BFCL multi-turn API classes (the memory and web-search classes belong to other suites).
 API_CLASSES: tuple[str, ...] = (
@@ -171,100 +166,3 @@ def category_of(task_id: str) -> str:
     if stem not in CATEGORIES:
         raise ValueError(f"cannot infer a category from id {task_id!r}; give 'category' explicitly")
     return stem
-
-
-# ----- JSONL ---------------------------------------------------------------------------------------
-# Fields an export adds beside the task (statistics, the pool it was in); ignored when read back.
-EXPORT_ONLY_FIELDS = ("stats", "pool")
-
-
-class TaskFileError(DoorError):
-    """A task file holds invalid records; `problems` lists (line, field, reason) for each."""
-
-    def __init__(self, path: str | Path, problems: list[tuple[int, str, str]], what: str = "invalid record(s)"):
-        self.path = str(path)
-        self.problems = problems
-        shown = "\n".join(f"  {self.path}:{ln}: {fld}: {why}" for ln, fld, why in problems[:20])
-        more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
-        super().__init__(f"{len(problems)} {what} in {self.path}; nothing was read:\n{shown}{more}")
-
-
-def _problems(err: ValidationError) -> list[tuple[str, str]]:
-    return [(".".join(str(p) for p in e["loc"]) or "(record)", e["msg"]) for e in err.errors()]
-
-
-def parse_record(rec: Any) -> Task:
-    """Validate one JSON record; accepts our form and BFCL's (category inferred from the id)."""
-    return record_parser(Task)(rec)
-
-
-def record_parser(task_type: type) -> Callable[[Any], Any]:
-    """A reader of one record of a benchmark's task model: a JSON object, the export-only fields dropped (so
-    an export of a run's pool imports back), validated by `task_type`."""
-
-    def parse(rec: Any) -> Any:
-        if not isinstance(rec, dict):
-            raise ValueError("a record must be a JSON object")
-        return task_type.model_validate({k: v for k, v in rec.items() if k not in EXPORT_ONLY_FIELDS})
-
-    return parse
-
-
-def parse_task_lines(data: bytes, source: str, parse: Callable[[Any], Any] | None = None) -> list[tuple[int, Task]]:
-    """(line, task) for each record of a JSONL file's bytes, all or nothing: any invalid line (not UTF-8,
-    not JSON, too deep, a bad field, a repeated id) raises TaskFileError naming them all. `parse` reads one
-    record (another benchmark's `task_type.model_validate`); BFCL multi-turn's `parse_record` by default."""
-    parse = parse or parse_record
-    out, problems, seen = [], [], {}
-    for ln, rec in jsonl_lines(data, source):
-        if isinstance(rec, Bad):
-            problems.append((ln, rec.field, rec.reason))
-            continue
-        try:
-            task = parse(rec)
-        except ValidationError as e:
-            problems.extend((ln, fld, why) for fld, why in _problems(e))
-            continue
-        except ValueError as e:
-            problems.append((ln, "(record)", str(e)))
-            continue
-        if task.id in seen:
-            problems.append((ln, "id", f"duplicate id {task.id!r} (first on line {seen[task.id]})"))
-            continue
-        seen[task.id] = ln
-        out.append((ln, task))
-    if problems:
-        raise TaskFileError(source, problems)
-    return out
-
-
-def read_tasks(path: str | Path) -> list[Task]:
-    """Read a JSONL task file by the schema alone (DoorError if unreadable, TaskFileError per line).
-    Doors into training also verify by execution: rods_core.task_files.load_task_file."""
-    return [t for _, t in parse_task_lines(read_bytes(path, "task file"), str(path))]
-
-
-def iter_records(tasks: Iterable[Task], extra: dict[str, dict] | None = None) -> Iterator[dict]:
-    for t in tasks:
-        rec = t.to_record()
-        if extra and t.id in extra:
-            rec.update(extra[t.id])
-        yield rec
-
-
-def write_tasks(path: str | Path, tasks: Iterable[Task], extra: dict[str, dict] | None = None) -> int:
-    """Write tasks as JSONL atomically (temp file + rename); `extra` adds per-task fields (stats)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    n = 0
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for rec in iter_records(tasks, extra):
-                f.write(json.dumps(rec, ensure_ascii=False) + "\n")
-                n += 1
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return n

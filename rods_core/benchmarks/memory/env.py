@@ -27,14 +27,13 @@ from bfcl_eval.constants.default_prompts import (
 )
 from bfcl_eval.utils import ADDITIONAL_SYSTEM_PROMPT_FOR_AGENTIC_RESPONSE_FORMAT as AGENTIC_FORMAT
 
-from rods_core.benchmarks.bfcl.dispatch import ToolDoc, execute, load_docs, tool_schema
-from rods_core.benchmarks.bfcl.environment import ERROR_PREFIX
-from rods_core.benchmarks.bfcl.messages import read_message
-from rods_core.benchmarks.bfcl.prompting import ParsedMessage, tool_message
 from rods_core.benchmarks.memory.answers import answer_matches
 from rods_core.benchmarks.memory.options import Prereq
 from rods_core.benchmarks.memory.tasks import MemoryTask, fact_session
 from rods_core.benchmarks.protocols import EpisodeScore, Message, Player, Step
+from rods_core.benchmarks.toolcalls.chat import ParsedMessage, tool_message
+from rods_core.benchmarks.toolcalls.dispatch import ERROR_PREFIX, ToolDoc, execute, load_docs, tool_schema
+from rods_core.benchmarks.toolcalls.messages import read_message
 from rods_core.config import PromptConfig
 
 Backend = Literal["kv", "rec_sum"]
@@ -166,7 +165,7 @@ class MemoryEnvironment:
             results = [ERROR_PREFIX + f"could not parse tool call: {parsed.error}"]
         else:
             results = [execute(self.memory, self.docs, c)[0] for c in parsed.calls]
-        return [tool_message(r, self.prompt) for r in results]
+        return [tool_message(r, self.prompt.result_chars) for r in results]
 
 
 # ----- the reference path ----------------------------------------------------------------------------

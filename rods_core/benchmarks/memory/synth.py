@@ -16,16 +16,13 @@ import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rods_core.benchmarks.memory.env import Backend, MemoryEnvironment, reference_policy
 from rods_core.benchmarks.memory.tasks import MemoryTask, grounded_fact
 from rods_core.benchmarks.protocols import Verdict, play
 from rods_core.benchmarks.provenance import Provenance
 from rods_core.benchmarks.scratch import scratch_folder
-
-if TYPE_CHECKING:  # the annotation only: see MemoryTemplateSynthesizer.variants
-    from rods_core.benchmarks.bfcl.synth.pipeline import SynthResult
+from rods_core.benchmarks.synthesis import SynthResult, listed_result
 
 _ONES = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
 _ONES += "seventeen eighteen nineteen"
@@ -170,10 +167,6 @@ class MemoryTemplateSynthesizer:
         self.backend, self.leak_reason, self.workdir = backend, leak_reason, workdir
 
     def variants(self, task: MemoryTask, n: int, seed: int, pool_keys: Collection[str] = ()) -> SynthResult:
-        # Imported here, not at the top: the attempts' types load the BFCL pipeline's stages (~0.4 s), which
-        # memory episodes and evaluation never need.
-        from rods_core.benchmarks.synthesis import listed_result
-
         return listed_result(task.id, self.verified(task, n, seed), n, pool_keys)
 
     def verified(self, task: MemoryTask, n: int, seed: int) -> list[MemoryTask]:

@@ -28,9 +28,9 @@ from rods_core.benchmarks.bfcl.synth.critique import replays_clean, same_structu
 from rods_core.benchmarks.bfcl.synth.execute import Execution, execute
 from rods_core.benchmarks.bfcl.synth.plan import AugmentSpec, Plan
 from rods_core.benchmarks.bfcl.synth.samplers import WORDS
-from rods_core.benchmarks.bfcl.synth.stages import StageError
 from rods_core.benchmarks.bfcl.synth.values import is_mentioned
 from rods_core.benchmarks.bfcl.tasks import Message, Task
+from rods_core.benchmarks.synthesis import StageError
 
 
 # ----- category ---------------------------------------------------------------------------------------

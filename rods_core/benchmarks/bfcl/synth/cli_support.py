@@ -9,9 +9,10 @@ from pydantic import ValidationError
 
 from rods_core.benchmarks.bfcl.seeds import leak_guard, load_seeds
 from rods_core.benchmarks.bfcl.synth.pipeline import synthesize
-from rods_core.benchmarks.bfcl.tasks import Task, read_tasks, write_tasks
+from rods_core.benchmarks.bfcl.tasks import Task
 from rods_core.config import SynthesisConfig
 from rods_core.config.synth import renamed_sections
+from rods_core.task_files import read_tasks, write_tasks
 
 
 def find_parent(task_id: str, tasks_file: Path | None) -> Task:
@@ -21,7 +22,7 @@ def find_parent(task_id: str, tasks_file: Path | None) -> Task:
         raise ValueError(
             f"{task_id} is in the held-out test split; synthesizing from it would leak the test set into training"
         )
-    pool = read_tasks(tasks_file) if tasks_file else load_seeds("train")
+    pool = read_tasks(tasks_file, Task) if tasks_file else load_seeds("train")
     found = [t for t in pool if t.id == task_id]
     if not found:
         where = str(tasks_file) if tasks_file else "the train-split seeds"
@@ -67,7 +68,7 @@ def load_config(path: Path | None, *, seed: int, backend: str, n: int) -> Synthe
 def run(parent: Task, cfg: SynthesisConfig, out: Path, tasks_file: Path | None = None) -> dict:
     """Synthesize, write the accepted variants, and report; nothing already in the seeds or the task
     file is produced again."""
-    pool = load_seeds("train") + (read_tasks(tasks_file) if tasks_file else [])
+    pool = load_seeds("train") + (read_tasks(tasks_file, Task) if tasks_file else [])
     pool_keys = {t.content_key() for t in pool}
     result = synthesize(parent, cfg.n_per_parent, pool_keys, cfg)
     write_tasks(out, result.accepted)

@@ -21,7 +21,6 @@ from rods_core.benchmarks.bfcl.seeds import leak_guard
 from rods_core.benchmarks.bfcl.signature import Signature, signature, skill_of
 from rods_core.benchmarks.bfcl.synth.llm import ChatEndpoint, LlmError, extract_json
 from rods_core.benchmarks.bfcl.synth.samplers import documented_choices
-from rods_core.benchmarks.bfcl.synth.stages import StageError
 from rods_core.benchmarks.bfcl.synth.values import (
     INFORMATIVE_SKILLS,
     CallInfo,
@@ -32,6 +31,7 @@ from rods_core.benchmarks.bfcl.synth.values import (
     substitute,
 )
 from rods_core.benchmarks.bfcl.tasks import Task
+from rods_core.benchmarks.synthesis import StageError
 from rods_core.prompt_files import Prompts
 
 

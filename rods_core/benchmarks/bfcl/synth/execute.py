@@ -15,12 +15,12 @@ import copy
 from dataclasses import dataclass
 
 from rods_core.benchmarks.bfcl.environment import BfclEnvironment, function_docs
-from rods_core.benchmarks.bfcl.parsing import Call
 from rods_core.benchmarks.bfcl.signature import skill_of
 from rods_core.benchmarks.bfcl.synth.plan import Plan
-from rods_core.benchmarks.bfcl.synth.stages import StageError
 from rods_core.benchmarks.bfcl.synth.values import INFORMATIVE_SKILLS, looks_failed, resolve_dep, returns_nothing
 from rods_core.benchmarks.bfcl.tasks import Task
+from rods_core.benchmarks.synthesis import StageError
+from rods_core.benchmarks.toolcalls.parsing import Call
 
 
 @dataclass

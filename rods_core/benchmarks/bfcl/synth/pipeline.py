@@ -1,4 +1,4 @@
-"""The synthesis pipeline: Plan -> Execute -> Rewrite -> Critique -> Augment, and a worker beside training.
+"""The synthesis pipeline: Plan -> Execute -> Rewrite -> Critique -> Augment.
 
 `synthesize(parent, n, pool_keys, cfg)` makes up to `max_attempts` candidates from one parent and keeps
 the first `n` that pass every stage. Each candidate is an `Attempt`: the verdict of every stage it
@@ -6,19 +6,15 @@ reached, in order, and the variant it became or the stage and reason that reject
 are summed from those. How far a variant moves from its parent is one knob, `distance` (see `knobs`);
 later attempts move less, trading variety for yield on hard parents; a candidate whose parent words
 state nothing changeable is composed from the docs instead (`compose_fallback`).
-`SynthWorker` runs synthesis in a background thread or process; the trainer `submit`s boundary tasks
-(never blocking: a full queue refuses) and takes finished results with a non-blocking `drain()`.
+rods_core.benchmarks.synth_worker runs it beside training (`synthesize` is picklable: a process worker's job).
 """
 
 from __future__ import annotations
 
 import hashlib
-import multiprocessing
 import random
 import re
-from collections import Counter, defaultdict
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from collections import defaultdict
 
 from rods_core.benchmarks.bfcl.seeds import leak_guard
 from rods_core.benchmarks.bfcl.signature import signature
@@ -28,8 +24,8 @@ from rods_core.benchmarks.bfcl.synth.execute import base_task, execute
 from rods_core.benchmarks.bfcl.synth.llm import ChatEndpoint, endpoint_of
 from rods_core.benchmarks.bfcl.synth.plan import Planner
 from rods_core.benchmarks.bfcl.synth.rewrite import LlmRewriter, Rewriter, TemplateRewriter
-from rods_core.benchmarks.bfcl.synth.stages import STAGES, StageError, StageOutcome, reason_group
 from rods_core.benchmarks.bfcl.tasks import Message, Provenance, Task
+from rods_core.benchmarks.synthesis import STAGES, Attempt, StageError, StageOutcome, SynthResult
 from rods_core.config import SynthesisConfig
 from rods_core.ids import variant_id
 from rods_core.prompt_files import Prompts
@@ -42,51 +38,6 @@ def knobs(cfg: SynthesisConfig, attempt: int) -> tuple[float, float, float]:
     0.85: 0.85 -> 0.21), so a parent whose far candidates keep failing still yields near ones.
     """
     return cfg.distance * max(0.25, 1 - attempt / 28), cfg.compose_share * cfg.distance, cfg.swap_prob * cfg.distance
-
-
-@dataclass
-class Attempt:
-    """One candidate: the verdict of each stage it reached, in order; the variant it became, or the
-    rejecting stage and reason; its distance from the parent (None when Plan rejected it)."""
-
-    outcomes: list[StageOutcome] = field(default_factory=list)
-    variant: Task | None = None
-    distance: int | None = None
-
-    @property
-    def stage(self) -> str | None:
-        """The stage that rejected the candidate, or None when it was accepted."""
-        last = self.outcomes[-1] if self.outcomes else None
-        return last.stage if last is not None and not last.accepted else None
-
-    @property
-    def reason(self) -> str:
-        return "accepted" if self.variant is not None else (self.outcomes[-1].reason if self.outcomes else "")
-
-
-@dataclass
-class SynthResult:
-    """Accepted variants of one parent, every attempt that made them or was rejected, and counts per stage."""
-
-    parent_id: str
-    attempts: list[Attempt] = field(default_factory=list)
-
-    @property
-    def accepted(self) -> list[Task]:
-        return [a.variant for a in self.attempts if a.variant is not None]
-
-    @property
-    def outcomes(self) -> list[StageOutcome]:
-        """Every stage verdict, attempt after attempt (each attempt's run ends in a rejection or an accepted augment)."""
-        return [o for a in self.attempts for o in a.outcomes]
-
-    def counts(self) -> dict[str, dict]:
-        out: dict[str, dict] = {s: {"accepted": 0, "rejected": 0, "reasons": Counter()} for s in STAGES}
-        for o in self.outcomes:
-            out[o.stage]["accepted" if o.accepted else "rejected"] += 1
-            if not o.accepted:
-                out[o.stage]["reasons"][reason_group(o.reason)] += 1
-        return {s: {**c, "reasons": dict(c["reasons"].most_common())} for s, c in out.items()}
 
 
 def variant_distance(task: Task) -> int | None:
@@ -232,106 +183,3 @@ def merge_counts(results: list[SynthResult]) -> dict[str, dict]:
             for reason, k in c["reasons"].items():
                 total[stage]["reasons"][reason] += k
     return {s: {**c, "reasons": dict(sorted(c["reasons"].items(), key=lambda x: -x[1]))} for s, c in total.items()}
-
-
-# ----- beside training --------------------------------------------------------------------------------
-def _job(parent: Task, n: int, pool_keys: set[str], cfg: SynthesisConfig) -> SynthResult:
-    return synthesize(parent, n, pool_keys, cfg)
-
-
-def _result(fut: Future, parent_id: str) -> SynthResult:
-    """A job's result (waiting for it); a job that raised is a rejected attempt with the error as its reason."""
-    try:
-        return fut.result()
-    except Exception as e:  # noqa: BLE001 - a failed job must not stop training; report it
-        failed = StageOutcome("plan", False, f"worker error: {type(e).__name__}: {e}")
-        return SynthResult(parent_id, [Attempt([failed])])
-
-
-class SynthWorker:
-    """Synthesis in the background: `submit` never blocks (False when the queue is full), `drain` never waits,
-    `collect` waits for the oldest jobs (runs that must repeat exactly).
-
-    Variants accepted by earlier jobs are remembered, so two jobs never hand over the same task.
-    """
-
-    def __init__(self, cfg: SynthesisConfig | None = None, pool_keys: set[str] | None = None, job=None):
-        """`job(parent, n, pool_keys, cfg) -> SynthResult` defaults to `synthesize` (picklable for processes)."""
-        self.cfg = cfg or SynthesisConfig()
-        self._job = job or _job
-        self.pool_keys: set[str] = set(pool_keys or ())
-        self._given = frozenset(self.pool_keys)
-        self.handed_out: list[str] = []  # content keys of the variants handed out, in order (a job sees a prefix)
-        self._pending: list[tuple[Future, str]] = []
-        self._executor: Executor = (
-            # spawn, not fork: forking a trainer that holds torch threads can deadlock the child.
-            ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
-            if self.cfg.worker == "process"
-            else ThreadPoolExecutor(max_workers=1)
-        )
-        self.submitted = 0
-        self.refused = 0
-
-    def submit(self, parent: Task, n: int | None = None, seed: int | None = None, known: int | None = None) -> bool:
-        """Queue a parent (`n` variants, default n_per_parent; `seed`, default the config's). `known`: the job
-        avoids only the first `known` variants handed out (a resumed run asking again what it asked before its
-        checkpoint, when fewer had been handed out); default all of them.
-
-        Returns False, queueing nothing, when `queue_size` jobs are already waiting or running: the
-        caller never blocks, and a refused parent is simply not synthesized this time (`refused` counts
-        them). A caller that must not lose the request keeps it and submits it again later.
-        """
-        if self.in_flight >= self.cfg.queue_size:
-            self.refused += 1
-            return False
-        cfg = self.cfg if seed is None else self.cfg.model_copy(update={"seed": seed})
-        keys = set(self.pool_keys) if known is None else self._given | set(self.handed_out[:known])
-        fut = self._executor.submit(self._job, parent, n or self.cfg.n_per_parent, keys, cfg)
-        self._pending.append((fut, parent.id))
-        self.submitted += 1
-        return True
-
-    def drain(self) -> list[SynthResult]:
-        """Finished results, without waiting; duplicates of earlier hand-outs are dropped."""
-        done = [(f, pid) for f, pid in self._pending if f.done()]
-        self._pending = [(f, pid) for f, pid in self._pending if not f.done()]
-        return [self._dedupe(_result(fut, parent_id)) for fut, parent_id in done]
-
-    def collect(self, count: int) -> list[SynthResult]:
-        """The results of the `count` oldest jobs not yet taken back, in the order they were submitted,
-        waiting for any that has not finished: what a run that must repeat exactly takes at a fixed step,
-        whatever the machine's load made finish first. Duplicates of earlier hand-outs are dropped."""
-        take, self._pending = self._pending[:count], self._pending[count:]
-        return [self._dedupe(_result(fut, parent_id)) for fut, parent_id in take]
-
-    def _dedupe(self, res: SynthResult) -> SynthResult:
-        """Drop variants handed out before: their attempt ends rejected at `augment` instead."""
-        for attempt in res.attempts:
-            if attempt.variant is None:
-                continue
-            key = attempt.variant.content_key()
-            if key in self.pool_keys:
-                attempt.variant = None
-                attempt.outcomes[-1] = StageOutcome("augment", False, "duplicates a variant handed out earlier")
-            else:
-                self.pool_keys.add(key)
-                self.handed_out.append(key)
-        return res
-
-    def restore(self, handed_out: list[str]) -> None:
-        """A resumed run's worker: the variants handed out before its checkpoint count as handed out."""
-        self.handed_out = list(handed_out)
-        self.pool_keys = set(self._given) | set(handed_out)
-
-    @property
-    def in_flight(self) -> int:
-        return sum(not f.done() for f, _ in self._pending)
-
-    def close(self, wait: bool = True) -> None:
-        self._executor.shutdown(wait=wait, cancel_futures=not wait)
-
-    def __enter__(self) -> SynthWorker:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close(wait=False)

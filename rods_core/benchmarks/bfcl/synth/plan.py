@@ -29,10 +29,8 @@ from functools import cache
 from typing import Any
 
 from rods_core.benchmarks.bfcl.environment import BfclEnvironment, function_docs
-from rods_core.benchmarks.bfcl.parsing import Call
 from rods_core.benchmarks.bfcl.signature import skill_of
 from rods_core.benchmarks.bfcl.synth.samplers import WORDLIKE_CHOICES, WORDS, SampleContext, sample_value
-from rods_core.benchmarks.bfcl.synth.stages import StageError
 from rods_core.benchmarks.bfcl.synth.values import (
     CallInfo,
     Piece,
@@ -46,6 +44,8 @@ from rods_core.benchmarks.bfcl.synth.values import (
     substitute,
 )
 from rods_core.benchmarks.bfcl.tasks import Message, Task
+from rods_core.benchmarks.synthesis import StageError
+from rods_core.benchmarks.toolcalls.parsing import Call
 
 
 # ----- base form --------------------------------------------------------------------------------------

@@ -21,8 +21,8 @@ from rods_core.benchmarks.bfcl.synth.execute import Execution
 from rods_core.benchmarks.bfcl.synth.llm import ChatEndpoint, LlmError, extract_json
 from rods_core.benchmarks.bfcl.synth.phrases import fill, phrasings
 from rods_core.benchmarks.bfcl.synth.plan import Plan
-from rods_core.benchmarks.bfcl.synth.stages import StageError
 from rods_core.benchmarks.bfcl.synth.values import is_mentioned, substitute
+from rods_core.benchmarks.synthesis import StageError
 from rods_core.prompt_files import Prompts
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from rods_core.benchmarks.bfcl.seeds import leak_guard
 from rods_core.benchmarks.bfcl.signature import signature
 from rods_core.benchmarks.bfcl.synth.critique import replays_clean, same_structure
-from rods_core.benchmarks.bfcl.synth.stages import StageError
 from rods_core.benchmarks.bfcl.tasks import Task
+from rods_core.benchmarks.synthesis import StageError
 
 
 def verify_task(task: Task, parent: Task | None = None, pool_keys: set[str] | None = None) -> tuple[bool, str]:

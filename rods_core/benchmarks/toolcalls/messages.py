@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
-from rods_core.benchmarks.bfcl.parsing import CallParseError, parse_calls
-from rods_core.benchmarks.bfcl.prompting import ParsedMessage, parse_assistant
-from rods_core.benchmarks.protocols import Message
+from typing import Any
+
+from rods_core.benchmarks.toolcalls.chat import ParsedMessage, parse_assistant
+from rods_core.benchmarks.toolcalls.parsing import CallParseError, parse_calls
 
 
-def read_message(message: Message) -> ParsedMessage:
+def read_message(message: dict[str, Any]) -> ParsedMessage:
     """An assistant message's calls: its structured `tool_calls` if any, else its text as the rollout reads it."""
     content = message.get("content")
     text = content if isinstance(content, str) else ""
