@@ -24,12 +24,15 @@ import sys
 import time
 from pathlib import Path
 
+from bench import buffer_bench, env_bench, store_bench, synth_bench
+from bench.step_overhead import measure_steps
+from rods_lab.experiments.machine import describe
+from rods_lab.experiments.machine import markdown as machine_md
+
 RESULTS = Path("bench/results/systems")
 
 
 def component_figures(quick: bool, log=print) -> dict:
-    from bench import buffer_bench, env_bench, store_bench, synth_bench
-
     out = {}
     log("systems: environment …")
     out["env"] = env_bench.run(repeats=1)
@@ -76,8 +79,6 @@ def headline(components: dict, steps: dict | None) -> dict:
 
 
 def markdown(report: dict) -> str:
-    from rods_lab.experiments.machine import markdown as machine_md
-
     h, c = report["headline"], report["components"]
     st = report.get("steps")
     lines = [
@@ -131,9 +132,6 @@ def run(
     quick: bool = False,
     log=print,
 ) -> dict:
-    from bench.step_overhead import measure_steps
-    from rods_lab.experiments.machine import describe
-
     RESULTS.mkdir(parents=True, exist_ok=True)
     machine = describe()
     components = component_figures(quick, log)
