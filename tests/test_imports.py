@@ -30,8 +30,9 @@ WINGS = ("rods_core.benchmarks.bfcl", "rods_core.benchmarks.memory")
 # The imports that still break the wing rule: the library's use of BFCL's task JSONL helpers, prompting, demo
 # seeds and synthesis types (rollout, policy, tasksets, task_files, the RODS step's worker), storage's JSONL
 # helpers and catalog seeds, memory's use of BFCL's call parsing, dispatch and prompts, the BFCL-only commands
-# (`rods env`, `rods synth`, `rods seeds stats`) and pages, and bench's BFCL experiments. It may only go down.
-WING_IMPORTS_LEFT = 97
+# (`rods env`, `rods synth`, `rods seeds stats`) and pages, and bench's one use of the task JSONL writer. bench/
+# reaches a benchmark through the registry and the protocol like the rest. It may only go down.
+WING_IMPORTS_LEFT = 76
 # The packages still in one import cycle (a wing counts as one package): the library's top-level modules mix
 # leaves (inputs, ids) with the composition (loop, step), so rods_core <-> config, benchmarks, policy. No other
 # package may join a cycle, and the set may only shrink.
@@ -59,11 +60,13 @@ HEAVY = frozenset(
     }
 )
 # Not heavy, so never a reason: numpy, duckdb, plotly, pyarrow and bfcl_eval (a few tenths or less), pydantic,
-# sqlmodel (the control store, which most commands open). LIGHT_LOCAL_LEFT counts the function-local imports the
-# rule does not justify (the library's and the lab's, left to move to the top); it may only go down.
-# FUNCTION_LOCAL_LEFT counts every function-local first-party import, justified or not; it may only go down.
-FUNCTION_LOCAL_LEFT = 204
-LIGHT_LOCAL_LEFT = 169
+# sqlmodel (the control store, which most commands open). bench/ scripts import at the top (a script pays its
+# imports once); they keep in a function only TRL's trainer where a mode, `--help` or a test's import does
+# without it. LIGHT_LOCAL_LEFT counts the function-local imports the rule does not justify (the library's and the
+# lab's, left to move to the top); it may only go down. FUNCTION_LOCAL_LEFT counts every function-local
+# first-party import, justified or not; it may only go down.
+FUNCTION_LOCAL_LEFT = 119
+LIGHT_LOCAL_LEFT = 91
 
 
 def module_files(root: Path) -> dict[str, Path]:
