@@ -19,7 +19,13 @@ from pathlib import Path
 
 import numpy as np
 
+from rods_core.benchmarks.registry import make_benchmark
+from rods_core.ids import variant_id
 from rods_core.reasons import OfferReason, PromoteReason, RetireReason
+from storage.control import ControlDB
+from storage.events import EventLog
+from storage.pools import write_pools_snapshot
+from storage.reader import RunReader
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [
@@ -52,10 +58,7 @@ def accepted_variant_rows(variants: list) -> list[dict]:
 
 
 def _tasks():
-    from rods_core.benchmarks.bfcl.seeds import load_seeds
-    from rods_core.ids import variant_id
-
-    seeds = load_seeds("train")
+    seeds = make_benchmark("bfcl_multi_turn").seeds("train")
     variants = []
     for i, s in enumerate(seeds):
         said = s.question[0][0].content if s.question and s.question[0] else ""
@@ -82,9 +85,6 @@ def build_store(run_dir: Path, rng: np.random.Generator) -> dict[str, int]:
     """Write the synthetic run's tables; returns their row counts.
 
     Length: every table of the synthetic run in one pass, in the order the pages read them."""
-    from storage.events import EventLog
-    from storage.pools import write_pools_snapshot
-
     seeds, variants = _tasks()
     ids = np.array([t.id for t in seeds + variants])
     log = EventLog(run_dir, max_buffer_rows=250_000)
@@ -232,9 +232,6 @@ def main() -> None:
     run_dir = runs / "bench-1m"
     sys.path.insert(0, str(ROOT))
     os.environ["RODS_WORKSPACE"], os.environ["RODS_RUNS"] = str(ws), str(runs)
-    from storage.control import ControlDB
-    from storage.reader import RunReader
-
     if not (run_dir / "pools.json").exists():
         t0 = time.perf_counter()
         sizes = build_store(run_dir, np.random.default_rng(0))

@@ -29,7 +29,9 @@ from pathlib import Path
 import numpy as np
 
 from rods_core.statistics import bootstrap_stat, quantile_interval
+from rods_lab.experiments.machine import describe
 from rods_lab.launch import train_command
+from storage.reader import RunReader
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
@@ -53,8 +55,6 @@ def _wait(predicate, timeout: float, what: str):
 
 def _done_steps(run_dir: Path) -> int:
     """The last step whose row is in the event log (0 before the first)."""
-    from storage.reader import RunReader
-
     try:
         return int(RunReader(run_dir).scalar("SELECT max(step) FROM step") or 0)
     except Exception:  # noqa: BLE001 - the log may not exist yet
@@ -105,9 +105,6 @@ def run(config: Path, steps: int, block: int, warmup: int) -> dict:
 
     Length: the experiment's timeline (launch, browser blocks, teardown), read in the order it happens."""
     from playwright.sync_api import sync_playwright
-
-    from rods_lab.experiments.machine import describe
-    from storage.reader import RunReader
 
     work = Path(tempfile.mkdtemp(prefix="rods-watch-"))
     ws, runs = work / "ws", work / "runs"

@@ -21,11 +21,12 @@ import sys
 import time
 from pathlib import Path
 
-from rods_core.benchmarks.bfcl.seeds import load_seeds
-from rods_core.benchmarks.bfcl.tasks import Message, Provenance, Task
+from rods_core.benchmarks.registry import make_benchmark
 from rods_core.boundary import BoundaryDetector
 from rods_core.buffer import ReplayBuffer
 from rods_core.config import BufferConfig
+from rods_core.ids import variant_id
+from storage.reader import RunReader
 
 GOAL_SHARE = 0.005
 
@@ -46,19 +47,17 @@ class SimulatedPolicy:
         return out
 
 
-def variant_stock(seeds: list[Task], n: int) -> list[Task]:
+def variant_stock(seeds: list, n: int) -> list:
     """Distinct variants of the seeds (new ids and wording), built before any timing."""
     out = []
     for i in range(n):
         parent = seeds[i % len(seeds)]
-        question = [[Message(content=f"{m.content} (variant {i})") for m in turn] for turn in parent.question]
+        rec = parent.to_record()
+        question = [[{**m, "content": f"{m['content']} (variant {i})"} for m in turn] for turn in rec["question"]]
+        provenance = {"source": "synth", "parent_id": parent.id}
         out.append(
-            parent.model_copy(
-                update={
-                    "id": f"{parent.id}.v{i}",
-                    "question": question,
-                    "provenance": Provenance(source="synth", parent_id=parent.id),
-                }
+            type(parent).model_validate(
+                {**rec, "id": variant_id(parent.id, f"{i:08x}"), "question": question, "provenance": provenance}
             )
         )
     return out
@@ -67,7 +66,7 @@ def variant_stock(seeds: list[Task], n: int) -> list[Task]:
 def timed_steps(
     buf: ReplayBuffer,
     policy: SimulatedPolicy,
-    stock: list[Task],
+    stock: list,
     steps: int,
     batch: int,
     start: int,
@@ -93,8 +92,6 @@ def timed_steps(
 
 def measured_step_s(run_dir: str | Path) -> float:
     """The median `time/step_s` a run logged; ValueError naming the folder when it logged none."""
-    from storage.reader import RunReader
-
     reader = RunReader(run_dir)
     if not reader.exists():
         raise ValueError(f"{run_dir}: no event log (not a run folder, or no step finished yet)")
@@ -118,7 +115,7 @@ def summary(ms: list[float], step_s: float | None = None) -> dict:
     return out
 
 
-def scenario(seeds: list[Task], p_max: int, steps: int, whole_pool: bool = False, step_s: float | None = None) -> dict:
+def scenario(seeds: list, p_max: int, steps: int, whole_pool: bool = False, step_s: float | None = None) -> dict:
     policy = SimulatedPolicy()
     stock = variant_stock(seeds, p_max + 8 * steps)
     # the fill below admits p_max variants at once: the staged backlog bound must cover them
@@ -157,7 +154,7 @@ def detector_only(steps: int = 200, step_s: float | None = None) -> dict:
 def run(steps: int = 200, step_s: float | None = None, measured_in: str | None = None) -> dict:
     """Every scenario's figures; shares and goal checks only against `step_s`, a measured step time
     (`measured_step_s(run_dir)`, or the median step a benchmark just timed), named by `measured_in`."""
-    seeds = load_seeds("train")
+    seeds = make_benchmark("bfcl_multi_turn").seeds("train")
     return {
         "seeds": len(seeds),
         "steps": steps,

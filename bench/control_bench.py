@@ -10,11 +10,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from storage.control import ControlDB
+
 
 def _add_decisions(target: str, run_id: str, n: int, go, out) -> None:
     """A writer: n decisions as fast as it can once `go` is set; reports the ids it was told and its span."""
-    from storage.control import ControlDB
-
     try:
         db = ControlDB(target)
         go.wait()
@@ -29,8 +29,6 @@ def _add_decisions(target: str, run_id: str, n: int, go, out) -> None:
 
 def _list_decisions(target: str, run_id: str, go, stop, out) -> None:
     """The app: lists the run's decisions and the runs until `stop`."""
-    from storage.control import ControlDB
-
     try:
         db = ControlDB(target)
         go.wait()
@@ -47,8 +45,6 @@ def _list_decisions(target: str, run_id: str, go, stop, out) -> None:
 
 def _claim_decisions(target: str, run_id: str, go, stop, out) -> None:
     """A trainer: claims pending decisions and marks each applied until `stop`, then one last round."""
-    from storage.control import ControlDB
-
     try:
         db = ControlDB(target)
         go.wait()

@@ -1,4 +1,8 @@
-"""Environment benchmark: tool calls per second on one core, and ms per task for replay + check.
+"""Environment benchmark: tool calls per second on one core, and ms per task for replay + check, through the
+protocol: each task's reference path played to its score in a fresh environment (`Benchmark.environment`,
+`reference_policy`, `protocols.play`), as verification and the run's episodes drive it. A task's time holds its
+environment's setup, the messages' parsing, the calls' execution and the per-turn checks; the calls are the
+ground truth's (`Benchmark.facts`).
 
 Goals: >= 5,000 calls/s, <= 2 ms per task. Run: `rods bench env` or `python -m bench.env_bench`.
 """
@@ -8,46 +12,43 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import tempfile
 import time
+from pathlib import Path
 
-from rods_core.benchmarks.bfcl.checker import score_calls
-from rods_core.benchmarks.bfcl.environment import BfclEnvironment
-from rods_core.benchmarks.bfcl.seeds import load_seeds
+from rods_core.benchmarks.protocols import play
+from rods_core.benchmarks.registry import make_benchmark
+
+BENCHMARK = "bfcl_multi_turn"
+
+
+def _replay_s(bench, tasks: list, workdir: Path) -> float:
+    """Seconds to play every task's reference path to its score; raises if one falls short of full marks."""
+    t0 = time.perf_counter()
+    for task in tasks:
+        score = play(bench.environment(task, workdir), bench.reference_policy(task))
+        if not score.accuracy:
+            raise RuntimeError(f"env bench: {task.id}'s reference path scored {score.progress:.2f}")
+    return time.perf_counter() - t0
 
 
 def run(repeats: int = 3) -> dict:
-    tasks = load_seeds("all")
-    # Calls/s: execution of parsed ground-truth calls in already-built environments.
-    best_calls = 0.0
-    for _ in range(repeats):
-        n, t0 = 0, time.perf_counter()
-        for task in tasks:
-            env = BfclEnvironment(task)
-            for turn, calls in enumerate(task.ground_truth):
-                env.start_turn(turn)
-                for c in calls:
-                    env.execute(c)
-                    n += 1
-        best_calls = max(best_calls, n / (time.perf_counter() - t0))
-    # Replay + check: a model-side environment, the ground-truth side, and the per-turn checks.
-    best_ms = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for task in tasks:
-            score_calls(task, task.ground_truth)
-        best_ms = min(best_ms, 1000 * (time.perf_counter() - t0) / len(tasks))
-    by_cat = {}
-    for cat in ("base", "miss_func", "miss_param", "long_context"):
-        sub = [t for t in tasks if t.category == cat]
-        t0 = time.perf_counter()
-        for task in sub:
-            score_calls(task, task.ground_truth)
-        by_cat[cat] = round(1000 * (time.perf_counter() - t0) / len(sub), 3)
+    bench = make_benchmark(BENCHMARK)
+    tasks = bench.seeds("all")
+    calls = sum(bench.facts(t).calls for t in tasks)
+    groups = sorted({bench.group_of(t) for t in tasks})
+    with tempfile.TemporaryDirectory(prefix="env-bench-") as tmp:
+        best_s = min(_replay_s(bench, tasks, Path(tmp)) for _ in range(repeats))
+        by_group = {}
+        for group in groups:
+            sub = [t for t in tasks if bench.group_of(t) == group]
+            by_group[group] = round(1000 * _replay_s(bench, sub, Path(tmp)) / len(sub), 3)
     return {
         "tasks": len(tasks),
-        "calls_per_s_incl_env_setup": round(best_calls),
-        "replay_check_ms_per_task": round(best_ms, 3),
-        "replay_check_ms_per_task_by_category": by_cat,
+        "calls": calls,
+        "episode_calls_per_s": round(calls / best_s),
+        "episode_ms_per_task": round(1000 * best_s / len(tasks), 3),
+        "episode_ms_per_task_by_group": by_group,
         "goals": {"calls_per_s": 5000, "ms_per_task": 2.0},
         "cpu": os.cpu_count(),
     }

@@ -20,13 +20,13 @@ import time
 
 import torch
 
-from bench.demo_model import demo_model
-from rods_core.benchmarks.bfcl.demo import demo_seeds
+from bench.demo_model import demo_model, demo_tasks
 from rods_core.config import EpisodeConfig, SamplingConfig
 from rods_core.policy.cached_generation import CachedHFGenerator
 from rods_core.policy.generation import HFGenerator
 from rods_core.policy.tiny import load_policy
 from rods_core.rollout import episode_benchmark, run_episodes
+from rods_core.threads import apply_thread_policy
 
 
 def _time(tasks, gen, cfg) -> tuple[list, dict]:
@@ -57,11 +57,9 @@ def profile(tasks, gen, cfg, top: int = 12) -> list[str]:
 def run(model_dir: str, n_tasks: int, samples: int, with_profile: bool = False) -> dict:
     """Greedy on identical work (one episode per task, then `samples` per task: a rollout-sized batch),
     outputs compared token for token; then sampled at T=1 (different draws: tokens/s only indicative)."""
-    from rods_core.threads import apply_thread_policy
-
     apply_thread_policy(1)
     model, tok, prompt = load_policy(model_dir)
-    tasks = demo_seeds()[:n_tasks]
+    tasks = demo_tasks()[:n_tasks]
     group = [t for t in tasks for _ in range(samples)]
     greedy = EpisodeConfig(prompt=prompt, sampling=SamplingConfig(temperature=0.0, max_new_tokens=96))
     sampled = EpisodeConfig(prompt=prompt, sampling=SamplingConfig(temperature=1.0, max_new_tokens=96))

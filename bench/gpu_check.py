@@ -29,6 +29,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.demo_model import demo_tasks
+from bench.gpu_fsdp import run_checks
+from rods_core import memory_plan
+from rods_core.config import RunConfig, SFTSettings, TinyModelConfig
+from rods_core.policy.sft import run_sft
+from rods_core.policy.tiny import init_tiny
+from rods_core.threads import apply_thread_policy
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXED_LEN, PROMPT_LEN = 64, 32  # the weight-sync check's fixed sequence, and how much of it is prompt
 # vLLM serves the checkpoint's dtype (bf16 here) while the trainer holds fp32 master weights: per-token log-probs
@@ -88,13 +96,8 @@ def run_config(work: Path, model: str, gpu: bool, steps: int, use_vllm: bool, lr
     }
 
 
-def preflight_estimate(cfg, gpu_bytes: int) -> dict | None:
-    """The pre-flight's estimate of this run on one GPU (`rods plan`'s estimator), or None where the estimator is
-    not in this tree. Integration note: it lands with `rods plan` (rods_core/memory_plan.py: plan_run, render)."""
-    try:
-        from rods_core import memory_plan  # the pre-flight estimator behind `rods plan`
-    except ImportError:
-        return None
+def preflight_estimate(cfg, gpu_bytes: int) -> dict:
+    """The pre-flight's estimate of this run on one GPU (`rods plan`'s estimator, rods_core.memory_plan)."""
     plan = memory_plan.plan_run(cfg, 1, gpu_bytes, "ddp")
     return {"total_gib": round(plan.total / 2**30, 2), "fits": plan.fits, "table": memory_plan.render(plan, "1 GPU")}
 
@@ -125,11 +128,6 @@ def _model_logprobs(model, ids: list[int]) -> list[float]:
 
 def build_policy(work: Path, a: argparse.Namespace, gpu: bool) -> tuple[Path, dict]:
     """A model from a config, warm-started on the demo seeds; (folder, facts for the report)."""
-    from rods_core.benchmarks.bfcl.demo import demo_seeds
-    from rods_core.config import SFTSettings, TinyModelConfig
-    from rods_core.policy.sft import run_sft
-    from rods_core.policy.tiny import init_tiny
-
     t0 = time.perf_counter()
     size = {"hidden": a.hidden, "layers": a.layers, "heads": a.hidden // 128, "kv_heads": max(1, a.hidden // 512)}
     size["ffn"] = a.hidden * 8 // 3 // 64 * 64
@@ -140,7 +138,7 @@ def build_policy(work: Path, a: argparse.Namespace, gpu: bool) -> tuple[Path, di
     settings = SFTSettings(
         token_budget=a.sft_tokens, use_cpu=not gpu, bf16=gpu, learning_rate=3e-4, warmup_steps=10, loss_target=1e-9
     )
-    sft = run_sft(work / "init", work / "model", demo_seeds(), settings, show_progress=False)
+    sft = run_sft(work / "init", work / "model", demo_tasks(), settings, show_progress=False)
     facts = {"params": card["params"], "size": size, "build_s": round(built_s, 1)}
     facts["sft"] = {k: sft[k] for k in ("sft/steps", "sft/seconds", "sft/tokens_per_s", "sft/final_loss")}
     return work / "model", facts
@@ -148,14 +146,10 @@ def build_policy(work: Path, a: argparse.Namespace, gpu: bool) -> tuple[Path, di
 
 def main(a: argparse.Namespace) -> dict:
     if a.fsdp:
-        from bench.gpu_fsdp import run_checks
-
         return run_checks(a)
     import torch
 
-    from rods_core.config import RunConfig
-    from rods_core.threads import apply_thread_policy
-    from rods_lab.run import train
+    from rods_lab.run import train  # torch and TRL: not on --fsdp's path nor --help's
 
     gpu = not a.smoke
     if gpu and not torch.cuda.is_available():

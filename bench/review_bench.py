@@ -19,15 +19,18 @@ import time
 from pathlib import Path
 
 from bench.app_bench import accepted_variant_rows, timed_runs
+from rods_core.benchmarks.registry import make_benchmark
+from rods_core.ids import variant_id
 from rods_core.reasons import OfferReason
+from storage.control import ControlDB
+from storage.events import EventLog
+from storage.pools import write_pools_snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
 PER_STEP = 16  # the paper: 8 parents x 2 variants a step
 
 
 def _variant(parent, i: int):
-    from rods_core.ids import variant_id
-
     said = parent.user_texts[0]
     rec = {
         **parent.to_record(),
@@ -41,13 +44,8 @@ def _variant(parent, i: int):
 def build_review_run(ws: Path, runs: Path, run_id: str, variants: int, review: str = "gated") -> Path:
     """A finished run folder with `variants` staged variants (awaiting review when gated), registered in
     ws/control.sqlite; returns the run folder."""
-    from rods_core.benchmarks.bfcl.seeds import load_seeds
-    from storage.control import ControlDB
-    from storage.events import EventLog
-    from storage.pools import write_pools_snapshot
-
     run_dir = runs / run_id
-    seeds = load_seeds("train")
+    seeds = make_benchmark("bfcl_multi_turn").seeds("train")
     staged = [_variant(seeds[i % len(seeds)], i) for i in range(variants)]
     steps = 1 + (variants - 1) // PER_STEP
     log = EventLog(run_dir)

@@ -25,8 +25,18 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import get_args
 
+from bench.demo_model import demo_tasks
+from bench.sft_budget import SETS, Scored, budget_table, failures_greedy, pick_budget
 from rods_core.benchmarks.registry import make_benchmark
+from rods_core.config import SFTSettings, load_config
+from rods_core.evaluation import evaluate, variance_report
+from rods_core.policy.sft import run_sft, tokenize_demonstrations
+from rods_core.policy.tiny import init_tiny, load_policy, read_card, write_card
+from rods_core.ranks import under_launcher
+from rods_core.tasksets import fresh_variants, run_benchmark
+from rods_core.threads import apply_thread_policy
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,8 +45,6 @@ def _snapshot_callback(out: Path, init: Path, tokenizer, every: float, per_step_
     """A TrainerCallback that saves the model (with the init model's card) each time training crosses a
     multiple of `every` epochs, and logs step, epoch and tokens to out/snapshots.jsonl."""
     from transformers import TrainerCallback
-
-    from rods_core.policy.tiny import read_card, write_card
 
     class Snapshots(TrainerCallback):
         def __init__(self):
@@ -63,14 +71,6 @@ def _snapshot_callback(out: Path, init: Path, tokenizer, every: float, per_step_
 def train(out: Path, config: Path, processes: int, every: float, sft: dict) -> None:
     """init-tiny (before the hand-off to the launcher), then the demo config's SFT (`sft`: settings changed, e.g.
     a learning rate) with snapshots."""
-    from rods_core.benchmarks.bfcl.demo import demo_seeds
-    from rods_core.config import load_config
-    from rods_core.policy.sft import run_sft, tokenize_demonstrations
-    from rods_core.policy.tiny import init_tiny, load_policy
-    from rods_core.ranks import under_launcher
-    from rods_core.tasksets import fresh_variants, run_benchmark
-    from rods_core.threads import apply_thread_policy
-
     cfg = load_config(config)
     settings = cfg.model.sft.model_copy(update=sft)
     init = out / "init"
@@ -81,7 +81,7 @@ def train(out: Path, config: Path, processes: int, every: float, sft: dict) -> N
             cmd += ["--num_machines", "1", "--config_file", str(ROOT / "configs" / "accelerate" / "cpu.yaml")]
             os.execv(sys.executable, [*cmd, "-m", "bench.sft_budget_bench", *sys.argv[1:]])
     apply_thread_policy(cfg.compute.threads)
-    seeds = demo_seeds()
+    seeds = demo_tasks()
     tasks = seeds + fresh_variants(seeds, cfg.model.sft_variants_per_seed, cfg, "warm-start", run_benchmark(cfg))
     _, tokenizer, prompt = load_policy(init)
     rows = tokenize_demonstrations(tasks, tokenizer, make_benchmark("bfcl_multi_turn", prompt=prompt))
@@ -95,10 +95,7 @@ def train(out: Path, config: Path, processes: int, every: float, sft: dict) -> N
 
 def held_out(cfg) -> list:
     """Fresh variants of the demo seeds under another purpose, minus any the warm start trains on."""
-    from rods_core.benchmarks.bfcl.demo import demo_seeds
-    from rods_core.tasksets import fresh_variants, run_benchmark
-
-    seeds, bench = demo_seeds(), run_benchmark(cfg)
+    seeds, bench = demo_tasks(), run_benchmark(cfg)
     trained = {
         t.content_key() for t in fresh_variants(seeds, cfg.model.sft_variants_per_seed, cfg, "warm-start", bench)
     }
@@ -109,9 +106,6 @@ def score_one(model: Path, seeds: list, heldout: list, full: dict | None = None)
     """The warm start's quality figures (as `rods sft --samples 8` reports them) plus held-out greedy figures;
     per-task results kept for intervals. Given the full build's scores, a snapshot whose greedy figures already
     fail the rule skips the 8 samples a task (the slow part: its verdict cannot change)."""
-    from bench.sft_budget import SETS, failures_greedy
-    from rods_core.evaluation import evaluate, variance_report
-
     out = {"seeds": evaluate(model, seeds), "heldout": evaluate(model, heldout)}
     failed = (
         failures_greedy({s: out[s]["per_task"] for s in SETS}, {s: full[s]["per_task"] for s in SETS}) if full else []
@@ -137,13 +131,9 @@ def score(out: Path, config: Path, wait: bool, reference: Path | None = None) ->
     """Score every snapshot once, in `_order`, once the full build is scored; with `wait`, poll until all are.
     `reference`: another run's folder whose full build the snapshots are compared with (this run's own end is
     then not scored as a full build)."""
-    from rods_core.benchmarks.bfcl.demo import demo_seeds
-    from rods_core.config import load_config
-    from rods_core.threads import apply_thread_policy
-
     apply_thread_policy(1)
     cfg = load_config(config)
-    seeds, heldout = demo_seeds(), held_out(cfg)
+    seeds, heldout = demo_tasks(), held_out(cfg)
     scores = out / "scores"
     scores.mkdir(parents=True, exist_ok=True)
     full_scores = (reference or out) / "scores" / "full.json"
@@ -173,8 +163,6 @@ def score(out: Path, config: Path, wait: bool, reference: Path | None = None) ->
 def pick(out: Path, reference: Path | None = None) -> dict:
     """The per-budget table and the rule's choice (bench/sft_budget.py); `reference`: the run whose full build
     the snapshots are compared with (default: this run's own)."""
-    from bench.sft_budget import Scored, budget_table, pick_budget
-
     snapshots = out / "snapshots.jsonl"  # none with a decaying schedule (only its end is a budget's model)
     lines = snapshots.read_text().splitlines() if snapshots.exists() else []
     rows = [(out / "scores" / f"{r['name']}.json", r) for r in map(json.loads, lines)]
@@ -193,10 +181,6 @@ def pick(out: Path, reference: Path | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    from typing import get_args
-
-    from rods_core.config import SFTSettings
-
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("what", choices=["train", "score", "pick"])
     p.add_argument("--out", type=Path, required=True, help="a folder of your own (never models/tiny-demo)")

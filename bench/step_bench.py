@@ -18,7 +18,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from rods_core.config import load_config
+from rods_lab.experiments.machine import describe
 from rods_lab.launch import train_command
+from storage.reader import RunReader
 
 ROOT = Path(__file__).resolve().parent.parent
 SPLIT = ("rollout_s", "gen_s", "env_s", "reward_s", "render_s", "update_s", "optimizer_s", "curriculum_s", "store_s")
@@ -36,8 +39,6 @@ def arm(
 ) -> dict:
     """One `rods train` of `tasks` tasks a step in all, split over `processes` processes of `threads` torch
     threads each, optionally beside a busy single-threaded neighbour process."""
-    from storage.reader import RunReader
-
     work = Path(tempfile.mkdtemp(prefix="rods-step-"))
     run_id = f"step_p{processes}"
     overrides = [
@@ -89,9 +90,6 @@ def arm(
 def run(
     config: Path, processes: list[int], steps: int, warmup: int, sets: list[str], threads_arms: bool = False
 ) -> dict:
-    from rods_core.config import load_config
-    from rods_lab.experiments.machine import describe
-
     cfg = load_config(config)
     tasks = cfg.grpo.tasks_per_step * cfg.compute.processes  # the config's whole batch, the same in every arm
     bad = [n for n in processes if tasks % n]

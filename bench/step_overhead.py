@@ -26,7 +26,10 @@ import numpy as np
 from transformers import TrainerCallback
 
 from rods_core.config import RunConfig, load_config
+from rods_core.policy.tiny import load_policy, read_card
+from rods_core.rollout import episode_benchmark
 from rods_core.statistics import bootstrap_stat, quantile_interval
+from rods_core.threads import apply_thread_policy
 
 WARMUP = 1
 PARTS = ("gen_s", "env_s", "reward_s", "render_s", "update_s", "optimizer_s", "hooks_s", "step_s", "cpu_s")
@@ -46,8 +49,6 @@ class Turns:
 
 
 def _policy(cfg: RunConfig):
-    from rods_core.policy.tiny import load_policy, read_card
-
     model, tokenizer, card_prompt = load_policy(Path(cfg.model.path))
     prompt = card_prompt if read_card(Path(cfg.model.path)) else cfg.episode.prompt
     hints = cfg.episode.hints or cfg.method == "env_augment"
@@ -56,7 +57,7 @@ def _policy(cfg: RunConfig):
 
 def _rods_arm(cfg_data: dict, work: str, conn) -> None:
     """Child process: `rods train`, one step per turn."""
-    from rods_core.loop import StepWatcher
+    from rods_core.loop import StepWatcher  # TRL's trainer: the child arms' only, not the parent's
     from rods_lab.run import train
 
     cfg = RunConfig.model_validate(cfg_data)
@@ -110,9 +111,7 @@ def _plain_arm(cfg_data: dict, work: str, conn) -> None:
     """Child process: the same trainer, model, seed and tasks with nothing of RODS around the step."""
     import torch
 
-    from rods_core.rollout import episode_benchmark
-    from rods_core.threads import apply_thread_policy
-    from rods_core.trainer import RodsGRPOTrainer
+    from rods_core.trainer import RodsGRPOTrainer  # TRL's trainer: the child arms' only, not the parent's
 
     cfg = RunConfig.model_validate(cfg_data)
     apply_thread_policy(cfg.compute.threads)

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from bench.control_bench import contention_report
+from rods_core.benchmarks.registry import make_benchmark
 from storage.events import EventLog, split_live
 from storage.pools import write_pools_snapshot
 from storage.reader import RunReader
@@ -123,11 +124,9 @@ def run(
     out: Path = Path("bench/results/store"),
     repeats: int = 20,
 ) -> dict:
-    from rods_core.benchmarks.bfcl.seeds import load_seeds
-
     out = Path(out)
     shutil.rmtree(out, ignore_errors=True)
-    w = write_phase(out, rows, tasks_per_step, load_seeds("train"))
+    w = write_phase(out, rows, tasks_per_step, make_benchmark("bfcl_multi_turn").seeds("train"))
     per = w["per_step"]
     mean_s = sum(per) / len(per) + sum(w["snapshot_ms"]) / len(w["snapshot_ms"]) / 1000
     files = {k: len(split_live(out / "events" / k)[0]) for k in ("task_stats", "step", "buffer", "variant")}

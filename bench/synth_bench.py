@@ -1,5 +1,6 @@
 """Template synthesis throughput (accepted variants per second on one core, goal >= 50) and acceptance
-per stage, per category and per class combination, over the train-split seeds.
+per stage, per category and per class combination, over the train-split seeds: BFCL multi-turn's synthesizer
+through the protocol (`Benchmark.synthesizer.variants`, as the run's synthesis worker calls it).
 
     python bench/synth_bench.py [--limit 400] [--n 4] [--attempts 24] [--seed 0]
 
@@ -10,6 +11,7 @@ pipeline is single-threaded, so CPU time is the one-core figure on a shared mach
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from collections import Counter, defaultdict
@@ -17,26 +19,34 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rods_core.benchmarks.bfcl.seeds import load_seeds  # noqa: E402
-from rods_core.benchmarks.bfcl.synth import merge_counts, synthesize  # noqa: E402
-from rods_core.config import SynthesisConfig
+from rods_core.benchmarks.registry import make_benchmark  # noqa: E402
+from rods_core.config import SynthesisConfig  # noqa: E402
+
+BENCHMARK = "bfcl_multi_turn"
 
 
 def measure(limit: int = 400, n: int = 4, attempts: int = 24, seed: int = 0) -> dict:
     """Synthesize for `limit` train seeds spread over the split; the raw results and the timings."""
-    seeds = load_seeds("train")
+    bench = make_benchmark(BENCHMARK, synth=SynthesisConfig(n_per_parent=n, max_attempts=attempts, seed=seed))
+    seeds = bench.seeds("train")
     step = max(1, len(seeds) // limit)
     parents = seeds[::step][:limit]
-    cfg = SynthesisConfig(n_per_parent=n, max_attempts=attempts, seed=seed)
-    synthesize(parents[0], 1, set(), cfg)  # warm caches (docs, class imports, leak guard)
+    bench.synthesizer.variants(parents[0], 1, seed)  # warm caches (docs, class imports, leak guard)
     wall0, cpu0 = time.perf_counter(), time.process_time()
-    results = [synthesize(p, n, set(), cfg) for p in parents]
+    results = [bench.synthesizer.variants(p, n, seed) for p in parents]
     return {
+        "bench": bench,
         "parents": parents,
         "results": results,
         "wall_s": time.perf_counter() - wall0,
         "cpu_s": time.process_time() - cpu0,
     }
+
+
+def stage_counts(results: list) -> dict[str, dict]:
+    """Per-stage accepted and rejected candidates and rejection reasons over every parent's attempts, as one result
+    holding all of them counts them (`SynthResult.counts`)."""
+    return dataclasses.replace(results[0], parent_id="*", attempts=[a for r in results for a in r.attempts]).counts()
 
 
 def figures(limit: int = 400, n: int = 4, attempts: int = 24, seed: int = 0) -> dict:
@@ -45,7 +55,7 @@ def figures(limit: int = 400, n: int = 4, attempts: int = 24, seed: int = 0) -> 
     results = m["results"]
     accepted = sum(len(r.accepted) for r in results)
     stages = {}
-    for stage, c in merge_counts(results).items():
+    for stage, c in stage_counts(results).items():
         total = c["accepted"] + c["rejected"]
         stages[stage] = {
             "accepted": c["accepted"],
@@ -73,7 +83,7 @@ def main() -> None:
     args = ap.parse_args()
 
     m = measure(args.limit, args.n, args.attempts, args.seed)
-    parents, results, wall, cpu = m["parents"], m["results"], m["wall_s"], m["cpu_s"]
+    bench, parents, results, wall, cpu = m["bench"], m["parents"], m["results"], m["wall_s"], m["cpu_s"]
     accepted = sum(len(r.accepted) for r in results)
     attempts = sum(len(r.attempts) for r in results)
     print(f"synth/parents {len(parents)}  attempts {attempts}  accepted {accepted}")
@@ -84,7 +94,7 @@ def main() -> None:
     )
 
     print("\nper stage (candidates accepted / rejected, top reasons)")
-    for stage, c in merge_counts(results).items():
+    for stage, c in stage_counts(results).items():
         total = c["accepted"] + c["rejected"]
         share = c["accepted"] / total if total else 0.0
         top = "; ".join(f"{r} ({k})" for r, k in list(c["reasons"].items())[:4])
@@ -92,7 +102,7 @@ def main() -> None:
 
     groups: dict[str, dict[str, Counter]] = {"category": defaultdict(Counter), "classes": defaultdict(Counter)}
     for p, r in zip(parents, results, strict=True):
-        for key, name in (("category", p.category), ("classes", "+".join(sorted(p.involved_classes)))):
+        for key, name in (("category", bench.group_of(p)), ("classes", bench.facts(p).class_combo)):
             g = groups[key][name]
             g["parents"] += 1
             g["yielded"] += bool(r.accepted)
@@ -111,7 +121,8 @@ def main() -> None:
         for r in results
         for t in r.accepted
     )
-    changed = sum(t.ground_truth != p.ground_truth for p, r in zip(parents, results, strict=True) for t in r.accepted)
+    distances = [bench.distance(p, t) for p, r in zip(parents, results, strict=True) for t in r.accepted]
+    changed = sum(d.values + d.calls > 0 for d in distances)  # a call or an argument value of the ground truth
     print(f"\nsynth/rewrite_modes {dict(modes)}  synth/ground_truth_changed {changed / max(1, accepted):.0%}")
 
 

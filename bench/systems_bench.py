@@ -24,12 +24,15 @@ import sys
 import time
 from pathlib import Path
 
+from bench import buffer_bench, env_bench, store_bench, synth_bench
+from bench.step_overhead import measure_steps
+from rods_lab.experiments.machine import describe
+from rods_lab.experiments.machine import markdown as machine_md
+
 RESULTS = Path("bench/results/systems")
 
 
 def component_figures(quick: bool, log=print) -> dict:
-    from bench import buffer_bench, env_bench, store_bench, synth_bench
-
     out = {}
     log("systems: environment …")
     out["env"] = env_bench.run(repeats=1)
@@ -52,8 +55,8 @@ def headline(components: dict, steps: dict | None) -> dict:
     """The headline figures, flat, with their goals where the project set one."""
     env, synth, buf, store = components["env"], components["synth"], components["buffer"], components["store"]
     h = {
-        "env_calls_per_s": env["calls_per_s_incl_env_setup"],
-        "replay_ms_per_task": env["replay_check_ms_per_task"],
+        "env_calls_per_s": env["episode_calls_per_s"],
+        "replay_ms_per_task": env["episode_ms_per_task"],
         "synth_accepted_per_s_cpu": synth["accepted_per_s_cpu"],
         "synth_acceptance_per_stage": {k: v["acceptance"] for k, v in synth["stages"].items()},
         "detector_buffer_ms_per_step_32x16": buf["batch_32x16_pool_400_seeds_pmax_50"]["ms_mean"],
@@ -76,8 +79,6 @@ def headline(components: dict, steps: dict | None) -> dict:
 
 
 def markdown(report: dict) -> str:
-    from rods_lab.experiments.machine import markdown as machine_md
-
     h, c = report["headline"], report["components"]
     st = report.get("steps")
     lines = [
@@ -87,8 +88,8 @@ def markdown(report: dict) -> str:
         "",
         "| figure | measured | goal |",
         "|---|---|---|",
-        f"| environment tool calls / s (one core) | {h['env_calls_per_s']} | >= 5,000 |",
-        f"| replay + check, ms per task | {h['replay_ms_per_task']} | <= 2 |",
+        f"| environment tool calls / s (one core, reference episodes) | {h['env_calls_per_s']} | >= 5,000 |",
+        f"| reference episode (replay + check), ms per task | {h['replay_ms_per_task']} | <= 2 |",
         f"| synthesis accepted variants / s (CPU time) | {h['synth_accepted_per_s_cpu']} "
         f"({c['synth']['parents']} parents) | >= 50 |",
         f"| synthesis acceptance per stage | {', '.join(f'{k} {v:.0%}' for k, v in h['synth_acceptance_per_stage'].items() if v is not None)} | |",
@@ -131,9 +132,6 @@ def run(
     quick: bool = False,
     log=print,
 ) -> dict:
-    from bench.step_overhead import measure_steps
-    from rods_lab.experiments.machine import describe
-
     RESULTS.mkdir(parents=True, exist_ok=True)
     machine = describe()
     components = component_figures(quick, log)

@@ -18,6 +18,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.demo_model import demo_tasks
+from rods_core.config import SFTSettings, TinyModelConfig
+from rods_core.policy.sft import run_sft
+from rods_core.policy.tiny import init_tiny
+from rods_core.threads import apply_thread_policy
+from rods_lab.experiments.machine import describe
+
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = [  # (name, torch threads per process, processes, busy neighbour)
     ("1 thread, quiet", 1, 1, False),
@@ -30,14 +37,9 @@ CONFIGS = [  # (name, torch threads per process, processes, busy neighbour)
 
 def child(model: str, out: str, tokens: int, threads: int) -> None:
     """One SFT run (inside this process, or one rank of an accelerate launch); rank 0 prints its figures."""
-    from rods_core.benchmarks.bfcl.demo import demo_seeds
-    from rods_core.config import SFTSettings
-    from rods_core.policy.sft import run_sft
-    from rods_core.threads import apply_thread_policy
-
     apply_thread_policy(threads)
     settings = SFTSettings(token_budget=tokens, warmup_steps=0, loss_target=1e-9)
-    figures = run_sft(model, out, demo_seeds(), settings, show_progress=False)
+    figures = run_sft(model, out, demo_tasks(), settings, show_progress=False)
     if os.environ.get("RANK", "0") == "0":
         keep = ("sft/steps", "sft/seconds", "sft/tokens", "sft/tokens_per_s", "sft/processes")
         print("FIGURES " + json.dumps({k: figures[k] for k in keep}), flush=True)
@@ -70,10 +72,6 @@ def _run(model: Path, tokens: int, threads: int, processes: int, neighbour: bool
 
 
 def run(tokens: int) -> dict:
-    from rods_core.config import TinyModelConfig
-    from rods_core.policy.tiny import init_tiny
-    from rods_lab.experiments.machine import describe
-
     model = Path(tempfile.mkdtemp(prefix="rods-threads-model-")) / "tiny"
     init_tiny(TinyModelConfig(), model)
     out = {"machine": describe(), "token_budget": tokens, "runs": {}}

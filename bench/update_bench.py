@@ -23,6 +23,14 @@ import types
 
 import torch
 
+from rods_core.config import load_config
+from rods_core.policy.cached_generation import CachedHFGenerator
+from rods_core.policy.tiny import load_policy
+from rods_core.rollout import episode_benchmark, run_episodes
+from rods_core.tasksets import run_benchmark, select_seeds
+from rods_core.threads import apply_thread_policy
+from rods_lab.experiments.machine import describe
+
 
 def _layout(episodes) -> tuple[torch.Tensor, torch.Tensor, int]:
     """TRL's pass layout: [left-padded prompts | right-padded completions], its mask, the completion width."""
@@ -42,13 +50,7 @@ def run(config: str, repeats: int) -> dict:
     import trl.trainer.utils as trl_utils
     from trl import GRPOTrainer
 
-    from rods_core.config import load_config
-    from rods_core.policy.cached_generation import CachedHFGenerator
-    from rods_core.policy.tiny import load_policy
-    from rods_core.rollout import episode_benchmark, run_episodes
-    from rods_core.tasksets import run_benchmark, select_seeds
-    from rods_core.threads import apply_thread_policy
-    from rods_core.trainer import score_completion_positions_only, shared_prompt_logps
+    from rods_core.trainer import score_completion_positions_only, shared_prompt_logps  # TRL: the run only
 
     apply_thread_policy(1)
     cfg = load_config(config)
@@ -123,8 +125,6 @@ def main() -> None:
     p.add_argument("--config", default="configs/demo-cpu.yaml")
     p.add_argument("--repeats", type=int, default=5)
     args = p.parse_args()
-    from rods_lab.experiments.machine import describe
-
     print(json.dumps({"machine": describe(), **run(args.config, args.repeats)}, indent=2))
 
 

@@ -18,7 +18,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.demo_model import demo_model
+from bench.demo_model import demo_model, demo_tasks
+from rods_core.config import RunConfig, SamplingConfig, TinyModelConfig
+from rods_core.policy.cached_generation import CachedHFGenerator
+from rods_core.policy.generation import HFGenerator, VLLMGenerator
+from rods_core.policy.tiny import init_tiny, load_policy
+from rods_core.policy.vllm_sync import sync_colocated_weights
+from rods_core.rollout import episode_benchmark, run_episodes
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
@@ -44,11 +50,7 @@ def _step_timer():
 
 def grpo_steps(model_dir: Path, work: Path, backend: str, tasks: list, steps: int = 2):
     """(trainer, per-step rows) of `steps` GRPO steps whose rollouts `backend` generates."""
-    from rods_core.config import RunConfig
-    from rods_core.policy.generation import HFGenerator
-    from rods_core.policy.tiny import load_policy
-    from rods_core.rollout import episode_benchmark
-    from rods_core.trainer import RodsGRPOTrainer
+    from rods_core.trainer import RodsGRPOTrainer  # TRL: the run only, not `--help` nor bench.demo_model's tests
 
     cfg = RunConfig.model_validate(
         {
@@ -101,12 +103,6 @@ def grpo_steps(model_dir: Path, work: Path, backend: str, tasks: list, steps: in
 
 def rollout_throughput(trainer, tasks: list, samples: int) -> dict:
     """The same greedy episodes (each task `samples` times) with each backend, on the trainer's current weights."""
-    from rods_core.config import SamplingConfig
-    from rods_core.policy.cached_generation import CachedHFGenerator
-    from rods_core.policy.generation import HFGenerator, VLLMGenerator
-    from rods_core.policy.vllm_sync import sync_colocated_weights
-    from rods_core.rollout import episode_benchmark, run_episodes
-
     sync_colocated_weights(trainer.vllm_generation)
     model, tok = trainer.accelerator.unwrap_model(trainer.model), trainer.processing_class
     model.eval()
@@ -139,16 +135,12 @@ def rollout_throughput(trainer, tasks: list, samples: int) -> dict:
 def main(model: str | None, n_tasks: int, samples: int) -> dict:
     import torch
 
-    from rods_core.benchmarks.bfcl.demo import demo_seeds
-    from rods_core.config import TinyModelConfig
-    from rods_core.policy.tiny import init_tiny
-
     torch.set_num_threads(1)
     work = Path(tempfile.mkdtemp(prefix="rods-vllm-bench-"))
     model_dir = Path(model) if model else work / "model"
     if not model:
         init_tiny(TinyModelConfig(), model_dir)
-    tasks = demo_seeds()[:n_tasks]
+    tasks = demo_tasks()[:n_tasks]
     report = {"model": str(model or "untrained, demo size"), "load": os.getloadavg(), "grpo": {}}
     trainer = None
     for backend in ("vllm", "kv_decoder", "generate"):

@@ -17,6 +17,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.demo_model import demo_tasks
+from rods_core.config import RunConfig
+from rods_core.task_files import write_tasks
+from rods_core.tasksets import fresh_variants, run_benchmark
+from rods_lab.experiments.machine import describe
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -31,11 +37,7 @@ def _rods(*args: str) -> dict:
 
 def held_out_set(per_seed: int, exclude_k: int) -> tuple[list, list]:
     """(held-out variants, demo seeds): fresh variants of the seeds, minus any that a training arm holds."""
-    from rods_core.benchmarks.bfcl.demo import demo_seeds
-    from rods_core.config import RunConfig
-    from rods_core.tasksets import fresh_variants, run_benchmark
-
-    seeds, cfg = demo_seeds(), RunConfig()
+    seeds, cfg = demo_tasks(), RunConfig()
     bench = run_benchmark(cfg)
     trained = (
         {t.content_key() for t in fresh_variants(seeds, exclude_k, cfg, "warm-start", bench)} if exclude_k else set()
@@ -47,8 +49,6 @@ def held_out_set(per_seed: int, exclude_k: int) -> tuple[list, list]:
 
 
 def run(arms: list[int], tokens: int, processes: int, held_per_seed: int, exclude_k: int | None = None) -> dict:
-    from rods_core.task_files import write_tasks
-    from rods_lab.experiments.machine import describe
 
     work = Path(tempfile.mkdtemp(prefix="rods-warmstart-"))
     held, seeds = held_out_set(held_per_seed, max(arms) if exclude_k is None else exclude_k)
