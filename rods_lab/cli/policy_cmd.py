@@ -12,9 +12,11 @@ from typing import get_args
 
 import typer
 
+from rods_core.benchmarks.protocols import Benchmark, DemoSeeds
 from rods_core.benchmarks.registry import benchmark_entry, make_benchmark
 from rods_core.config import ComputeSettings, SFTSettings
 from rods_core.evaluation import EvalConfig
+from rods_core.task_files import load_task_file
 from rods_lab.cli._common import BenchmarkChoice, Split, choices, clean_errors, emit_json, fail
 
 _S = SFTSettings()
@@ -26,14 +28,11 @@ PrereqChoice = choices("PrereqChoice", get_args(_PREREQ.annotation))
 LrSchedule = choices("LrSchedule", get_args(SFTSettings.model_fields["lr_schedule"].annotation))
 
 
-def _load_tasks(tasks_file: Path | None, demo: bool, where: str, benchmark=None):
-    """The tasks of --tasks (the benchmark's schema, replay by execution and leak guard; BFCL multi-turn's by
-    default), the demo seeds, or None."""
-    from rods_core.benchmarks.bfcl.demo import demo_seeds
-    from rods_core.task_files import load_task_file
-
+def _load_tasks(tasks_file: Path | None, demo: bool, where: str, benchmark: Benchmark):
+    """The tasks of --tasks (the benchmark's schema, replay by execution and leak guard), its demo seeds
+    (`protocols.DemoSeeds`), or None."""
     if tasks_file is None:
-        return demo_seeds() if demo else None
+        return benchmark.demo_seeds() if demo and isinstance(benchmark, DemoSeeds) else None
     with clean_errors():
         return load_task_file(tasks_file, where, benchmark=benchmark)
 
