@@ -107,7 +107,7 @@ DB_HELP = "control store: a SQLite file or a URL (default: $RODS_CONTROL_DB or w
 
 def open_db(db: str | None):
     """The control store named by --db (DB_HELP says the default); exit 2 when it cannot be opened."""
-    from storage.control import ControlDB, StoreError
+    from storage.control import ControlDB, StoreError  # not at the top: SQLModel costs ~0.7 s, which --help never needs
 
     try:
         return ControlDB(db)

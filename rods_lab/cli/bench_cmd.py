@@ -11,6 +11,7 @@ from pathlib import Path
 
 import typer
 
+from rods_core.config import ConfigError, parse_overrides
 from rods_lab.cli._common import emit_json, fail
 
 app = typer.Typer(no_args_is_help=True, help="Benchmarks: environment, store, synthesis, buffer, training.")
@@ -49,7 +50,6 @@ def curriculum(
 
     Example: rods bench curriculum --budget 360 --methods rods,static --repeats 2
     """
-    from rods_core.config import ConfigError, parse_overrides
     from rods_lab.experiments.runner import parse_methods, run
 
     try:
@@ -74,7 +74,6 @@ def demo(
 
     Example: rods bench demo --repeats 4 --seed 3000
     """
-    from rods_core.config import ConfigError, parse_overrides
     from rods_lab.experiments.demo import report, run
 
     try:
@@ -169,7 +168,6 @@ def paper(
     Replicates with pools of their own, summaries kept: rods bench paper --budget 1440 --arms rods,static
     --repeats 16 --pool-seed-base 1000 --set seeds.ids=null --set seeds.random.n=16 --summaries runs/
     """
-    from rods_core.config import ConfigError, parse_overrides
     from rods_lab.experiments.arms import parse_arms, run
     from rods_lab.experiments.heldout import parse_spec
     from rods_lab.experiments.report import write
