@@ -7,9 +7,8 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from rods_core.benchmarks.bfcl.seed_stats import task_rows
-from rods_core.benchmarks.bfcl.seeds import load_seeds, split_of
 from rods_core.benchmarks.entries import benchmark_names
+from rods_core.benchmarks.registry import DEFAULT_BENCHMARK
 from rods_core.config import parse_overrides
 from rods_core.inputs import DoorError
 from rods_lab import catalog_edits, identity, ui
@@ -23,8 +22,8 @@ paths, db, me = ui.paths(), ui.db(), identity.current()
 
 @st.cache_data(show_spinner="Reading the BFCL seed set…")
 def bfcl_table() -> pd.DataFrame:
-    tasks = load_seeds("all")
-    return pd.DataFrame(task_rows(tasks)).assign(split=[split_of(t.id) for t in tasks])
+    bench = ui.named_benchmark(DEFAULT_BENCHMARK)  # BFCL multi-turn: its seed set's rows (protocols.SeedStatistics)
+    return pd.DataFrame(bench.seed_rows(bench.seeds("all")))
 
 
 def import_seed_file(upload, typed: str, tags: list[str], benchmark: str) -> None:

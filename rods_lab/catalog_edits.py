@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rods_core.benchmarks.bfcl.seeds import load_seeds
 from rods_core.benchmarks.protocols import Benchmark
+from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, make_benchmark
 from rods_lab.identity import Actor, require
 from rods_lab.paths import AppPaths, import_upload, import_workspace_file
 from storage.catalog import ImportReport
@@ -33,9 +33,10 @@ def import_file(
 
 
 def add_bfcl_train(db: ControlDB, actor: Actor) -> tuple[int, int]:
-    """The 400 BFCL train seeds, tagged bfcl: (added, updated)."""
+    """The 400 BFCL train seeds (BFCL multi-turn, the default benchmark), tagged bfcl: (added, updated)."""
     require(actor, "reviewer", WHAT)
-    return db.upsert_seeds(load_seeds("train"), source="bfcl", tags=["bfcl"], by=actor.name or None)
+    seeds = make_benchmark(DEFAULT_BENCHMARK).seeds("train")
+    return db.upsert_seeds(seeds, source="bfcl", tags=["bfcl"], by=actor.name or None)
 
 
 def set_enabled(db: ControlDB, task_ids: Iterable[str], enabled: bool, actor: Actor) -> int:

@@ -21,8 +21,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from rods_core.benchmarks.bfcl.tasks import Task
-from rods_core.benchmarks.protocols import Benchmark
+from rods_core.benchmarks.protocols import Benchmark, TaskRecord
 from rods_lab import record_form, ui, views
 from rods_lab.identity import Actor, Refused, current, local, refusals, require
 from rods_lab.paths import AppPaths
@@ -189,7 +188,7 @@ def _lines_html(lines: list[tuple[str, bool]], color: str) -> str:
     )
 
 
-def diff_html(parent: Task | None, task: Task) -> str:
+def diff_html(parent: TaskRecord | None, task: TaskRecord) -> str:
     """Parent and variant side by side, turn by turn; lines only one side has are highlighted."""
     rows = "".join(
         f'<tr><td colspan="2"><b>Turn {i + 1}</b></td></tr><tr><td style="vertical-align:top;width:50%">'
@@ -285,7 +284,7 @@ def focus(run: SimpleNamespace, rows: pd.DataFrame, reviewer: Actor) -> None:
     comments(run, tid, reviewer)
 
 
-def fix_and_accept(run: SimpleNamespace, task: Task, reviewer: Actor) -> None:
+def fix_and_accept(run: SimpleNamespace, task: TaskRecord, reviewer: Actor) -> None:
     """Edit the turns, verify by execution here first (the trainer's own check), then send the edit, which
     the buffer puts straight into probing: the edit is the acceptance."""
     with st.form(f"review_fix_{task.id}"):
@@ -300,7 +299,7 @@ def fix_and_accept(run: SimpleNamespace, task: Task, reviewer: Actor) -> None:
         if not st.form_submit_button("Verify, fix & accept", type="primary"):
             return
 
-    def edit() -> tuple[Task, bool, str]:
+    def edit() -> tuple[TaskRecord, bool, str]:
         edited = views.edited_task(task, users, calls)
         return edited, *views.verify_edit(ui.benchmark(run.out_dir), task, edited, snapshot(run.out_dir, token()))
 

@@ -19,9 +19,8 @@ from typing import Any
 import pandas as pd
 
 from rods_core.benchmarks import edits
-from rods_core.benchmarks.bfcl.tasks import Task
 from rods_core.benchmarks.entries import lift_legacy_options
-from rods_core.benchmarks.protocols import Benchmark
+from rods_core.benchmarks.protocols import Benchmark, TaskRecord
 from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, make_benchmark
 from rods_core.config import SYNTH_METHODS, ConfigError, read_config_data
 from rods_lab.status import RunState, dead_run_message, format_eta, run_state, run_status
@@ -169,7 +168,7 @@ STRUCTURE_COLUMNS = [
 ]
 
 
-def _structure_key(task: Task) -> str:
+def _structure_key(task: TaskRecord) -> str:
     """What a signature depends on: the task without its id and provenance (variants of seeds share seeds')."""
     blob = task.model_dump_json(exclude={"id", "provenance"})
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
@@ -295,14 +294,15 @@ def variant_outcomes(reader: RunReader, variant_ids: list[str]) -> dict[str, tup
     return {r.variant_id: (json.loads(r.stages) if r.stages else [], r.reason or "") for r in df.itertuples()}
 
 
-def edited_task(original: Task, user_texts: list[str], calls_texts: list[str]) -> Task:
-    """The original with new user turns and ground-truth calls (one call per line); raises ValueError."""
+def edited_task(original: TaskRecord, user_texts: list[str], calls_texts: list[str]) -> TaskRecord:
+    """The original (a task of turns and calls: a benchmark with `structure`) with new user turns and ground-truth
+    calls (one call per line), read back by its own model; raises ValueError."""
     if len(user_texts) != original.n_turns or len(calls_texts) != original.n_turns:
         raise ValueError(f"the edit must keep the task's {original.n_turns} turns")
     question = [[{"role": "user", "content": u.strip()}] if u.strip() else [] for u in user_texts]
     truth = [[ln.strip() for ln in c.splitlines() if ln.strip()] for c in calls_texts]
     rec = {**original.to_record(), "question": question, "ground_truth": truth}
-    return Task.model_validate(rec)
+    return type(original).model_validate(rec)
 
 
 def verify_edit(bench: Benchmark, original: Any, edited: Any, snap: PoolsSnapshot) -> tuple[bool, str]:

@@ -16,6 +16,7 @@ import pandas as pd
 
 from rods_core.benchmarks.protocols import Benchmark, TaskFacts, TaskRecord
 from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, benchmark_names, make_benchmark, task_type_of
+from rods_core.task_files import parse_task_bytes
 from storage.control import ControlDB, Seed
 
 
@@ -42,8 +43,6 @@ def import_seeds(
     a factory, so a refused file does not even create the database. `benchmark` (BFCL multi-turn when None)
     gives the schema, the verifier and the guard; `by` names who imported (the app's user). Raises DoorError
     subclasses."""
-    from rods_core.task_files import parse_task_bytes
-
     bench = benchmark or make_benchmark(DEFAULT_BENCHMARK)
     tasks = parse_task_bytes(data, source, where, guard=not allow_test, benchmark=bench)
     cdb = db() if callable(db) else db
@@ -115,10 +114,8 @@ def catalog_tasks(db: ControlDB, task_ids: Iterable[str]) -> list[TaskRecord]:
             raise KeyError(f"{tid!r} is not in the seed catalog")
         task = seeds[tid].task()
         if task is None:
-            if builtin is None:
-                from rods_core.benchmarks.bfcl.seeds import load_seeds
-
-                builtin = {t.id: t for t in load_seeds("all")}
+            if builtin is None:  # an entry without a record is a BFCL multi-turn seed (the default benchmark's)
+                builtin = {t.id: t for t in make_benchmark(DEFAULT_BENCHMARK).seeds("all")}
             task = builtin[tid]
         out.append(task)
     return out

@@ -13,8 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from rods_core.benchmarks.bfcl.tasks import Task
-from rods_core.benchmarks.protocols import Benchmark
+from rods_core.benchmarks.protocols import Benchmark, TaskRecord
 from rods_core.benchmarks.registry import make_benchmark
 from rods_core.reasons import OfferReason
 from rods_core.spreadsheet import csv_text
@@ -67,7 +66,7 @@ BULK_ACTIONS = {  # what a reviewer's action sends -> (the decision's action, it
 Line = tuple[str, bool]  # (text, changed)
 
 
-def _turn_lines(t: Task | None, i: int) -> list[str]:
+def _turn_lines(t: TaskRecord | None, i: int) -> list[str]:
     return [f"user: {t.user_texts[i]}", *t.ground_truth[i]] if t is not None and i < t.n_turns else []
 
 
@@ -81,9 +80,9 @@ def mark_lines(old: list[str], new: list[str]) -> tuple[list[Line], list[Line]]:
     return [(x, j not in same_old) for j, x in enumerate(old)], [(x, j not in same_new) for j, x in enumerate(new)]
 
 
-def side_by_side(parent: Task | None, task: Task) -> list[tuple[list[Line], list[Line]]]:
+def side_by_side(parent: TaskRecord | None, task: TaskRecord) -> list[tuple[list[Line], list[Line]]]:
     """Per turn, the parent's lines and the variant's ("user: ..." then one line per call), marked by
-    `mark_lines`."""
+    `mark_lines`: tasks of turns and calls (a benchmark with `structure`: `user_texts`, `ground_truth`)."""
     return [
         mark_lines(_turn_lines(parent, i), _turn_lines(task, i))
         for i in range(max(task.n_turns, parent.n_turns if parent else 0))

@@ -218,12 +218,79 @@ class Benchmark(Protocol):
         """How far `task` is from `parent` (everything counts as changed without one): Review's columns."""
         ...
 
-    # Optional methods, offered by some benchmarks only (kept out of the protocol's body, which `isinstance`
-    # checks in full); a caller reaches one only where the benchmark says it has it:
-    # - `demo_seeds() -> list`: a small train subset a tiny model can be warm-started on, offered by a benchmark
-    #   whose entry lists the `demo_seeds` option (`seeds.subset: demo`, the demo model's warm start);
-    # - `tool_catalog() -> list[dict]`: every tool its environments can offer, as tool schemas, offered by the
-    #   benchmark a tiny model's tokenizer learns from (policy/tiny.TOKENIZER_BENCHMARK).
+
+# ----- what some benchmarks offer beyond the protocol ---------------------------------------------------------
+# Optional: a benchmark offers one of these by defining its methods; callers test `isinstance(bench, X)` and say
+# plainly when it does not, so the lab's commands and pages never name a benchmark. BFCL multi-turn offers all;
+# ToolCatalog also serves the tiny model's tokenizer (policy/tiny.TOKENIZER_BENCHMARK).
+
+
+@runtime_checkable
+class SeedStatistics(Protocol):
+    """Statistics of a seed set (`rods seeds stats`, the Seeds page's seed-set tab)."""
+
+    def seed_stats(self, tasks: Sequence[Any]) -> dict:
+        """{"tasks": n, "by_<key>": {value: count}, ...}: counts per group and per feature of the tasks."""
+        ...
+
+    def seed_rows(self, tasks: Sequence[Any]) -> list[dict]:
+        """One flat row per task (id, group, features, its split) for the app's table and charts."""
+        ...
+
+
+@runtime_checkable
+class DemoSeeds(Protocol):
+    """The few seeds the demo warm start trains on (the entry's `demo_seeds` option; `rods sft --demo`)."""
+
+    def demo_seeds(self) -> list[Any]: ...
+
+
+@runtime_checkable
+class ToolCatalog(Protocol):
+    """Every tool the benchmark's environments can offer, as tool schemas (what a tiny model's tokenizer learns)."""
+
+    def tool_catalog(self) -> list[dict]: ...
+
+
+@runtime_checkable
+class AnswerScoring(Protocol):
+    """Batch checks outside episodes (`rods env replay|score`): its ground truth replayed, answers files scored."""
+
+    def replay_report(self, tasks: Sequence[Any]) -> dict:
+        """Each task's ground truth replayed and checked: {"tasks", "passed", "failed", ...}."""
+        ...
+
+    def read_answers(self, path: Path) -> list[dict]:
+        """An answers file (JSONL), all or nothing: a DoorError names each bad line."""
+        ...
+
+    def score_answers(self, answers: list[dict], tasks: Sequence[Any]) -> dict:
+        """Answers (`read_answers`) scored against `tasks`: per task and totals."""
+        ...
+
+
+@runtime_checkable
+class SynthCommand(Protocol):
+    """Variants of one task written to a file, with each stage's counts (`rods synth`): the command's library."""
+
+    def synth_report(
+        self,
+        parent_id: str,
+        n: int,
+        out: Path,
+        tasks_file: Path | None,
+        *,
+        seed: int,
+        backend: str,
+        config: Path | None,
+    ) -> dict:
+        """Find the parent (a train seed, or a task of `tasks_file`), synthesize by the settings of `config` and
+        the options, write the accepted variants to `out`; the report. ValueError or OSError says what is wrong."""
+        ...
+
+    def print_synth_report(self, report: dict) -> None:
+        """The report as the command prints it without --json."""
+        ...
 
 
 def _episode(env: Environment, player: Player, max_messages: int) -> tuple[list[Message], EpisodeScore]:

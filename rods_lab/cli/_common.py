@@ -14,6 +14,8 @@ from typing import Any
 import typer
 
 from rods_core.benchmarks.entries import benchmark_names
+from rods_core.config import ConfigRenamedWarning, load_config, parse_overrides
+from rods_core.inputs import DoorError
 
 _DOCUMENT: list[Any] = []  # the real stdout while one_document() holds it; empty otherwise
 _SAVED_FD: list[int] = []  # its file descriptor
@@ -77,8 +79,6 @@ def fail(msg: str, code: int = 2) -> None:
 @contextmanager
 def clean_errors(*more: type[Exception]) -> Iterator[None]:
     """Input refused at a door (DoorError, or the given types) exits 2 with its message, never a traceback."""
-    from rods_core.inputs import DoorError
-
     try:
         yield
     except (DoorError, *more) as e:
@@ -92,21 +92,12 @@ def choices(name: str, values: Iterable[str]) -> type[Enum]:
 
 Split = choices(
     "Split", ("train", "test", "all")
-)  # rods_core.benchmarks.bfcl.seeds.Split (tests/test_cli.py compares them)
+)  # rods_core.benchmarks.protocols.Split (tests/test_cli.py compares them)
 BenchmarkChoice = choices("BenchmarkChoice", benchmark_names())  # entry points included (docs/benchmarks.md)
-
-
-def seeds_of_split(split: Split):
-    """The BFCL seeds of a split named on the command line (train | test | all)."""
-    from rods_core.benchmarks.bfcl.seeds import load_seeds
-
-    return load_seeds(split.value)
 
 
 def load_run_config(config, sets: list[str]):
     """The config file (its `extends:` chain merged) with the --set overrides, validated; exit 2 when bad."""
-    from rods_core.config import load_config, parse_overrides
-
     with clean_errors():
         return load_config(config, parse_overrides(sets))
 
@@ -116,7 +107,7 @@ DB_HELP = "control store: a SQLite file or a URL (default: $RODS_CONTROL_DB or w
 
 def open_db(db: str | None):
     """The control store named by --db (DB_HELP says the default); exit 2 when it cannot be opened."""
-    from storage.control import ControlDB, StoreError
+    from storage.control import ControlDB, StoreError  # not at the top: SQLModel costs ~0.7 s, which --help never needs
 
     try:
         return ControlDB(db)
@@ -130,8 +121,6 @@ def config_notes_on_stderr() -> None:
     default = warnings.showwarning
 
     def show(message, category, filename, lineno, file=None, line=None) -> None:
-        from rods_core.config import ConfigRenamedWarning
-
         if issubclass(category, ConfigRenamedWarning):
             print(f"note: {message}", file=sys.stderr)
         else:

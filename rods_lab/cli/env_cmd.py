@@ -1,4 +1,5 @@
-"""`rods env ...`: replay and score through the project's own BFCL environment and checker."""
+"""`rods env ...`: replay and score through the project's own BFCL environment and checker (the default
+benchmark's `protocols.AnswerScoring`)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,19 @@ from pathlib import Path
 
 import typer
 
-from rods_lab.cli._common import Split, clean_errors, emit_json, seeds_of_split
+from rods_core.benchmarks.protocols import AnswerScoring
+from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, make_benchmark
+from rods_core.task_files import load_task_file
+from rods_lab.cli._common import Split, clean_errors, emit_json, fail
+
+
+def _scoring() -> AnswerScoring:
+    """The benchmark these commands check (the default one), if it offers replay and answers scoring."""
+    bench = make_benchmark(DEFAULT_BENCHMARK)
+    if not isinstance(bench, AnswerScoring):
+        fail(f"benchmark {DEFAULT_BENCHMARK} offers no ground-truth replay or answers scoring")
+    return bench
+
 
 app = typer.Typer(no_args_is_help=True, help="The BFCL multi-turn environment: replay ground truth, score answers.")
 
@@ -20,9 +33,8 @@ def replay(
 
     Example: rods env replay --split all --json
     """
-    from rods_core.benchmarks.bfcl.scoring import replay_report
-
-    report = replay_report(seeds_of_split(split))
+    bench = _scoring()
+    report = bench.replay_report(bench.seeds(split.value))
     if json_out:
         emit_json(report)
     else:
@@ -46,17 +58,16 @@ def score(
 
     Example: rods env score --answers answers.jsonl --json
     """
-    from rods_core.benchmarks.bfcl.scoring import read_answers, score_answers
-    from rods_core.benchmarks.bfcl.seeds import load_seeds
-    from rods_core.benchmarks.registry import make_benchmark
-    from rods_core.task_files import load_task_file
-
+    bench = _scoring()
     with clean_errors():
-        given = read_answers(answers)
+        given = bench.read_answers(answers)
         # scoring is evaluation, not training: test-split tasks are allowed here
-        where, bench = "rods env score --tasks", make_benchmark("bfcl_multi_turn")
-        pool = load_task_file(tasks_file, where, benchmark=bench, guard=False) if tasks_file else load_seeds("all")
-        report = score_answers(given, {t.id: t for t in pool})
+        pool = (
+            load_task_file(tasks_file, "rods env score --tasks", guard=False, benchmark=bench)
+            if tasks_file
+            else bench.seeds("all")
+        )
+        report = bench.score_answers(given, pool)
     if json_out:
         emit_json(report)
         return

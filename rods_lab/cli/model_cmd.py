@@ -7,8 +7,15 @@ from typing import get_args
 
 import typer
 
-from rods_core.config import TinyModelConfig
+from rods_core.config import ConfigError, TinyModelConfig, load_config
+from rods_core.inputs import DoorError, check_output_dir
+from rods_core.policy.build import ModelFolderError, ensure_model
+from rods_core.policy.tiny import init_tiny
+from rods_core.ranks import Ranks, under_launcher
+from rods_core.threads import apply_thread_policy
 from rods_lab.cli._common import BenchmarkChoice, choices, emit_json, fail
+from rods_lab.cli.handoff import handoff_to_accelerate
+from storage.build_progress import write_build_progress
 
 app = typer.Typer(no_args_is_help=True, help="Build local policy models.")
 _D = TinyModelConfig()
@@ -36,8 +43,6 @@ def init_tiny_cmd(
     from pydantic import ValidationError
     from rich.progress import Progress
 
-    from rods_core.policy.tiny import init_tiny
-
     try:
         cfg = TinyModelConfig(
             arch=arch.value,
@@ -54,7 +59,6 @@ def init_tiny_cmd(
         fail("; ".join(f"--{'-'.join(map(str, x['loc'])).replace('_', '-')}: {x['msg']}" for x in e.errors()))
     if cfg.hidden % cfg.heads or cfg.heads % cfg.kv_heads:
         fail("--hidden must be a multiple of --heads, and --heads a multiple of --kv-heads")
-    from rods_core.inputs import DoorError, check_output_dir
 
     try:
         check_output_dir(out, "--out folder")
@@ -106,12 +110,6 @@ def demo_cmd(
     """
     import sys
 
-    from rods_core.config import ConfigError, load_config
-    from rods_core.policy.build import ModelFolderError, ensure_model
-    from rods_core.ranks import Ranks, under_launcher
-    from rods_core.threads import apply_thread_policy
-    from rods_lab.cli.handoff import handoff_to_accelerate
-
     try:
         overrides: dict = {"compute.processes": processes} if processes else {}
         if out:
@@ -125,7 +123,6 @@ def demo_cmd(
         main = ranks is None or ranks.main
         progress = None
         if for_run is not None and main:
-            from storage.build_progress import write_build_progress
 
             def progress(phase: str, **fields) -> None:
                 write_build_progress(for_run, phase, **fields)

@@ -12,10 +12,19 @@ from typing import get_args
 
 import typer
 
+from rods_core.benchmarks.protocols import Benchmark, DemoSeeds
 from rods_core.benchmarks.registry import benchmark_entry, make_benchmark
-from rods_core.config import ComputeSettings, SFTSettings
-from rods_core.evaluation import EvalConfig
+from rods_core.config import CATEGORIES, ComputeSettings, ConfigError, RunConfig, SFTSettings, parse_overrides
+from rods_core.evaluation import EvalConfig, evaluate, variance_report
+from rods_core.inputs import check_output_dir, check_output_file
+from rods_core.model_folders import check_model_dir, model_folder
+from rods_core.policy.tiny import read_card, write_card
+from rods_core.ranks import Ranks, under_launcher
+from rods_core.task_files import load_task_file
+from rods_core.tasksets import fresh_variants
+from rods_core.threads import apply_thread_policy
 from rods_lab.cli._common import BenchmarkChoice, Split, choices, clean_errors, emit_json, fail
+from rods_lab.cli.handoff import handoff_to_accelerate
 
 _S = SFTSettings()
 _C = ComputeSettings()
@@ -26,14 +35,11 @@ PrereqChoice = choices("PrereqChoice", get_args(_PREREQ.annotation))
 LrSchedule = choices("LrSchedule", get_args(SFTSettings.model_fields["lr_schedule"].annotation))
 
 
-def _load_tasks(tasks_file: Path | None, demo: bool, where: str, benchmark=None):
-    """The tasks of --tasks (the benchmark's schema, replay by execution and leak guard; BFCL multi-turn's by
-    default), the demo seeds, or None."""
-    from rods_core.benchmarks.bfcl.demo import demo_seeds
-    from rods_core.task_files import load_task_file
-
+def _load_tasks(tasks_file: Path | None, demo: bool, where: str, benchmark: Benchmark):
+    """The tasks of --tasks (the benchmark's schema, replay by execution and leak guard), its demo seeds
+    (`protocols.DemoSeeds`), or None."""
     if tasks_file is None:
-        return demo_seeds() if demo else None
+        return benchmark.demo_seeds() if demo and isinstance(benchmark, DemoSeeds) else None
     with clean_errors():
         return load_task_file(tasks_file, where, benchmark=benchmark)
 
@@ -43,8 +49,6 @@ def _benchmark(benchmark: BenchmarkChoice, prereq: PrereqChoice | None, option: 
     memory's shorthand for --option prereq=VALUE. One its options model refuses (--prereq fact on BFCL multi-turn)
     is exit 2, naming the field, as the run config refuses it, rather than silently ignored."""
     from pydantic import ValidationError
-
-    from rods_core.config import ConfigError, parse_overrides
 
     try:
         options = parse_overrides(option or [], "--option")
@@ -66,7 +70,6 @@ def _option_flag():
 
 def _model(path: Path) -> Path:
     """The model folder --model names: a local folder, or a hub id (org/name) from the local Hugging Face cache."""
-    from rods_core.model_folders import check_model_dir, model_folder
 
     with clean_errors():
         return check_model_dir(model_folder(str(path), field="--model"), "--model")
@@ -140,17 +143,11 @@ def sft(
 
     Example: rods sft --model models/tiny --out models/tiny-demo --demo --variants 2 --processes 2
     """
-    from rods_core.ranks import under_launcher
-    from rods_core.threads import apply_thread_policy
-    from rods_lab.cli.handoff import handoff_to_accelerate
 
     if processes > 1 and not under_launcher():
         handoff_to_accelerate(processes, sys.argv[1:], cpu=True)
     apply_thread_policy(threads)
-    from rods_core.evaluation import evaluate, variance_report
-    from rods_core.inputs import check_output_dir
     from rods_core.policy.sft import run_sft
-    from rods_core.policy.tiny import read_card, write_card
 
     ecfg, bench = _benchmark(benchmark, prereq, option)  # demonstrated, then evaluated, on it
     if demo and "demo_seeds" not in bench.options:
@@ -171,17 +168,12 @@ def sft(
     )
     extra = []
     if variants:
-        from rods_core.config import RunConfig
-        from rods_core.tasksets import fresh_variants
-
         run = RunConfig(benchmark=ecfg.benchmark, benchmark_options=ecfg.benchmark_options)
         extra = fresh_variants(tasks, variants, run, "warm-start", bench)  # the variants `rods train` builds with
     # TRL prints its log lines on stdout; with --json they go to stderr so stdout stays one JSON document.
     with contextlib.redirect_stdout(sys.stderr) if json_out else contextlib.nullcontext():
         report = run_sft(model, out, tasks + extra, settings, benchmark=ecfg.benchmark, options=ecfg.benchmark_options)
     if under_launcher():
-        from rods_core.ranks import Ranks
-
         Ranks.current(cpu=settings.use_cpu).close()  # the group ends on every rank before rank 0 evaluates alone
         if os.environ.get("RANK", "0") != "0":
             return  # the other SFT processes are done; rank 0 reports
@@ -203,7 +195,6 @@ def sft(
 def _eval_tasks(bench, split: str, categories: list[str] | None, tasks_file: Path | None) -> list:
     """The tasks `rods eval` plays: a JSONL file or a seed split, --categories filtering by group where the
     benchmark declares categories (`Benchmark.options`)."""
-    from rods_core.config import CATEGORIES
 
     if "categories" not in bench.options and (categories or tasks_file):
         fail(f"--categories and --tasks are BFCL multi-turn's; {bench.name} evaluates its seed split (--split)")
@@ -242,9 +233,6 @@ def eval_cmd(
 
     Example: rods eval --model models/tiny-demo --benchmark bfcl_memory_kv --prereq fact --limit 20 --json
     """
-    from rods_core.evaluation import evaluate
-    from rods_core.inputs import check_output_file
-    from rods_core.threads import apply_thread_policy
 
     apply_thread_policy()
     folder = _model(model)

@@ -1,4 +1,5 @@
-"""`rods seeds ...`: the BFCL multi-turn seed set's statistics, and the seed catalog's import door (any benchmark)."""
+"""`rods seeds ...`: the BFCL multi-turn seed set's statistics (the default benchmark's `SeedStatistics`), and the
+seed catalog's import door (any benchmark)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ from pathlib import Path
 
 import typer
 
-from rods_core.benchmarks.registry import DEFAULT_BENCHMARK
-from rods_lab.cli._common import DB_HELP, BenchmarkChoice, Split, clean_errors, emit_json, open_db, seeds_of_split
+from rods_core.benchmarks.protocols import SeedStatistics
+from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, make_benchmark
+from rods_core.inputs import read_bytes
+from rods_lab.cli._common import DB_HELP, BenchmarkChoice, Split, clean_errors, emit_json, fail, open_db
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -24,9 +27,10 @@ def stats(
 
     Example: rods seeds stats --split train --json
     """
-    from rods_core.benchmarks.bfcl.seed_stats import seed_stats
-
-    report = seed_stats(seeds_of_split(split))
+    bench = make_benchmark(DEFAULT_BENCHMARK)
+    if not isinstance(bench, SeedStatistics):
+        fail(f"benchmark {DEFAULT_BENCHMARK} offers no seed statistics")
+    report = bench.seed_stats(bench.seeds(split.value))
     if json_out:
         emit_json({"split": split.value, **report})
         return
@@ -55,9 +59,7 @@ def seeds_import(
 
     Example: rods seeds import my_tasks.jsonl --tag handmade
     """
-    from rods_core.benchmarks.registry import make_benchmark
-    from rods_core.inputs import read_bytes
-    from storage.catalog import import_seeds
+    from storage.catalog import import_seeds  # not at the top: the catalog pulls pandas and the store ~0.8 s
 
     with clean_errors():
         data = read_bytes(file, "task file")

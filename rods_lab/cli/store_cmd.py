@@ -1,6 +1,6 @@
 """`rods export` and `rods runs ...`: thin shells over the runs in the control store (storage/).
 
-storage/ (DuckDB, SQLModel, pandas) is imported inside the commands so `rods --help` stays fast.
+storage/ and the lab's views (DuckDB, SQLModel, pandas) are imported inside the commands so `rods --help` stays fast.
 """
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ from pathlib import Path
 
 import typer
 
+from rods_core.inputs import check_output_file
 from rods_lab.cli._common import DB_HELP, choices, clean_errors, emit_json, fail, open_db
+from storage.build_progress import read_build_progress
 
 runs_app = typer.Typer(no_args_is_help=True, help="Training runs in the control database: list, show, stop.")
 
@@ -43,7 +45,6 @@ def export(
 
     Example: rods export --run demo --pool active --out active.jsonl
     """
-    from rods_core.inputs import check_output_file
     from storage.export import EmptyPool, export_pool
     from storage.pools import PoolsFileError
 
@@ -106,7 +107,6 @@ def runs_show(run_id: str, db: str | None = typer.Option(None, help=DB_HELP)) ->
         fail(f"no run {run_id!r}")
     reader = RunReader(run.out_dir)
     events = {"latest_step": reader.latest_step(), "counts": reader.counts()} if reader.exists() else None
-    from storage.build_progress import read_build_progress
 
     build = read_build_progress(run.out_dir)
     emit_json(
@@ -154,7 +154,6 @@ def runs_audit(
 
     Example: rods runs audit demo --out audit.csv --outcome refused; rods runs audit demo --verify
     """
-    from rods_core.inputs import check_output_file
     from storage.curation import AUDIT_FORMATS, audit_bytes, audit_frame, filter_audit
 
     fmt = out.suffix.lstrip(".").lower() if out else None

@@ -1,4 +1,5 @@
-"""`rods synth`: synthesize verified variants of one task and print per-stage acceptance."""
+"""`rods synth`: synthesize verified variants of one task and print per-stage acceptance (the default benchmark's
+`protocols.SynthCommand`)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,9 @@ from pathlib import Path
 
 import typer
 
+from rods_core.benchmarks.protocols import SynthCommand
+from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, make_benchmark
+from rods_core.inputs import check_output_file
 from rods_lab.cli._common import emit_json, fail
 
 
@@ -25,17 +29,15 @@ def synth(
 
     Example: rods synth --from multi_turn_base_3 --n 4 --out variants.jsonl
     """
-    from rods_core.benchmarks.bfcl.synth.cli_support import find_parent, load_config, render_counts, run
-    from rods_core.inputs import check_output_file
-
+    bench = make_benchmark(DEFAULT_BENCHMARK)
+    if not isinstance(bench, SynthCommand):
+        fail(f"benchmark {DEFAULT_BENCHMARK} offers no `rods synth`")
     try:
         check_output_file(out, "--out file")
-        parent = find_parent(from_id, tasks)
-        cfg = load_config(config, seed=seed, backend=backend, n=n)
-        report = run(parent, cfg, out, tasks)
+        report = bench.synth_report(from_id, n, out, tasks, seed=seed, backend=backend, config=config)
     except (ValueError, OSError) as e:
         fail(str(e))
     if json_out:
         emit_json(report)
     else:
-        render_counts(report)
+        bench.print_synth_report(report)

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import typer
 
+from rods_core.benchmarks.entries import benchmark_entry, benchmark_names
+from rods_core.config import RunConfig, dump_config
+from rods_core.ids import new_run_id
+from rods_core.preflight import check_ids, preflight
+from rods_core.ranks import under_launcher
 from rods_lab.cli._common import clean_errors, fail, load_run_config
+from rods_lab.cli.handoff import handoff_to_accelerate
+from rods_lab.cli.plan_cmd import train_preflight
 
 config_app = typer.Typer(no_args_is_help=True, help="Run configs: show defaults, validate a file.")
 
@@ -33,11 +40,6 @@ def train(
     """
     # light imports only until the hand-off: importing rods_lab.run (torch, transformers, TRL) takes ~10 s,
     # which a process that is about to exec `accelerate launch` would spend for nothing
-    from rods_core.ids import new_run_id
-    from rods_core.preflight import check_ids, preflight
-    from rods_core.ranks import under_launcher
-    from rods_lab.cli.handoff import handoff_to_accelerate
-    from rods_lab.cli.plan_cmd import train_preflight
 
     cfg = load_run_config(config, [*sets, *([f"compute.processes={processes}"] if processes else [])])
     launched = under_launcher()
@@ -72,7 +74,6 @@ def show(
 
     Example: rods config show --config configs/demo-cpu.yaml
     """
-    from rods_core.config import RunConfig, dump_config
 
     typer.echo(dump_config(load_run_config(config, []) if config else RunConfig()))
 
@@ -95,8 +96,6 @@ def benchmarks() -> None:
     Example: rods config benchmarks
     """
     from typing import Literal, get_args, get_origin
-
-    from rods_core.benchmarks.entries import benchmark_entry, benchmark_names
 
     for name in benchmark_names():
         entry = benchmark_entry(name)

@@ -381,7 +381,7 @@ def prepare_offline(out: Path, arm: str, k: int, cfg: RunConfig, rep: Replicate,
         rods_m = json.loads(rods_summary.read_text())["pool_sizes"]["variants_played"]
     m = offline_m(arm, rods_dir, rep.pool, opts.offline_large_ratio, rods_m)
     keys = {t.content_key(): name for name, tasks in rep.sets.items() for t in tasks}
-    variants, stats = offline_variants(rep.pool, m, cfg.synthesis, cfg.seed, keys)
+    variants, stats = offline_variants(rep.pool, m, cfg.synthesis, cfg.seed, keys, cfg.benchmark)
     write_offline_seeds(offline_file(out, arm, k), rep.pool, variants, stats)
     log(
         f"  {arm}_r{k}: {stats['made']} of M = {m} variants synthesized up front ({stats['heldout_collisions_excluded']} held-out collisions left out)"

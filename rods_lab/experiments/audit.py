@@ -13,7 +13,7 @@ import json
 import math
 from pathlib import Path
 
-from rods_core.benchmarks.bfcl.tasks import Task
+from rods_core.benchmarks.protocols import TaskRecord
 from rods_core.benchmarks.toolcalls.parsing import CallParseError, parse_python_calls
 from rods_core.task_files import read_tasks
 from storage.reader import RunReader
@@ -22,7 +22,7 @@ THRESHOLD = 0.8  # the design's count of held-out tasks "at or above 0.8"
 QUANTILES = (0.0, 0.25, 0.5, 0.75, 0.9, 1.0)
 
 
-def call_items(task: Task) -> frozenset[str]:
+def call_items(task: TaskRecord) -> frozenset[str]:
     """Every `function(argument=value)` of the task's ground truth (positional arguments by position; a call
     without arguments as `function()`); values by their Python repr, so quoting never matters."""
     items = set()
@@ -35,12 +35,12 @@ def call_items(task: Task) -> frozenset[str]:
     return frozenset(items)
 
 
-def function_names(task: Task) -> frozenset[str]:
+def function_names(task: TaskRecord) -> frozenset[str]:
     """The function names the task's ground truth calls."""
     return frozenset(c if isinstance(c, str) else c.name for c in _calls(task))
 
 
-def _calls(task: Task) -> list:
+def _calls(task: TaskRecord) -> list:
     out = []
     for turn in task.ground_truth:
         for text in turn:
@@ -57,7 +57,7 @@ def jaccard(a: frozenset, b: frozenset) -> float:
     return len(a & b) / union if union else 1.0
 
 
-def nearest(held: list[Task], training: list[Task]) -> dict[str, tuple[float, float]]:
+def nearest(held: list[TaskRecord], training: list[TaskRecord]) -> dict[str, tuple[float, float]]:
     """Per held-out task id: (the highest item similarity, the highest name similarity) over the training tasks,
     each measure's nearest found apart; (0, 0) against no training task."""
     train = [(call_items(t), function_names(t)) for t in training]
@@ -86,7 +86,7 @@ def distribution(values: list[float], threshold: float = THRESHOLD) -> dict:
     }
 
 
-def audit(sets: dict[str, list[Task]], training: list[Task], threshold: float = THRESHOLD) -> dict:
+def audit(sets: dict[str, list[TaskRecord]], training: list[TaskRecord], threshold: float = THRESHOLD) -> dict:
     """Per held-out set: each task's nearest similarities (`nearest`: id -> [items, names]) and the distribution
     of each measure (`items`, `names`)."""
     out = {}
@@ -105,19 +105,20 @@ def below(audited: dict, threshold: float = THRESHOLD) -> set[str]:
     return {k for k, (items, _) in audited["nearest"].items() if items < threshold}
 
 
-def training_tasks(run_dir: Path, pool: list[Task], seeds_file: Path | None = None) -> list[Task]:
+def training_tasks(run_dir: Path, pool: list[TaskRecord], seeds_file: Path | None = None) -> list[TaskRecord]:
     """The tasks a run trained on: its pool's seeds and every other task it played in a group (task_stats), their
-    content read from its accepted variant events or, for an offline arm, its seeds file."""
+    content read from its accepted variant events or, for an offline arm, its seeds file, by the pool's task model."""
+    kind = type(pool[0]) if pool else None
     reader = RunReader(run_dir)
     played = set(reader.query("SELECT DISTINCT task_id FROM task_stats").task_id)
     known = {t.id: t for t in pool}
-    if seeds_file is not None and Path(seeds_file).is_file():
-        known.update({t.id: t for t in read_tasks(seeds_file, Task)})
-    if reader.counts().get("variant"):
+    if kind is not None and seeds_file is not None and Path(seeds_file).is_file():
+        known.update({t.id: t for t in read_tasks(seeds_file, kind)})
+    if kind is not None and reader.counts().get("variant"):
         rows = reader.query(
             "SELECT variant_id, any_value(task) AS task FROM variant WHERE accepted GROUP BY variant_id"
         )
         for r in rows.itertuples():
             if r.variant_id in played and r.variant_id not in known and r.task:
-                known[r.variant_id] = Task.model_validate(json.loads(r.task) if isinstance(r.task, str) else r.task)
+                known[r.variant_id] = kind.model_validate(json.loads(r.task) if isinstance(r.task, str) else r.task)
     return [*pool, *(t for i, t in sorted(known.items()) if i in played and i not in {p.id for p in pool})]

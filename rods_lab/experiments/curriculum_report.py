@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import plotly.graph_objects as go
 
+from rods_lab.experiments.machine import markdown as machine_md
 from rods_lab.results import (
     RUN_METRICS,
     Frames,
@@ -242,7 +243,6 @@ def markdown(
     """summary.md's text.
 
     Length: the sections top to bottom, in the order the reader sees them."""
-    from rods_lab.experiments.machine import markdown as machine_md
 
     lines = [
         "# Curriculum benchmark: sample efficiency at an equal trajectory budget",

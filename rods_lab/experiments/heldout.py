@@ -22,13 +22,14 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from rods_core.benchmarks.bfcl.seeds import load_seeds
-from rods_core.benchmarks.bfcl.tasks import Task
 from rods_core.benchmarks.entries import benchmark_entry
+from rods_core.benchmarks.protocols import DemoSeeds, TaskRecord
+from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, make_benchmark, task_type_of
 from rods_core.config import RunConfig, SynthesisConfig
 from rods_core.evaluation import EvalConfig, evaluate
 from rods_core.rng import derive_seed
 from rods_core.task_files import read_tasks, write_tasks
+from rods_core.tasksets import fresh_variants, run_benchmark
 
 MANIFEST = "manifest.json"
 
@@ -60,37 +61,41 @@ class HeldOutSpec:
         return ("H1", "H1b" if self.h2_solvable else "H2", "H3")
 
 
-def _variants(parent: Task, k: int, keys: set[str], cfg: SynthesisConfig, cap: int) -> list[Task]:
-    """Up to k verified variants of `parent`, none in `keys`; attempts raised x4 from the config's until k or `cap`."""
-    from rods_core.benchmarks.bfcl.synth.pipeline import synthesize
-
+def _variants(parent: TaskRecord, k: int, keys: set[str], cfg: SynthesisConfig, cap: int, benchmark: str) -> list:
+    """Up to k verified variants of `parent` by the benchmark's synthesizer, none in `keys`; attempts raised x4 from
+    the config's until k or `cap`. (The synthesizer adds the parent's own key to `keys`: every H1 parent's is
+    there already, and no variant equals its parent, so the sets are those the pipeline made when called directly.)"""
     attempts = cfg.max_attempts
     while True:
-        got = synthesize(parent, k, keys, cfg.model_copy(update={"max_attempts": attempts})).accepted
+        bench = make_benchmark(benchmark, synth=cfg.model_copy(update={"max_attempts": attempts}))
+        got = bench.synthesizer.variants(parent, k, cfg.seed, keys).accepted
         if len(got) >= k or attempts >= cap:
             return got[:k]
         attempts = min(cap, attempts * 4)
 
 
 def build(
-    pool: list[Task],
+    pool: list[TaskRecord],
     spec: HeldOutSpec,
     synth: SynthesisConfig,
     out: Path,
-    trained: list[Task] = (),
-    parent_progress: Callable[[list[Task]], dict[str, float]] | None = None,
+    trained: list[TaskRecord] = (),
+    parent_progress: Callable[[list[TaskRecord]], dict[str, float]] | None = None,
+    benchmark: str = DEFAULT_BENCHMARK,
 ) -> dict:
     """Make H1, H2 (or H1b), H3 for a pool of seeds into `out` (JSONL per set + manifest.json with sizes, yields
-    and sha256); returns the manifest. `trained`: tasks the policy saw before the runs (its warm start): no held-out
-    task equals one, and no H2 parent is one. `parent_progress` (task -> the warm-started model's greedy progress)
-    filters H1b's parents (spec.h2_solvable). Raises HeldOutShort, writing nothing, when a set cannot be made."""
+        and sha256); returns the manifest. `trained`: tasks the policy saw before the runs (its warm start): no held-out
+        task equals one, and no H2 parent is one. `parent_progress` (task -> the warm-started model's greedy progress)
+        filters H1b's parents (spec.h2_solvable). `benchmark` (the run's) gives the seeds, their groups and the
+    synthesizer. Raises HeldOutShort, writing nothing, when a set cannot be made."""
 
     cfg = synth.model_copy(update={"seed": derive_seed(spec.seed, "heldout")})
     keys = {t.content_key() for t in [*pool, *trained]}
-    cats = sorted({t.category for t in pool})
+    bench = make_benchmark(benchmark)
+    cats = sorted({bench.group_of(t) for t in pool})
     h1, yields = [], {}
     for parent in pool:
-        got = _variants(parent, spec.h1_per_seed, keys, cfg, spec.max_attempts)
+        got = _variants(parent, spec.h1_per_seed, keys, cfg, spec.max_attempts, benchmark)
         yields[parent.id] = len(got)
         keys.update(v.content_key() for v in got)
         h1 += got
@@ -103,11 +108,12 @@ def build(
         )
     pool_ids, seen = {t.id for t in pool}, {t.id for t in trained}
     outside = sorted(
-        (t for t in load_seeds("train") if t.category in cats and t.id not in pool_ids | seen), key=lambda t: t.id
+        (t for t in bench.seeds("train") if bench.group_of(t) in cats and t.id not in pool_ids | seen),
+        key=lambda t: t.id,
     )
     random.Random(spec.seed).shuffle(outside)
-    h2, h2_meta = _outside_set(outside, spec, keys, cfg, parent_progress)
-    test = sorted((t for t in load_seeds("test") if t.category in cats), key=lambda t: t.id)
+    h2, h2_meta = _outside_set(outside, spec, keys, cfg, parent_progress, benchmark)
+    test = sorted((t for t in bench.seeds("test") if bench.group_of(t) in cats), key=lambda t: t.id)
     if len(test) < spec.h3:
         raise HeldOutShort(f"H3: {spec.h3} tasks asked, the test split holds {len(test)} of categories {cats}")
     h3 = sorted(random.Random(spec.seed).sample(test, spec.h3), key=lambda t: t.id)
@@ -124,8 +130,8 @@ def build(
 
 
 def _outside_set(
-    outside: list[Task], spec: HeldOutSpec, keys: set[str], cfg: SynthesisConfig, parent_progress
-) -> tuple[list[Task], dict]:
+    outside: list[TaskRecord], spec: HeldOutSpec, keys: set[str], cfg: SynthesisConfig, parent_progress, benchmark: str
+) -> tuple[list[TaskRecord], dict]:
     """(variants, manifest extras) of the set made of seeds outside the pool, taken in `outside`'s order: every
     parent that yields `h2_per_seed` variants, until `h2_seeds` did; with spec.h2_solvable only parents whose
     warm-started greedy progress is above 0 (all candidates scored once; the scores and the passed recorded)."""
@@ -140,7 +146,7 @@ def _outside_set(
     for parent in outside:
         if len(got_all) >= spec.h2_seeds * spec.h2_per_seed:
             break
-        got = _variants(parent, spec.h2_per_seed, keys, cfg, spec.max_attempts)
+        got = _variants(parent, spec.h2_per_seed, keys, cfg, spec.max_attempts, benchmark)
         yields[parent.id] = len(got)
         if len(got) == spec.h2_per_seed:
             keys.update(v.content_key() for v in got)
@@ -161,8 +167,9 @@ def same_spec(recorded: dict, spec: HeldOutSpec) -> bool:
     return {**asdict(HeldOutSpec()), **recorded} == asdict(spec)
 
 
-def load(folder: Path) -> tuple[dict, dict[str, list[Task]]]:
-    """(manifest, tasks by set) of a held-out folder, every file checked against its recorded hash."""
+def load(folder: Path, benchmark: str = DEFAULT_BENCHMARK) -> tuple[dict, dict[str, list[TaskRecord]]]:
+    """(manifest, tasks by set) of a held-out folder, every file checked against its recorded hash and read by
+    `benchmark`'s task model."""
     folder = Path(folder)
     manifest = json.loads((folder / MANIFEST).read_text())
     sets = {}
@@ -170,11 +177,11 @@ def load(folder: Path) -> tuple[dict, dict[str, list[Task]]]:
         path = folder / meta["file"]
         if sha256(path) != meta["sha256"]:
             raise ValueError(f"{path}: its sha256 differs from {folder / MANIFEST}'s; the held-out set was changed")
-        sets[name] = read_tasks(path, Task)
+        sets[name] = read_tasks(path, task_type_of(benchmark))
     return manifest, sets
 
 
-def collisions(tasks: list[Task], sets: dict[str, list[Task]]) -> dict[str, list[str]]:
+def collisions(tasks: list[TaskRecord], sets: dict[str, list[TaskRecord]]) -> dict[str, list[str]]:
     """Per held-out set: the ids of `tasks` equal to one of its tasks by content (ids never count)."""
     keys = {t.content_key() for t in tasks}
     by_key = {t.content_key(): t.id for t in tasks}
@@ -201,7 +208,7 @@ def greedy_config(cfg: RunConfig) -> EvalConfig:
 
 
 def score_folders(
-    folders: list[tuple[int, Path]], sets: dict[str, list[Task]], cfg: RunConfig, log=print
+    folders: list[tuple[int, Path]], sets: dict[str, list[TaskRecord]], cfg: RunConfig, log=print
 ) -> list[dict]:
     """Greedy scores of model folders (step, folder) on each held-out set: per set and step n, progress,
     accuracy, and each task's progress (for paired analyses by task)."""
@@ -218,11 +225,11 @@ def score_folders(
     return rows
 
 
-def warm_start_progress(cfg: RunConfig) -> Callable[[list[Task]], dict[str, float]]:
+def warm_start_progress(cfg: RunConfig) -> Callable[[list[TaskRecord]], dict[str, float]]:
     """tasks -> each task's greedy progress under the config's model (the warm start every run starts from):
     H1b's parent filter."""
 
-    def progress(tasks: list[Task]) -> dict[str, float]:
+    def progress(tasks: list[TaskRecord]) -> dict[str, float]:
         r = evaluate(str(cfg.model.path), tasks, greedy_config(cfg))
         return {k: float(v["progress"]) for k, v in r["per_task"].items()}
 
@@ -230,7 +237,11 @@ def warm_start_progress(cfg: RunConfig) -> Callable[[list[Task]], dict[str, floa
 
 
 def score_checkpoints(
-    run_dir: Path, sets: dict[str, list[Task]], cfg: RunConfig, log=print, sampled: tuple[list[Task], int] | None = None
+    run_dir: Path,
+    sets: dict[str, list[TaskRecord]],
+    cfg: RunConfig,
+    log=print,
+    sampled: tuple[list[TaskRecord], int] | None = None,
 ) -> list[dict]:
     """score_folders over every saved checkpoint of a run, and with `sampled` (H1, samples) the last checkpoint's
     sampled score, written to <run>/heldout_scores.json."""
@@ -246,7 +257,7 @@ def score_checkpoints(
 SAMPLED = "H1_sampled"  # the set name of H1's sampled scores (never read as its greedy evaluations)
 
 
-def sampled_score(folder: tuple[int, Path], tasks: list[Task], samples: int, cfg: RunConfig, log=print) -> dict:
+def sampled_score(folder: tuple[int, Path], tasks: list[TaskRecord], samples: int, cfg: RunConfig, log=print) -> dict:
     """A model folder's (step, folder) progress on `tasks` each played `samples` times at the run's own sampling
     temperature, torch's sampling seeded from the run seed and step (the same draws for every arm of a seed)."""
     import torch
@@ -290,15 +301,13 @@ def parse_spec(text: str) -> HeldOutSpec | None:
     return HeldOutSpec(**fields)
 
 
-def warm_start_tasks(cfg: RunConfig) -> list[Task]:
+def warm_start_tasks(cfg: RunConfig) -> list[TaskRecord]:
     """The tasks the demo warm start trains on when this config builds the model (rods_core.policy.build): the
     demo seeds and their `model.sft_variants_per_seed` variants, made the same way; none for another model or
     a benchmark without demo seeds (its `options`)."""
     if "demo_seeds" not in benchmark_entry(cfg.benchmark).options or not cfg.model.build_if_missing:
         return []
-    from rods_core.benchmarks.bfcl.demo import demo_seeds
-    from rods_core.tasksets import fresh_variants, run_benchmark
-
-    seeds = demo_seeds()
+    bench = run_benchmark(cfg)
+    seeds = bench.demo_seeds() if isinstance(bench, DemoSeeds) else []
     per_seed = cfg.model.sft_variants_per_seed
-    return seeds + (fresh_variants(seeds, per_seed, cfg, "warm-start", run_benchmark(cfg)) if per_seed else [])
+    return seeds + (fresh_variants(seeds, per_seed, cfg, "warm-start", bench) if per_seed else [])

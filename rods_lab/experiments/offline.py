@@ -12,8 +12,10 @@ import json
 import math
 from pathlib import Path
 
-from rods_core.benchmarks.bfcl.tasks import Task
+from rods_core.benchmarks.protocols import TaskRecord
+from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, make_benchmark
 from rods_core.config import SynthesisConfig
+from rods_core.rng import derive_seed
 from rods_core.task_files import write_tasks
 
 # arm -> how its M is chosen: "rods" = the distinct variants rods' run of the same repeat trained on; "large" =
@@ -23,21 +25,25 @@ OFFLINE_LARGE_PER_SEED = 50
 
 
 def offline_variants(
-    pool: list[Task], m: int, synth: SynthesisConfig, seed: int, heldout: dict[str, str] | None = None
-) -> tuple[list[Task], dict]:
-    """(up to m variants, stats): ceil(m / seeds) asked of each seed, then taken round-robin over the seeds so
-    every seed contributes alike; held-out collisions left out and counted."""
-    from rods_core.benchmarks.bfcl.synth.pipeline import synthesize
-    from rods_core.rng import derive_seed
-
+    pool: list[TaskRecord],
+    m: int,
+    synth: SynthesisConfig,
+    seed: int,
+    heldout: dict[str, str] | None = None,
+    benchmark: str = DEFAULT_BENCHMARK,
+) -> tuple[list[TaskRecord], dict]:
+    """(up to m variants, stats): ceil(m / seeds) asked of each seed of the benchmark's synthesizer (`benchmark`:
+    the run's), then taken round-robin over the seeds so every seed contributes alike; held-out collisions left
+    out and counted."""
     cfg = synth.model_copy(update={"seed": derive_seed(seed, "offline")})
     per_seed = math.ceil(m / max(len(pool), 1))
     cfg = cfg.model_copy(update={"max_attempts": max(cfg.max_attempts, 4 * per_seed)})
     keys = {t.content_key() for t in pool}
+    synthesizer = make_benchmark(benchmark, synth=cfg).synthesizer
     by_seed, collided = [], 0
     for parent in pool:
         got = []
-        for v in synthesize(parent, per_seed, keys, cfg).accepted:
+        for v in synthesizer.variants(parent, per_seed, cfg.seed, keys).accepted:
             if heldout and v.content_key() in heldout:
                 collided += 1
                 continue
@@ -51,14 +57,14 @@ def offline_variants(
 
 def rods_distinct_variants(run_dir: Path, seed_ids: set[str]) -> int:
     """Distinct tasks outside the seeds that a finished run played in training (its task_stats rows)."""
-    from storage.reader import RunReader
+    from storage.reader import RunReader  # DuckDB only when a run is read
 
     played = RunReader(run_dir).query("SELECT DISTINCT task_id FROM task_stats")
     return int(sum(t not in seed_ids for t in played.task_id))
 
 
 def offline_m(
-    arm: str, rods_dir: Path | None, pool: list[Task], large_ratio: int | None = None, rods_m: int | None = None
+    arm: str, rods_dir: Path | None, pool: list[TaskRecord], large_ratio: int | None = None, rods_m: int | None = None
 ) -> int:
     """M of an offline arm's run (OFFLINE_ARMS): measured from the rods run of the same repeat (its folder, or
     `rods_m` where that run's summary gave it), or the large M: OFFLINE_LARGE_PER_SEED per seed, or with
@@ -75,7 +81,7 @@ def offline_m(
     return max(1, rods_m) * (large_ratio if rule == "large" else 1)
 
 
-def write_offline_seeds(path: Path, pool: list[Task], variants: list[Task], stats: dict) -> None:
+def write_offline_seeds(path: Path, pool: list[TaskRecord], variants: list[TaskRecord], stats: dict) -> None:
     """The offline arm's training set (seeds + variants) as a seeds file, and its stats beside it."""
     write_tasks(path, [*pool, *variants])
     path.with_suffix(".json").write_text(json.dumps(stats, indent=1))

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rods_core.benchmarks.bfcl.tasks import Task
+from rods_core.benchmarks.protocols import TaskRecord
 from rods_core.config import RunConfig
 from rods_core.tasksets import run_benchmark, select_seeds
 from rods_lab.experiments.heldout import (
@@ -33,12 +33,12 @@ class Replicate:
     """One repeat's pool and held-out sets, shared by every arm of the repeat."""
 
     key: int | None  # the repeat k, or None: the experiment's one pool
-    pool: list[Task]
+    pool: list[TaskRecord]
     folder: Path | None  # its held-out folder (None: the runs use their config's own evaluation)
     manifest: dict = field(default_factory=dict)
-    sets: dict[str, list[Task]] = field(default_factory=dict)
+    sets: dict[str, list[TaskRecord]] = field(default_factory=dict)
 
-    def later_sets(self) -> dict[str, list[Task]]:
+    def later_sets(self) -> dict[str, list[TaskRecord]]:
         """The sets scored on a run's checkpoints after it: all but H1, which the run scores itself."""
         return {name: tasks for name, tasks in self.sets.items() if name != "H1"}
 
@@ -69,17 +69,19 @@ def with_heldout(cfg: RunConfig, folder: Path, spec: HeldOutSpec, evals: int) ->
     return cfg.model_copy(update={"eval": ev, "synthesis": synth, "grpo": grpo})
 
 
-def prepare_heldout(cfg: RunConfig, pool: list[Task], spec: HeldOutSpec, folder: Path, log=print) -> tuple[dict, dict]:
+def prepare_heldout(
+    cfg: RunConfig, pool: list[TaskRecord], spec: HeldOutSpec, folder: Path, log=print
+) -> tuple[dict, dict]:
     """(manifest, sets) of a held-out folder: made once (H1b's parents filtered by the config's model), read back
     (hash-checked) after; the base model's scores on the sets scored after a run beside them."""
     if (folder / "manifest.json").is_file():
-        manifest, sets = load_heldout(folder)
+        manifest, sets = load_heldout(folder, cfg.benchmark)
         if not same_spec(manifest["spec"], spec):
             raise ValueError(f"{folder}: held-out sets of another spec ({manifest['spec']}); give a new --out")
     else:
         progress = warm_start_progress(cfg) if spec.h2_solvable else None
-        manifest = build_heldout(pool, spec, cfg.synthesis, folder, warm_start_tasks(cfg), progress)
-        _, sets = load_heldout(folder)
+        manifest = build_heldout(pool, spec, cfg.synthesis, folder, warm_start_tasks(cfg), progress, cfg.benchmark)
+        _, sets = load_heldout(folder, cfg.benchmark)
         log(f"held-out sets ({folder}): " + ", ".join(f"{k} {v['n']} tasks" for k, v in manifest["sets"].items()))
     base = folder / "base_model"
     if not (base / SCORES).is_file():
@@ -102,12 +104,12 @@ class Replicates:
     ):
         self.ref, self.spec, self.out, self.base, self.log = ref, spec, Path(out), pool_seed_base, log
         self._made: dict[int | None, Replicate] = {}
-        self._pools: dict[int | None, list[Task]] = {}
+        self._pools: dict[int | None, list[TaskRecord]] = {}
 
     def key(self, k: int) -> int | None:
         return None if self.base is None else k
 
-    def pool(self, k: int) -> list[Task]:
+    def pool(self, k: int) -> list[TaskRecord]:
         """Repeat k's seed pool (drawn, not yet any held-out set)."""
         key = self.key(k)
         if key not in self._pools:

@@ -23,6 +23,8 @@ import yaml
 
 from rods_core.config import METHODS, ConfigRenamedWarning, RunConfig, dump_config, load_config
 from rods_core.config.synth import renamed_sections
+from rods_lab.experiments.curriculum_report import write_report
+from rods_lab.experiments.machine import describe
 from rods_lab.launch import train_to_end
 from rods_lab.model_build import build_before_runs
 from rods_lab.results import EXPERIMENTS as RESULTS
@@ -116,7 +118,6 @@ def run(
     log=print,
 ) -> Path:
     """Run the experiment and write its report; returns the output folder."""
-    from rods_lab.experiments.curriculum_report import write_report
 
     sets = dict(sets or {})
     out = Path(out or RESULTS / time.strftime("%Y%m%d-%H%M%S"))
@@ -141,7 +142,6 @@ def design_settings(
     cfg: RunConfig, budget: int, methods: list[str], repeats: int, config: Path, evals: int, sets: dict
 ) -> dict:
     """An experiment's design as its manifest records it (what the report and a restart read back)."""
-    from rods_lab.experiments.machine import describe
 
     steps, every, per_step = plan_steps(cfg, budget, evals)
     return {
@@ -169,7 +169,6 @@ def read_manifest(folder: Path) -> dict:
 
 def report_again(out: Path, log=print) -> Path:
     """Rewrite a finished experiment's report from its manifest (e.g. after a newer `rods bench systems`)."""
-    from rods_lab.experiments.curriculum_report import write_report
 
     data = read_manifest(out)
     write_report(Path(out), data["settings"], data["runs"], log)
@@ -303,7 +302,6 @@ def differing_settings(by_method: dict[str, dict]) -> dict[str, dict[str, object
 
 def pool(sources: list, out: Path | None = None, log=print) -> Path:
     """Pool finished experiments of one design into one report (pool_runs, then the usual report)."""
-    from rods_lab.experiments.curriculum_report import write_report
 
     out = Path(out or RESULTS / f"pooled-{time.strftime('%Y%m%d-%H%M%S')}")
     settings, runs_meta = pool_runs(list(sources), out)

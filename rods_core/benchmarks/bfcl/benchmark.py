@@ -2,12 +2,14 @@
 (environment's executor, checker's strict per-turn check, prompting's messages), its seeds and leak
 guard, its reference policy (the ground truth as OpenAI-style tool calls: the SFT demonstrations) and the
 five-stage synthesis pipeline as its Synthesizer. Progress = share of checked turns passed, accuracy = all pass.
+Beyond the protocol it offers seed statistics, demo seeds, answers scoring and `rods synth` (protocols.SeedStatistics,
+...).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from rods_core.benchmarks.bfcl.checker import TurnChecker
@@ -21,7 +23,9 @@ from rods_core.benchmarks.bfcl.prompting import (
     tool_schemas,
     turn_messages,
 )
-from rods_core.benchmarks.bfcl.seeds import leak_guard, load_seeds
+from rods_core.benchmarks.bfcl.scoring import read_answers, replay_report, score_answers
+from rods_core.benchmarks.bfcl.seed_stats import seed_stats, task_rows
+from rods_core.benchmarks.bfcl.seeds import leak_guard, load_seeds, split_of
 from rods_core.benchmarks.bfcl.tasks import Task
 from rods_core.benchmarks.entries import benchmark_entry
 from rods_core.benchmarks.protocols import (
@@ -217,3 +221,41 @@ class BfclMultiTurn:
 
     def distance(self, parent: Task | None, task: Task) -> Distance:
         return call_distance(parent, task)
+
+    # ----- beyond the protocol (protocols.SeedStatistics, DemoSeeds, AnswerScoring, SynthCommand) -----
+    def seed_stats(self, tasks: Sequence[Task]) -> dict:
+        return seed_stats(tasks)
+
+    def seed_rows(self, tasks: Sequence[Task]) -> list[dict]:
+        return [{**row, "split": split_of(t.id)} for row, t in zip(task_rows(tasks), tasks, strict=True)]
+
+    def replay_report(self, tasks: Sequence[Task]) -> dict:
+        return replay_report(list(tasks))
+
+    def read_answers(self, path: Path) -> list[dict]:
+        return read_answers(path)
+
+    def score_answers(self, answers: list[dict], tasks: Sequence[Task]) -> dict:
+        return score_answers(answers, {t.id: t for t in tasks})
+
+    def synth_report(
+        self,
+        parent_id: str,
+        n: int,
+        out: Path,
+        tasks_file: Path | None,
+        *,
+        seed: int,
+        backend: str,
+        config: Path | None,
+    ) -> dict:
+        # not at the top: the synthesis pipeline's stages cost ~0.4 s to import (see BfclPipelineSynthesizer)
+        from rods_core.benchmarks.bfcl.synth.cli_support import find_parent, load_config, run
+
+        parent = find_parent(parent_id, tasks_file)
+        return run(parent, load_config(config, seed=seed, backend=backend, n=n), out, tasks_file)
+
+    def print_synth_report(self, report: dict) -> None:
+        from rods_core.benchmarks.bfcl.synth.cli_support import render_counts
+
+        render_counts(report)
