@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 from bench.demo_model import demo_tasks
+from rods_core.benchmarks.task_files import write_tasks
 from rods_core.config import RunConfig
-from rods_core.task_files import write_tasks
 from rods_core.tasksets import fresh_variants, run_benchmark
 from rods_lab.experiments.machine import describe
 

@@ -7,9 +7,9 @@ import warnings
 import streamlit as st
 from pydantic import ValidationError
 
-from rods_core.benchmarks.entries import benchmark_entry, benchmark_names
 from rods_core.config import METHODS, ConfigError, ConfigRenamedWarning, load_config, parse_overrides
-from rods_core.inputs import DoorError
+from rods_core.config.benchmark_entries import benchmark_entry, benchmark_names
+from rods_core.config.inputs import DoorError
 from rods_lab import identity, ui
 from rods_lab.configs import build_config, default_processes, field_errors, list_configs
 from rods_lab.launch import launch_pair, launch_run

@@ -7,10 +7,10 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from rods_core.benchmarks.entries import benchmark_names
 from rods_core.benchmarks.registry import DEFAULT_BENCHMARK
 from rods_core.config import parse_overrides
-from rods_core.inputs import DoorError
+from rods_core.config.benchmark_entries import benchmark_names
+from rods_core.config.inputs import DoorError
 from rods_lab import catalog_edits, identity, ui
 from rods_lab.configs import list_configs
 from rods_lab.launch import launch_on_seeds

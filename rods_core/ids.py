@@ -17,7 +17,7 @@ import re
 import time
 from collections.abc import Container
 
-from rods_core.inputs import DoorError
+from rods_core.config.inputs import DoorError
 
 MAX_ID_LEN = 128
 ID_RULE = f"1 to {MAX_ID_LEN} characters from A-Z, a-z, 0-9 and _ (no separators, dots, dashes or spaces)"

@@ -25,13 +25,14 @@ from transformers import TrainerCallback
 
 from rods_core.benchmarks.protocols import Benchmark
 from rods_core.benchmarks.scratch import run_scratch
+from rods_core.benchmarks.task_files import TaskFileError
+from rods_core.build import ensure_model
 from rods_core.checkpoint import checkpoint_dir, last_checkpoint, load_state, save_state
 from rods_core.config import RunConfig, dump_config
+from rods_core.config.inputs import DoorError
 from rods_core.evaluation import EvalConfig, evaluate_sharded
 from rods_core.ids import new_run_id
-from rods_core.inputs import DoorError
-from rods_core.model_folders import check_model_dir, model_folder
-from rods_core.policy.build import ensure_model
+from rods_core.policy.model_folders import check_model_dir, model_folder
 from rods_core.policy.precision import model_init_kwargs
 from rods_core.policy.tiny import load_policy, read_card, write_card
 from rods_core.policy.weights import whole_weights
@@ -39,7 +40,6 @@ from rods_core.ranks import Ranks, launch_refusal
 from rods_core.recording import Decision, NullRecorder, OpenRecorder, RunRecorder
 from rods_core.rollout import episode_benchmark
 from rods_core.step import RodsStep, StepOutcome
-from rods_core.task_files import TaskFileError
 from rods_core.tasksets import TaskSetError, eval_tasks, run_benchmark, select_seeds
 from rods_core.threads import apply_thread_policy
 from rods_core.tracking import StepTracker, tracker_environment

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from rods_core.inputs import DoorError, json_value, read_text
-from rods_core.model_folders import model_folder
+from rods_core.config.inputs import DoorError, json_value, read_text
+from rods_core.policy.model_folders import model_folder
 
 Strategy = Literal["ddp", "fsdp2", "zero3"]
 STRATEGIES: tuple[str, ...] = ("ddp", "fsdp2", "zero3")

@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from rods_core.benchmarks.registry import make_benchmark
+from rods_core.benchmarks.task_files import load_task_file
 from rods_core.config import RunConfig
+from rods_core.config.inputs import DoorError
 from rods_core.ids import check_run_id
-from rods_core.inputs import DoorError
-from rods_core.model_folders import check_model_dir, model_folder
-from rods_core.task_files import load_task_file
+from rods_core.policy.model_folders import check_model_dir, model_folder
 
 
 def check_ids(run_id: str | None, resume: str | None) -> None:

@@ -1,6 +1,6 @@
 """The task sets of a run: its seeds (from the config) and its held-out evaluation tasks.
 
-A seed file passes the task-file door (rods_core.task_files.load_task_file: schema, replay by execution, the
+A seed file passes the task-file door (rods_core.benchmarks.task_files.load_task_file: schema, replay by execution, the
 leak guard) whatever route it came through (`seeds.subset: file`, `--set seeds.file=…`, the app's seed
 subsets), before anything of the run is created.
 """
@@ -12,9 +12,9 @@ from pathlib import Path
 
 from rods_core.benchmarks.protocols import Benchmark
 from rods_core.benchmarks.registry import make_benchmark
+from rods_core.benchmarks.task_files import load_task_file, read_tasks
 from rods_core.config import CATEGORIES, RunConfig
 from rods_core.rng import derive_seed
-from rods_core.task_files import load_task_file, read_tasks
 
 
 class TaskSetError(ValueError):

@@ -20,11 +20,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from rods_core.benchmarks.entries import LEGACY_OPTIONS, benchmark_entry
 from rods_core.benchmarks.registry import make_benchmark
+from rods_core.benchmarks.task_files import load_task_file
 from rods_core.config import RunConfig, read_config_data, set_dotted
-from rods_core.model_folders import HUB_ID, check_model_dir, model_folder
-from rods_core.task_files import load_task_file
+from rods_core.config.benchmark_entries import LEGACY_OPTIONS, benchmark_entry
+from rods_core.policy.model_folders import HUB_ID, check_model_dir, model_folder
 from rods_lab.paths import PROJECT_ROOT, AppPaths, OutsideWorkspace, confine
 
 # Fields naming files or folders the run reads or writes. output_dir and workspace are the app's own (set

@@ -23,10 +23,10 @@ from typing import IO, Any
 
 from rods_core.benchmarks.leaks import refuse_test_tasks
 from rods_core.benchmarks.registry import make_benchmark, task_type_of
+from rods_core.benchmarks.task_files import write_tasks
 from rods_core.config import RunConfig, dump_config
 from rods_core.ids import check_run_id, new_run_id
 from rods_core.process_identity import process_start
-from rods_core.task_files import write_tasks
 from rods_lab import processes
 from rods_lab.configs import build_config
 from rods_lab.identity import Actor, require

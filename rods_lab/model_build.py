@@ -10,8 +10,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from rods_core.build import build_processes, ensure_model, usable_cores
 from rods_core.config import RunConfig, dump_config
-from rods_core.policy.build import build_processes, ensure_model, usable_cores
 from rods_core.policy.tiny import ModelFolderError
 
 

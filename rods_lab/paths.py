@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rods_core.benchmarks.protocols import Benchmark
-from rods_core.inputs import DoorError, read_bytes
+from rods_core.config.inputs import DoorError, read_bytes
 from rods_lab.results import EXPERIMENTS
 from storage.catalog import ImportReport, import_seeds
 from storage.control import ControlDB, open_store

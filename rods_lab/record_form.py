@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from rods_core.benchmarks.edits import parse_edit
 from rods_core.benchmarks.protocols import Benchmark
-from rods_core.inputs import DoorError, json_value
+from rods_core.config.inputs import DoorError, json_value
 
 Kind = Literal["text", "lines", "blocks", "json"]
 KEPT = ("id", "provenance")  # the edit is of this task, by this lineage

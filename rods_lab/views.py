@@ -19,10 +19,10 @@ from typing import Any
 import pandas as pd
 
 from rods_core.benchmarks import edits
-from rods_core.benchmarks.entries import lift_legacy_options
 from rods_core.benchmarks.protocols import Benchmark, TaskRecord
 from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, make_benchmark
 from rods_core.config import SYNTH_METHODS, ConfigError, read_config_data
+from rods_core.config.benchmark_entries import lift_legacy_options
 from rods_lab.status import RunState, dead_run_message, format_eta, run_state, run_status
 from storage.build_progress import BuildProgress, BuildProgressError, read_build_progress
 from storage.pools import PoolsFileError, PoolsSnapshot, read_pools_snapshot

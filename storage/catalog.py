@@ -16,7 +16,7 @@ import pandas as pd
 
 from rods_core.benchmarks.protocols import Benchmark, TaskFacts, TaskRecord
 from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, benchmark_names, make_benchmark, task_type_of
-from rods_core.task_files import parse_task_bytes
+from rods_core.benchmarks.task_files import parse_task_bytes
 from storage.control import ControlDB, Seed
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rods_core.benchmarks.protocols import TaskRecord
-from rods_core.task_files import iter_records, write_tasks
+from rods_core.benchmarks.task_files import iter_records, write_tasks
 from storage.pools import read_pools_snapshot
 from storage.schema import POOLS
 

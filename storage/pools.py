@@ -21,8 +21,8 @@ from pydantic import ValidationError
 
 from rods_core.benchmarks.protocols import TaskRecord
 from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, task_type_of
+from rods_core.benchmarks.task_files import record_parser
 from rods_core.config import ConfigError, read_config_data
-from rods_core.task_files import record_parser
 from storage.schema import POOLS
 
 POOLS_FILE = "pools.json"

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rods_core.benchmarks.entries import BenchmarkEntry, register_benchmark
 from rods_core.benchmarks.protocols import EpisodeScore, RecordChecks, Step, scripted_policy, verify_with
 from rods_core.benchmarks.provenance import Provenance
+from rods_core.config.benchmark_entries import BenchmarkEntry, register_benchmark
 
 NAME = "echo"
 

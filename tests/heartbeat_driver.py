@@ -16,8 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+from rods_core.build import ensure_model
 from rods_core.config import load_config
-from rods_core.policy.build import ensure_model
 from storage.run_recorder import open_run_recorder
 
 BEAT_S = 0.25

@@ -129,7 +129,7 @@ def test_memory_seeds_import_through_the_benchmark_and_launch_only_with_a_memory
     """The Seeds page's door reads a file as the chosen benchmark's tasks (schema, verifier, leak guard), the
     catalog shows them by scenario, and a run on them needs a config of their benchmark."""
     from rods_core.benchmarks.memory.tasks import MemoryTask, load_memory_seeds
-    from rods_core.task_files import write_tasks
+    from rods_core.benchmarks.task_files import write_tasks
     from storage.catalog import seed_frame
 
     ws, _ = memory_env

@@ -9,7 +9,7 @@ from app_helpers import kill_group, page
 
 from rods_core.benchmarks.bfcl.seeds import load_seeds
 from rods_core.benchmarks.bfcl.tasks import Task
-from rods_core.task_files import read_tasks, write_tasks
+from rods_core.benchmarks.task_files import read_tasks, write_tasks
 from rods_lab.paths import AppPaths
 from rods_lab.processes import process_alive
 

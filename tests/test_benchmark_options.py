@@ -12,9 +12,9 @@ import yaml
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from rods_core.benchmarks import entries
 from rods_core.benchmarks.registry import benchmark_entry, benchmark_names, make_benchmark
 from rods_core.config import RunConfig, dump_config, load_config
+from rods_core.config import benchmark_entries as entries
 from rods_core.config.run import benchmark_option_problems
 
 

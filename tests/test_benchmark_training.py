@@ -294,8 +294,8 @@ def test_a_memory_buffer_resumes_with_its_variants_as_memory_tasks():
 def test_a_memory_runs_pools_read_back_and_export_as_memory_tasks(tmp_path):
     from rods_core.benchmarks.memory.benchmark import BfclMemory
     from rods_core.benchmarks.memory.tasks import MemoryTask, load_memory_seeds
+    from rods_core.benchmarks.task_files import load_task_file
     from rods_core.config import dump_config
-    from rods_core.task_files import load_task_file
     from storage.export import export_pool
     from storage.pools import read_pools_snapshot, write_pools_snapshot
 
@@ -319,7 +319,7 @@ def test_a_memory_seed_file_passes_the_door_through_the_benchmark(tmp_path):
 
     from rods_core.benchmarks.leaks import TestSplitRefused
     from rods_core.benchmarks.memory.benchmark import BfclMemory
-    from rods_core.task_files import TaskFileError
+    from rods_core.benchmarks.task_files import TaskFileError
     from rods_core.tasksets import select_seeds
 
     bench = BfclMemory("kv", prereq="fact")

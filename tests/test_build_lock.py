@@ -8,8 +8,8 @@ import time
 
 from polling import wait_until
 
+from rods_core.build import build_lock, build_processes, lock_holder, lock_path, usable_cores
 from rods_core.config import RunConfig
-from rods_core.policy.build import build_lock, build_processes, lock_holder, lock_path, usable_cores
 from rods_core.policy.tiny import read_card
 from rods_lab.configs import build_config
 from rods_lab.identity import local

@@ -29,7 +29,7 @@ from rods_core.config import (
     load_config,
     parse_overrides,
 )
-from rods_core.inputs import DoorError
+from rods_core.config.inputs import DoorError
 from rods_lab.configs import build_config
 from rods_lab.paths import PROJECT_ROOT, AppPaths
 from tests.door_helpers import DEEP, FUZZ, JSON, NOT_UTF8, clean_or_valid, files, invoke, refused, run_config

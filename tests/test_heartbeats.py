@@ -15,7 +15,7 @@ import yaml
 from app_helpers import ROOT, kill_group, smoke_config
 from polling import wait_until
 
-from rods_core.policy.build import build_lock
+from rods_core.build import build_lock
 from rods_lab import views
 from rods_lab.status import run_status
 from storage.control import ControlDB

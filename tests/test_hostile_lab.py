@@ -33,8 +33,8 @@ from browser_helpers import free_port, wait
 from pydantic import BaseModel
 
 from bench.review_bench import build_review_run
-from rods_core.benchmarks.entries import register_benchmark, unregister_benchmark
 from rods_core.config import RunConfig, load_config
+from rods_core.config.benchmark_entries import register_benchmark, unregister_benchmark
 from rods_core.spreadsheet import safe_cell
 from rods_lab import configs, launch, review
 from rods_lab.identity import Refused, RolePolicy, actor_of, lab_serving_problem

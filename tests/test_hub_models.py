@@ -9,8 +9,8 @@ import pytest
 from huggingface_hub import constants
 
 from rods_core.config import RunConfig
-from rods_core.inputs import DoorError
-from rods_core.model_folders import model_folder
+from rods_core.config.inputs import DoorError
+from rods_core.policy.model_folders import model_folder
 from rods_core.preflight import preflight
 from tests.conftest import smoke_config
 

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from rods_core.benchmarks.bfcl.environment import BfclEnvironment
 from rods_core.benchmarks.bfcl.tasks import Task
+from rods_core.benchmarks.task_files import TaskFileError, read_tasks
 from rods_core.ids import (
     MAX_ID_LEN,
     IdError,
@@ -23,7 +24,6 @@ from rods_core.ids import (
     next_edit_id,
     variant_id,
 )
-from rods_core.task_files import TaskFileError, read_tasks
 from rods_lab.cli import app
 from storage.pools import write_pools_snapshot
 

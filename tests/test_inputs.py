@@ -15,11 +15,11 @@ from hypothesis import strategies as st
 
 from rods_core.benchmarks.leaks import TestSplitRefused
 from rods_core.benchmarks.registry import make_benchmark
+from rods_core.benchmarks.task_files import load_task_file
 from rods_core.config import load_config
-from rods_core.inputs import DoorError, check_output_file
-from rods_core.model_folders import check_model_dir
+from rods_core.config.inputs import DoorError, check_output_file
+from rods_core.policy.model_folders import check_model_dir
 from rods_core.preflight import preflight
-from rods_core.task_files import load_task_file
 from rods_lab import configs, launch
 from rods_lab.identity import local
 from rods_lab.paths import PROJECT_ROOT, AppPaths, import_upload, import_workspace_file

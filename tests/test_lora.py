@@ -10,9 +10,9 @@ import torch
 from typer.testing import CliRunner
 
 from rods_core.config import RunConfig
-from rods_core.inputs import DoorError
-from rods_core.model_folders import check_model_dir
+from rods_core.config.inputs import DoorError
 from rods_core.policy.lora import base_model_of, is_adapter_folder, peft_config
+from rods_core.policy.model_folders import check_model_dir
 from rods_core.policy.tiny import load_policy
 from tests.conftest import smoke_config
 

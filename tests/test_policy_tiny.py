@@ -172,7 +172,7 @@ def test_cli_rejects_bad_input_clearly(tmp_path, tiny_model_dir):
 def test_sft_cli_adds_verified_variants_and_reports_on_the_given_tasks(tiny_model_dir, tmp_path):
     from typer.testing import CliRunner
 
-    from rods_core.task_files import write_tasks
+    from rods_core.benchmarks.task_files import write_tasks
     from rods_lab.cli import app
 
     seeds = demo_seeds()[:1]

@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from rods_core.benchmarks.bfcl.tasks import Task
+from rods_core.benchmarks.task_files import read_tasks
 from rods_core.process_identity import process_start
-from rods_core.task_files import read_tasks
 from rods_lab.cli import app
 from rods_lab.status import run_status
 from storage.control import ControlDB

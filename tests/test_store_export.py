@@ -10,7 +10,7 @@ import pytest
 
 from rods_core.benchmarks.bfcl.tasks import Provenance, Task
 from rods_core.benchmarks.leaks import TestSplitRefused
-from rods_core.task_files import TaskFileError, read_tasks
+from rods_core.benchmarks.task_files import TaskFileError, read_tasks
 from storage.catalog import import_seeds
 from storage.control import ControlDB
 from storage.events import EventLog

@@ -26,9 +26,9 @@ from rods_core.benchmarks.bfcl.synth.values import substitute
 from rods_core.benchmarks.bfcl.tasks import Task
 from rods_core.benchmarks.synth_worker import SynthWorker
 from rods_core.benchmarks.synthesis import StageError
+from rods_core.benchmarks.task_files import read_tasks
 from rods_core.benchmarks.toolcalls.parsing import parse_calls
 from rods_core.config import SynthesisConfig
-from rods_core.task_files import read_tasks
 
 SEEDS = {t.id: t for t in load_seeds("train")}
 FIFTY = list(SEEDS.values())[::8][:50]  # spread over the four categories
@@ -435,7 +435,7 @@ def test_llm_critic_can_veto(fake_endpoint):
 
 
 def test_cli_parent_from_a_task_file_and_content_leak_refusal(tmp_path):
-    from rods_core.task_files import write_tasks
+    from rods_core.benchmarks.task_files import write_tasks
 
     variants, _ = synthesize_many([FIFTY[5]], 1, None, CFG)
     disguised = load_seeds("test")[3].model_copy(update={"id": "my_task_1"})

@@ -15,7 +15,7 @@ from rods_core.benchmarks.bfcl.synth import synthesize
 from rods_core.benchmarks.bfcl.synth.llm import ChatEndpoint, LlmError, extract_json
 from rods_core.benchmarks.synthesis import STAGES
 from rods_core.config import SynthesisConfig
-from rods_core.prompt_files import Prompts
+from rods_core.config.prompt_files import Prompts
 
 
 def _completion(content) -> dict:

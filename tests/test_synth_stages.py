@@ -23,9 +23,9 @@ from rods_core.benchmarks.bfcl.synth.plan import Planner
 from rods_core.benchmarks.bfcl.tasks import Message, Task
 from rods_core.benchmarks.synth_worker import SynthWorker
 from rods_core.benchmarks.synthesis import STAGES, StageError
+from rods_core.benchmarks.task_files import write_tasks
 from rods_core.benchmarks.toolcalls.parsing import Call, parse_calls
 from rods_core.config import SynthesisConfig
-from rods_core.task_files import write_tasks
 
 SEEDS = {t.id: t for t in load_seeds("train")}
 DEMO = demo_seeds()

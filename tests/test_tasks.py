@@ -8,7 +8,7 @@ from importlib import resources
 import pytest
 
 from rods_core.benchmarks.bfcl.tasks import Provenance, Task
-from rods_core.task_files import TaskFileError, read_tasks, write_tasks
+from rods_core.benchmarks.task_files import TaskFileError, read_tasks, write_tasks
 
 
 def _bfcl_records(cat: str, n: int = 5):

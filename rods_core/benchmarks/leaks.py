@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from rods_core.benchmarks.protocols import TaskRecord
-from rods_core.inputs import DoorError
+from rods_core.config.inputs import DoorError
 
 
 class TestSplitRefused(DoorError):

@@ -10,7 +10,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from rods_core.benchmarks.entries import (
+from rods_core.benchmarks.protocols import Benchmark
+from rods_core.benchmarks.task_files import record_parser
+from rods_core.config import BenchmarkName, PromptConfig
+from rods_core.config.benchmark_entries import (
     ENTRY_POINT_GROUP,
     BenchmarkEntry,
     benchmark_entry,
@@ -20,10 +23,7 @@ from rods_core.benchmarks.entries import (
     unknown_benchmark,
     unregister_benchmark,
 )
-from rods_core.benchmarks.protocols import Benchmark
-from rods_core.config import BenchmarkName, PromptConfig
 from rods_core.config.run import DEFAULT_BENCHMARK
-from rods_core.task_files import record_parser
 
 __all__ = [
     "DEFAULT_BENCHMARK",

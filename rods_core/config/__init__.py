@@ -1,6 +1,6 @@
 """The run config package: RunConfig and every section class, which the components import from here;
-it imports nothing from rods_core but the input-reading primitives (rods_core.inputs), the prompt files and the
-benchmark registry's table (rods_core.benchmarks.entries, a leaf: the names a `benchmark:` may take)."""
+it imports nothing from rods_core but the input-reading primitives (rods_core.config.inputs), the prompt files and the
+benchmark registry's table (rods_core.config.benchmark_entries, a leaf: the names a `benchmark:` may take)."""
 
 from rods_core.config.boundary import BoundaryConfig
 from rods_core.config.buffer import BufferConfig

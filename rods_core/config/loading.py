@@ -10,9 +10,9 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from rods_core.config.inputs import DoorError, read_text, yaml_value
 from rods_core.config.run import RunConfig
 from rods_core.config.synth import renamed_key, renamed_sections
-from rods_core.inputs import DoorError, read_text, yaml_value
 
 
 class ConfigError(DoorError):

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from rods_core.benchmarks.entries import benchmark_entry, lift_legacy_options, unknown_benchmark
+from rods_core.config.benchmark_entries import benchmark_entry, lift_legacy_options, unknown_benchmark
 from rods_core.config.boundary import BoundaryConfig
 from rods_core.config.buffer import BufferConfig
 from rods_core.config.policy import EpisodeConfig, SFTSettings, TinyModelConfig
@@ -27,7 +27,7 @@ CATEGORIES: tuple[str, ...] = ("base", "miss_func", "miss_param", "long_context"
 
 
 def _registered(name: str) -> str:
-    """A `benchmark:` value that names a registered benchmark (rods_core/benchmarks/entries.py)."""
+    """A `benchmark:` value that names a registered benchmark (rods_core/config/benchmark_entries.py)."""
     problem = unknown_benchmark(name)
     if problem:
         raise ValueError(problem)

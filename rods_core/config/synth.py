@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from rods_core.prompt_files import Prompts
+from rods_core.config.prompt_files import Prompts
 
 
 class SynthesisConfig(BaseModel):

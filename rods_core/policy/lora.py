@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rods_core.model_folders import model_folder
+from rods_core.policy.model_folders import model_folder
 
 ADAPTER_CONFIG = "adapter_config.json"
 ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")

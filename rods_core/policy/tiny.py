@@ -27,7 +27,7 @@ from rods_core.benchmarks.toolcalls.chat import (
     json_tools,
 )
 from rods_core.config import PromptConfig, TinyModelConfig
-from rods_core.inputs import DoorError
+from rods_core.config.inputs import DoorError
 from rods_core.policy.lora import is_adapter_folder, load_merged
 from rods_core.policy.rendering import TemplateError, renderer_for
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import typer
 
-from rods_core.benchmarks.entries import benchmark_names
 from rods_core.config import ConfigRenamedWarning, load_config, parse_overrides
-from rods_core.inputs import DoorError
+from rods_core.config.benchmark_entries import benchmark_names
+from rods_core.config.inputs import DoorError
 
 _DOCUMENT: list[Any] = []  # the real stdout while one_document() holds it; empty otherwise
 _SAVED_FD: list[int] = []  # its file descriptor

@@ -13,6 +13,7 @@ import typer
 
 from rods_core.config import ConfigError, parse_overrides
 from rods_lab.cli._common import emit_json, fail
+from rods_lab.experiments.heldout import parse_spec
 
 app = typer.Typer(no_args_is_help=True, help="Benchmarks: environment, store, synthesis, buffer, training.")
 
@@ -169,7 +170,6 @@ def paper(
     --repeats 16 --pool-seed-base 1000 --set seeds.ids=null --set seeds.random.n=16 --summaries runs/
     """
     from rods_lab.experiments.arms import parse_arms, run
-    from rods_lab.experiments.heldout import parse_spec
     from rods_lab.experiments.report import write
 
     try:

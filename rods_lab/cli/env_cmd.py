@@ -9,7 +9,7 @@ import typer
 
 from rods_core.benchmarks.protocols import AnswerScoring
 from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, make_benchmark
-from rods_core.task_files import load_task_file
+from rods_core.benchmarks.task_files import load_task_file
 from rods_lab.cli._common import Split, clean_errors, emit_json, fail
 
 

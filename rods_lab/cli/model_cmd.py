@@ -7,9 +7,9 @@ from typing import get_args
 
 import typer
 
+from rods_core.build import ModelFolderError, ensure_model
 from rods_core.config import ConfigError, TinyModelConfig, load_config
-from rods_core.inputs import DoorError, check_output_dir
-from rods_core.policy.build import ModelFolderError, ensure_model
+from rods_core.config.inputs import DoorError, check_output_dir
 from rods_core.policy.tiny import init_tiny
 from rods_core.ranks import Ranks, under_launcher
 from rods_core.threads import apply_thread_policy

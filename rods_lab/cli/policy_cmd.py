@@ -14,13 +14,14 @@ import typer
 
 from rods_core.benchmarks.protocols import Benchmark, DemoSeeds
 from rods_core.benchmarks.registry import benchmark_entry, make_benchmark
+from rods_core.benchmarks.task_files import load_task_file
 from rods_core.config import CATEGORIES, ComputeSettings, ConfigError, RunConfig, SFTSettings, parse_overrides
+from rods_core.config.inputs import check_output_dir, check_output_file
 from rods_core.evaluation import EvalConfig, evaluate, variance_report
-from rods_core.inputs import check_output_dir, check_output_file
-from rods_core.model_folders import check_model_dir, model_folder
+from rods_core.policy.model_folders import check_model_dir, model_folder
+from rods_core.policy.sft import run_sft
 from rods_core.policy.tiny import read_card, write_card
 from rods_core.ranks import Ranks, under_launcher
-from rods_core.task_files import load_task_file
 from rods_core.tasksets import fresh_variants
 from rods_core.threads import apply_thread_policy
 from rods_lab.cli._common import BenchmarkChoice, Split, choices, clean_errors, emit_json, fail
@@ -147,8 +148,6 @@ def sft(
     if processes > 1 and not under_launcher():
         handoff_to_accelerate(processes, sys.argv[1:], cpu=True)
     apply_thread_policy(threads)
-    from rods_core.policy.sft import run_sft
-
     ecfg, bench = _benchmark(benchmark, prereq, option)  # demonstrated, then evaluated, on it
     if demo and "demo_seeds" not in bench.options:
         fail(f"--demo is BFCL multi-turn's demo seeds; give {bench.name} tasks with --tasks FILE")

@@ -9,7 +9,7 @@ import typer
 
 from rods_core.benchmarks.protocols import SeedStatistics
 from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, make_benchmark
-from rods_core.inputs import read_bytes
+from rods_core.config.inputs import read_bytes
 from rods_lab.cli._common import DB_HELP, BenchmarkChoice, Split, clean_errors, emit_json, fail, open_db
 
 app = typer.Typer(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer
 
-from rods_core.inputs import check_output_file
+from rods_core.config.inputs import check_output_file
 from rods_lab.cli._common import DB_HELP, choices, clean_errors, emit_json, fail, open_db
 from storage.build_progress import read_build_progress
 
@@ -45,7 +45,7 @@ def export(
 
     Example: rods export --run demo --pool active --out active.jsonl
     """
-    from storage.export import EmptyPool, export_pool
+    from storage.export import EmptyPool, export_pool  # pyarrow: not for `rods --help`
     from storage.pools import PoolsFileError
 
     with clean_errors(PoolsFileError, EmptyPool):

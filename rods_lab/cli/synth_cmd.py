@@ -9,7 +9,7 @@ import typer
 
 from rods_core.benchmarks.protocols import SynthCommand
 from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, make_benchmark
-from rods_core.inputs import check_output_file
+from rods_core.config.inputs import check_output_file
 from rods_lab.cli._common import emit_json, fail
 
 

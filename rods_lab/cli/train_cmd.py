@@ -8,8 +8,8 @@ from pathlib import Path
 
 import typer
 
-from rods_core.benchmarks.entries import benchmark_entry, benchmark_names
 from rods_core.config import RunConfig, dump_config
+from rods_core.config.benchmark_entries import benchmark_entry, benchmark_names
 from rods_core.ids import new_run_id
 from rods_core.preflight import check_ids, preflight
 from rods_core.ranks import under_launcher

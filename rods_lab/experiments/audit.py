@@ -14,8 +14,8 @@ import math
 from pathlib import Path
 
 from rods_core.benchmarks.protocols import TaskRecord
+from rods_core.benchmarks.task_files import read_tasks
 from rods_core.benchmarks.toolcalls.parsing import CallParseError, parse_python_calls
-from rods_core.task_files import read_tasks
 from storage.reader import RunReader
 
 THRESHOLD = 0.8  # the design's count of held-out tasks "at or above 0.8"

@@ -22,13 +22,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from rods_core.benchmarks.entries import benchmark_entry
 from rods_core.benchmarks.protocols import DemoSeeds, TaskRecord
 from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, make_benchmark, task_type_of
+from rods_core.benchmarks.task_files import read_tasks, write_tasks
 from rods_core.config import RunConfig, SynthesisConfig
+from rods_core.config.benchmark_entries import benchmark_entry
 from rods_core.evaluation import EvalConfig, evaluate
 from rods_core.rng import derive_seed
-from rods_core.task_files import read_tasks, write_tasks
 from rods_core.tasksets import fresh_variants, run_benchmark
 
 MANIFEST = "manifest.json"
@@ -302,7 +302,7 @@ def parse_spec(text: str) -> HeldOutSpec | None:
 
 
 def warm_start_tasks(cfg: RunConfig) -> list[TaskRecord]:
-    """The tasks the demo warm start trains on when this config builds the model (rods_core.policy.build): the
+    """The tasks the demo warm start trains on when this config builds the model (rods_core.build): the
     demo seeds and their `model.sft_variants_per_seed` variants, made the same way; none for another model or
     a benchmark without demo seeds (its `options`)."""
     if "demo_seeds" not in benchmark_entry(cfg.benchmark).options or not cfg.model.build_if_missing:

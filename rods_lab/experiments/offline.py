@@ -14,9 +14,9 @@ from pathlib import Path
 
 from rods_core.benchmarks.protocols import TaskRecord
 from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, make_benchmark
+from rods_core.benchmarks.task_files import write_tasks
 from rods_core.config import SynthesisConfig
 from rods_core.rng import derive_seed
-from rods_core.task_files import write_tasks
 
 # arm -> how its M is chosen: "rods" = the distinct variants rods' run of the same repeat trained on; "large" =
 # every variant the synthesizer yields for each seed (OFFLINE_LARGE_PER_SEED at most); an int = that M

@@ -26,8 +26,10 @@ from rods_core.benchmarks.bfcl.prompting import (
 from rods_core.benchmarks.bfcl.scoring import read_answers, replay_report, score_answers
 from rods_core.benchmarks.bfcl.seed_stats import seed_stats, task_rows
 from rods_core.benchmarks.bfcl.seeds import leak_guard, load_seeds, split_of
+from rods_core.benchmarks.bfcl.synth.cli_support import find_parent, load_config, render_counts, run
+from rods_core.benchmarks.bfcl.synth.pipeline import SynthesisConfig, synthesize
+from rods_core.benchmarks.bfcl.synth.verify import verify_task
 from rods_core.benchmarks.bfcl.tasks import Task
-from rods_core.benchmarks.entries import benchmark_entry
 from rods_core.benchmarks.protocols import (
     Distance,
     EpisodeScore,
@@ -47,6 +49,7 @@ from rods_core.benchmarks.toolcalls.dispatch import ERROR_PREFIX
 from rods_core.benchmarks.toolcalls.messages import read_message
 from rods_core.benchmarks.toolcalls.parsing import Call, parse_calls
 from rods_core.config import PromptConfig
+from rods_core.config.benchmark_entries import benchmark_entry
 
 
 def call_to_tool_call(call: Call) -> dict:
@@ -140,10 +143,6 @@ class BfclPipelineSynthesizer:
         self.cfg = cfg
 
     def variants(self, task: Task, n: int, seed: int, pool_keys: Collection[str] = ()) -> SynthResult:
-        # Imported here, not at the top: the pipeline's stages cost ~0.4 s to import, which episodes,
-        # evaluation and the commands that only play or list tasks never need.
-        from rods_core.benchmarks.bfcl.synth.pipeline import SynthesisConfig, synthesize
-
         cfg = (self.cfg or SynthesisConfig()).model_copy(update={"seed": seed})
         return synthesize(task, n, {task.content_key(), *pool_keys}, cfg)
 
@@ -207,9 +206,6 @@ class BfclMultiTurn:
         return replay_problem(task)  # lighter than `verify`: BFCL's own tasks pass as they are
 
     def edit_problem(self, task: Task, parent: Task | None, workdir: Path) -> str | None:
-        # not at the top: the synthesis pipeline's stages cost ~0.4 s to import (see BfclPipelineSynthesizer)
-        from rods_core.benchmarks.bfcl.synth.verify import verify_task
-
         ok, reason = verify_task(task, parent)  # as synthesis's Execute and Critique verify a variant
         return None if ok else reason
 
@@ -249,13 +245,8 @@ class BfclMultiTurn:
         backend: str,
         config: Path | None,
     ) -> dict:
-        # not at the top: the synthesis pipeline's stages cost ~0.4 s to import (see BfclPipelineSynthesizer)
-        from rods_core.benchmarks.bfcl.synth.cli_support import find_parent, load_config, run
-
         parent = find_parent(parent_id, tasks_file)
         return run(parent, load_config(config, seed=seed, backend=backend, n=n), out, tasks_file)
 
     def print_synth_report(self, report: dict) -> None:
-        from rods_core.benchmarks.bfcl.synth.cli_support import render_counts
-
         render_counts(report)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rods_core.benchmarks.bfcl.checker import score_calls
 from rods_core.benchmarks.bfcl.tasks import Task
-from rods_core.inputs import Bad, DoorError, jsonl_lines, read_bytes
+from rods_core.config.inputs import Bad, DoorError, jsonl_lines, read_bytes
 
 
 class AnswerFileError(DoorError):

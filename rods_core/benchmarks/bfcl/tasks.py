@@ -1,4 +1,4 @@
-"""BFCL multi-turn's task model, and its JSONL form (read and written by rods_core.task_files).
+"""BFCL multi-turn's task model, and its JSONL form (read and written by rods_core.benchmarks.task_files).
 
 A task is one BFCL-style multi-turn episode: user turns, the initial state of the API classes, the
 ground-truth calls per turn and the functions held back (miss_func). Provenance records where it came

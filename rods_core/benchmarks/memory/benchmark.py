@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rods_core.benchmarks.entries import benchmark_entry
 from rods_core.benchmarks.memory.answers import blank_answers
 from rods_core.benchmarks.memory.env import (
     Backend,
@@ -25,6 +24,7 @@ from rods_core.benchmarks.protocols import (
     Verdict,
     verify_with,
 )
+from rods_core.config.benchmark_entries import benchmark_entry
 
 
 class BfclMemory(RecordChecks):  # no API classes: its sessions are shown as rendered
@@ -92,7 +92,7 @@ class BfclMemory(RecordChecks):  # no API classes: its sessions are shown as ren
 def kv_memory(
     *, options: MemoryOptions = MemoryOptions(), max_steps_per_turn: int = 4, scratch: Path | None = None
 ) -> BfclMemory:
-    """The registry's bfcl_memory_kv (rods_core/benchmarks/entries.py): `options` its validated options;
+    """The registry's bfcl_memory_kv (rods_core/config/benchmark_entries.py): `options` its validated options;
     `scratch`: its synthesizer's workdir."""
     return BfclMemory("kv", max_steps_per_turn=max_steps_per_turn, prereq=options.prereq, synth_workdir=scratch)
 
@@ -100,6 +100,6 @@ def kv_memory(
 def rec_sum_memory(
     *, options: MemoryOptions = MemoryOptions(), max_steps_per_turn: int = 4, scratch: Path | None = None
 ) -> BfclMemory:
-    """The registry's bfcl_memory_rec_sum (rods_core/benchmarks/entries.py): `options` its validated options;
+    """The registry's bfcl_memory_rec_sum (rods_core/config/benchmark_entries.py): `options` its validated options;
     `scratch`: its synthesizer's workdir."""
     return BfclMemory("rec_sum", max_steps_per_turn=max_steps_per_turn, prereq=options.prereq, synth_workdir=scratch)

@@ -10,9 +10,9 @@ from pydantic import ValidationError
 from rods_core.benchmarks.bfcl.seeds import leak_guard, load_seeds
 from rods_core.benchmarks.bfcl.synth.pipeline import synthesize
 from rods_core.benchmarks.bfcl.tasks import Task
+from rods_core.benchmarks.task_files import read_tasks, write_tasks
 from rods_core.config import SynthesisConfig
 from rods_core.config.synth import renamed_sections
-from rods_core.task_files import read_tasks, write_tasks
 
 
 def find_parent(task_id: str, tasks_file: Path | None) -> Task:

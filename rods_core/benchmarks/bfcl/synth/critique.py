@@ -32,7 +32,7 @@ from rods_core.benchmarks.bfcl.synth.values import (
 )
 from rods_core.benchmarks.bfcl.tasks import Task
 from rods_core.benchmarks.synthesis import StageError
-from rods_core.prompt_files import Prompts
+from rods_core.config.prompt_files import Prompts
 
 
 def same_structure(variant: Task, parent_sig: Signature, stage: str = "critique") -> Signature:

@@ -27,8 +27,8 @@ from rods_core.benchmarks.bfcl.synth.rewrite import LlmRewriter, Rewriter, Templ
 from rods_core.benchmarks.bfcl.tasks import Message, Provenance, Task
 from rods_core.benchmarks.synthesis import STAGES, Attempt, StageError, StageOutcome, SynthResult
 from rods_core.config import SynthesisConfig
+from rods_core.config.prompt_files import Prompts
 from rods_core.ids import variant_id
-from rods_core.prompt_files import Prompts
 
 
 def knobs(cfg: SynthesisConfig, attempt: int) -> tuple[float, float, float]:

@@ -23,7 +23,7 @@ from rods_core.benchmarks.bfcl.synth.phrases import fill, phrasings
 from rods_core.benchmarks.bfcl.synth.plan import Plan
 from rods_core.benchmarks.bfcl.synth.values import is_mentioned, substitute
 from rods_core.benchmarks.synthesis import StageError
-from rods_core.prompt_files import Prompts
+from rods_core.config.prompt_files import Prompts
 
 
 @dataclass

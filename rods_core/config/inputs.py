@@ -1,8 +1,8 @@
 """Input-reading primitives: UTF-8 text, JSON and YAML values with a nesting bound, JSONL lines and output
 paths, each refused with `file:line: field: reason` (a DoorError); a leaf that imports nothing from rods_core.
 
-The doors built on them live with what they check: task files (rods_core.task_files), model folders
-(rods_core.model_folders) and a training run's pre-flight (rods_core.preflight). Nothing here writes.
+The doors built on them live with what they check: task files (rods_core.benchmarks.task_files), model folders
+(rods_core.policy.model_folders) and a training run's pre-flight (rods_core.preflight). Nothing here writes.
 """
 
 from __future__ import annotations

@@ -17,11 +17,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from rods_core.benchmarks.entries import benchmark_entry
 from rods_core.benchmarks.protocols import Benchmark
 from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, make_benchmark
 from rods_core.config import RunConfig
-from rods_core.model_folders import model_folder
+from rods_core.config.benchmark_entries import benchmark_entry
+from rods_core.policy.model_folders import model_folder
+from rods_core.policy.sft import run_sft
 from rods_core.policy.tiny import ModelFolderError, init_tiny
 from rods_core.tasksets import TaskSetError, fresh_variants, select_seeds
 
@@ -182,8 +183,6 @@ def build_demo_model(
 ) -> dict:
     """init-tiny + verified variants + SFT warm start into cfg.model.path, on `benchmark`'s demonstrations
     (its reference policy played on `warm_start_seeds`; BFCL multi-turn's when None); returns the SFT figures."""
-    from rods_core.policy.sft import run_sft  # torch and TRL: only a build needs them
-
     benchmark = benchmark or DEFAULT_BENCHMARK
     options = cfg.benchmark_options if benchmark == cfg.benchmark else None  # BFCL's demo seeds: its own defaults
     bench = make_benchmark(benchmark, options=options, synth=cfg.synthesis)

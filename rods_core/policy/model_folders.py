@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rods_core.benchmarks.toolcalls.chat import CHAT_FORMAT
 from rods_core.config import PromptConfig
-from rods_core.inputs import DoorError, decode, filesystem_door, json_value, read_bytes
+from rods_core.config.inputs import DoorError, decode, filesystem_door, json_value, read_bytes
 
 WEIGHT_FILES = (
     "model.safetensors",

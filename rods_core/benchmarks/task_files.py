@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from rods_core.benchmarks.leaks import refuse_test_tasks
 from rods_core.benchmarks.protocols import Benchmark
-from rods_core.inputs import Bad, DoorError, jsonl_lines, read_bytes
+from rods_core.config.inputs import Bad, DoorError, jsonl_lines, read_bytes
 
 # ----- JSONL of any benchmark's tasks --------------------------------------------------------------------
 # Fields an export adds beside the task (statistics, the pool it was in); ignored when read back.
