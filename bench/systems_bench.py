@@ -88,8 +88,9 @@ def markdown(report: dict) -> str:
         "",
         "| figure | measured | goal |",
         "|---|---|---|",
-        f"| environment tool calls / s (one core, reference episodes) | {h['env_calls_per_s']} | >= 5,000 |",
-        f"| reference episode (replay + check), ms per task | {h['replay_ms_per_task']} | <= 2 |",
+        # the goals (>= 5,000 calls/s, <= 2 ms) were set on raw execution; these time whole reference episodes
+        f"| environment tool calls / s (one core, reference episodes through the protocol) | {h['env_calls_per_s']} | — |",
+        f"| reference episode (messages, parse, execute, check), ms per task | {h['replay_ms_per_task']} | — |",
         f"| synthesis accepted variants / s (CPU time) | {h['synth_accepted_per_s_cpu']} "
         f"({c['synth']['parents']} parents) | >= 50 |",
         f"| synthesis acceptance per stage | {', '.join(f'{k} {v:.0%}' for k, v in h['synth_acceptance_per_stage'].items() if v is not None)} | |",

@@ -248,7 +248,7 @@ def train(
     held-out tasks, the leak guard and synthesizer of the RODS step, and the environments of every episode.
 
     `build_delegate(cfg, run_dir)`, for a one-process run, may return a builder that makes a missing model in
-    processes of its own (policy/build.ensure_model's `delegate`); None builds it in this run's processes.
+    processes of its own (build.ensure_model's `delegate`); None builds it in this run's processes.
 
     The path of a run, in order: inputs checked (nothing created on bad input) -> run folder and its
     recorder (`open_recorder`, rank 0) -> model built if missing -> RODS state restored -> policy loaded ->
@@ -344,7 +344,7 @@ def check_model_source(cfg: RunConfig) -> None:
 
     path = model_folder(cfg.model.path, cfg.model.build_if_missing)
     if cfg.model.build_if_missing and not (path / "config.json").exists():
-        return  # built by policy/build.py once the run exists
+        return  # built by build.py once the run exists
     check_model_dir(path)
 
 

@@ -14,8 +14,10 @@ secrets stay in the app.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,14 +53,45 @@ def train_to_end(
     config: str | Path, run_id: str, log: IO, *, resume: bool = False, timeout_s: float | None = None
 ) -> int | str:
     """Run `train_command` in the foreground with its output on `log`; its exit code, or "timeout" when it ran
-    past `timeout_s` (it is killed then). An experiment's runs go this way, one after another (they share the
-    cores; a crash or out-of-memory ends one run, not the experiment)."""
+    past `timeout_s`. An experiment's runs go this way, one after another (they share the cores; a crash or
+    out-of-memory ends one run, not the experiment). The run leads its own process group, which is stopped whole
+    when it times out or the experiment is stopped (SIGTERM, Ctrl-C): accelerate's workers never outlive the
+    experiment that launched them, where one left behind would hold the run's lock and fail its resume."""
+    proc = subprocess.Popen(
+        train_command(config, run_id, resume=resume), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _interrupted) if in_main else None
     try:
-        return subprocess.run(
-            train_command(config, run_id, resume=resume), stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s
-        ).returncode
+        return proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
+        stop_group(proc)
         return "timeout"
+    except BaseException:
+        stop_group(proc)
+        raise
+    finally:
+        if in_main:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupted(signum: int, _frame) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def stop_group(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
+    """SIGTERM to the process group `proc` leads (a run checkpoints nothing on it; its workers exit), SIGKILL
+    to what is left after `grace_s`."""
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, None)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 An export line is the task's `to_record()` (BFCL multi-turn: its question fields + ground_truth + provenance;
 another benchmark's task model, by the run's `benchmark:`, its own fields) plus `pool`
 and `stats` (the task's latest reward statistics in the run; every key present, null when unknown, so
-Arrow infers one schema). `rods_core.benchmarks.bfcl.tasks.read_tasks` ignores those two fields, so an export imports
+Arrow infers one schema). `rods_core.benchmarks.task_files.read_tasks` ignores those two fields, so an export imports
 back unchanged, and `datasets.load_dataset("json", data_files=...)` loads it (datasets types the
 heterogeneous `initial_config` as Json). Pool membership comes from the run's pools.json snapshot.
 """

@@ -144,3 +144,15 @@ def test_a_benchmark_registered_in_a_test_trains_by_name_and_shows_in_the_app(wo
     buffer = pages["buffer"].dataframe[0].value
     assert seeds <= set(buffer.task_id)
     assert any("say " in m.value for m in pages["buffer"].markdown)  # the task as Words renders it
+
+
+def test_a_plugin_whose_task_model_does_not_import_never_stops_other_records_being_read():
+    """The seed catalog reads records of every benchmark; one plugin's broken import fails only its own."""
+    seed = make_benchmark("bfcl_multi_turn").seeds("train")[0]
+    register_benchmark("broken", Words, task_type="no_such_module_anywhere:Task")
+    try:
+        assert parse_any_record(seed.to_record()) == seed
+        with pytest.raises(ModuleNotFoundError):
+            task_type_of("broken")
+    finally:
+        unregister_benchmark("broken")

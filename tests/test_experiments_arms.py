@@ -88,11 +88,14 @@ def test_a_run_cut_short_resumes_from_its_last_checkpoint_when_the_experiment_is
     out = run(*args, out=tmp_path / "exp", log=lambda *_: None, heldout=spec)
     (meta,) = json.loads((out / "manifest.json").read_text())["runs"]
     assert meta["status"] == "failed (-9)" and meta["resumed_from"] is None
+    assert "score_s" not in meta and not (out / "runs" / "static_r0" / "heldout_scores.json").exists()  # cut short
     monkeypatch.delenv("RODS_FAULT")
 
     run(*args, out=out, log=lambda *_: None, heldout=spec)
     (meta,) = json.loads((out / "manifest.json").read_text())["runs"]
     assert meta["status"] == "finished" and meta["resumed_from"] == 2
+    scored = json.loads((out / "runs" / "static_r0" / "heldout_scores.json").read_text())
+    assert {r["step"] for r in scored} == {2, 4}  # every checkpoint, once the run finished
     log = (out / "logs" / "static_r0.log").read_text()
     assert "resuming static_r0 from checkpoint-2" in log
     reader = RunReader(out / "runs" / "static_r0")

@@ -51,3 +51,40 @@ def _worker_after_launcher_killed(local_rank: bool, wait_s: float) -> bool:
 def test_a_launched_worker_ends_with_its_launcher_and_a_plain_process_does_not():
     assert _worker_after_launcher_killed(local_rank=True, wait_s=20) is False
     assert _worker_after_launcher_killed(local_rank=False, wait_s=2) is True  # outside a launcher nothing is armed
+
+
+# An experiment's runner: one run in the foreground through rods_lab.launch.train_to_end, the run a process that
+# prints its pid and sleeps (train_command replaced: `rods train` itself needs a model and minutes).
+RUNNER = """
+import sys, rods_lab.launch as launch
+launch.train_command = lambda *a, **k: [sys.executable, "-c", "import os, time; print(os.getpid(), flush=True); time.sleep(120)"]
+timeout = None if sys.argv[2] == "none" else float(sys.argv[2])
+with open(sys.argv[1], "w") as log:
+    print(launch.train_to_end("unused.yaml", "r1", log, timeout_s=timeout), flush=True)
+"""
+
+
+@pytest.mark.parametrize("stop", ["sigterm", "timeout"])
+def test_a_run_never_outlives_the_experiment_that_launched_it(tmp_path, stop):
+    """Stopping an experiment (SIGTERM) or its run's timeout stops the run's whole process group; before, the run
+    went on training beside the next launch of itself, holding its lock."""
+    log = tmp_path / "run.log"
+    timeout = "0.1" if stop == "timeout" else "none"
+    runner = subprocess.Popen([sys.executable, "-c", RUNNER, str(log), timeout], stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not log.read_text().strip() if log.exists() else True:
+        assert time.monotonic() < deadline, "the run never started"
+        time.sleep(0.1)
+    run_pid = int(log.read_text().split()[0])
+    if stop == "sigterm":
+        runner.send_signal(signal.SIGTERM)
+    out, _ = runner.communicate(timeout=60)
+    if stop == "timeout":
+        assert out.strip() == "timeout"
+    deadline = time.monotonic() + 10
+    while _alive(run_pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    alive = _alive(run_pid)
+    if alive:
+        os.kill(run_pid, signal.SIGKILL)
+    assert not alive

@@ -1,5 +1,5 @@
 """The benchmarks by name (the config's and `rods eval`'s `benchmark` value): one factory that builds any
-registered one (entries.py: the built-ins, `register_benchmark` calls and installed entry points) with the
+registered one (config/benchmark_entries.py: the built-ins, `register_benchmark` calls and installed entry points) with the
 episode settings they share (prompt format, tool-call messages per turn, hints, synthesis) and its own options
 (its entry's options model: a run's `benchmark_options`)."""
 
@@ -86,9 +86,21 @@ def parse_any_record(rec: Any) -> Any:
     """A record of a store that holds tasks of every benchmark (the seed catalog), read by the first task
     model, in registration order, whose schema it fits; the first model's error when none does."""
     first_error = None
-    for kind in dict.fromkeys(task_type_of(n) for n in benchmark_names()):
+    for kind in _task_types():
         try:
             return record_parser(kind)(rec)
         except ValueError as e:
             first_error = first_error or e
     raise first_error from None
+
+
+def _task_types() -> list[type]:
+    """Every registered benchmark's task model, in registration order, once each; a plugin whose model does not
+    import is passed over (naming it gives its error), so it never stops the others' records being read."""
+    kinds = []
+    for name in benchmark_names():
+        try:
+            kinds.append(task_type_of(name))
+        except Exception:  # noqa: BLE001 - a broken plugin's import error: its own records fail, no one else's
+            continue
+    return list(dict.fromkeys(kinds))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from string import Template
 
-PROMPT_DIR = Path(__file__).parent / "benchmarks" / "bfcl" / "synth" / "prompts"
+PROMPT_DIR = Path(__file__).parent.parent / "benchmarks" / "bfcl" / "synth" / "prompts"
 
 
 PROMPT_FIELDS: dict[str, frozenset[str]] = {

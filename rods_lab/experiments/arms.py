@@ -291,7 +291,8 @@ def one_run(
         "arm": arm,
         "load_1min_at_start": round(load, 2),
     }
-    if rep.folder is not None and (out / "runs" / run_id).is_dir():
+    # only a run that finished is scored: a failed or cut-short one is scored whole once it has (finish_cut_short)
+    if rep.folder is not None and meta["status"] == "finished":
         meta["score_s"] = score_run(out / "runs" / run_id, rep, cfg, log)
     return {**meta, **extra}
 

@@ -84,9 +84,9 @@ def build(
     benchmark: str = DEFAULT_BENCHMARK,
 ) -> dict:
     """Make H1, H2 (or H1b), H3 for a pool of seeds into `out` (JSONL per set + manifest.json with sizes, yields
-        and sha256); returns the manifest. `trained`: tasks the policy saw before the runs (its warm start): no held-out
-        task equals one, and no H2 parent is one. `parent_progress` (task -> the warm-started model's greedy progress)
-        filters H1b's parents (spec.h2_solvable). `benchmark` (the run's) gives the seeds, their groups and the
+    and sha256); returns the manifest. `trained`: tasks the policy saw before the runs (its warm start): no held-out
+    task equals one, and no H2 parent is one. `parent_progress` (task -> the warm-started model's greedy progress)
+    filters H1b's parents (spec.h2_solvable). `benchmark` (the run's) gives the seeds, their groups and the
     synthesizer. Raises HeldOutShort, writing nothing, when a set cannot be made."""
 
     cfg = synth.model_copy(update={"seed": derive_seed(spec.seed, "heldout")})
