@@ -17,7 +17,9 @@ def handoff_to_accelerate(n: int, argv: list[str], cpu: bool) -> NoReturn:
 
     The pid stays the same (exec), so whoever started the run (the app) still holds its launcher; rank 0
     registers its own pid as the run's process once it starts, and the Stop button signals it."""
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(n), "--num_machines", "1"]
+    # one machine: a free port per launch (0), never a fixed one two runs at once would race for
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(n), "--num_machines", "1",
+           "--main_process_port", "0"]  # fmt: skip
     if cpu:  # torchrun's launcher; the trainer itself asks for the CPU (gloo), see configs/accelerate/cpu.yaml
         cmd += ["--config_file", str(ACCELERATE_CPU_CONFIG)]
     else:
