@@ -131,3 +131,14 @@ def test_replicates_make_their_own_held_out_sets_and_a_summary_lets_a_new_sessio
     assert json.loads((summaries / "static_r0.json").read_text()) == s  # left as it was
     pools = json.loads((out / "manifest.json").read_text())["settings"]["replicate_heldout_sets"]
     assert set(pools) == {"0", "1"} and pools["0"]["H1"]["sha256"] != pools["1"]["H1"]["sha256"]
+
+
+def test_with_only_the_runner_finishes_its_own_runs_only(tmp_path, tiny_model_dir, monkeypatch):
+    """Two processes share one folder, each with its own `--only` runs: neither scores or summarizes the other's
+    finished runs (they would both score it, and the second would rewrite the first's summary)."""
+    base, out = base_config(tmp_path, tiny_model_dir), tmp_path / "exp"
+    swept, launched = [], []
+    monkeypatch.setattr(arms, "launch", fake_launch(launched))
+    monkeypatch.setattr(arms, "finish_cut_short", lambda plans, *a, **k: swept.extend(p[0] for p in plans))
+    run(8, ["static"], 3, base, 1, out=out, log=lambda *_: None, pool_seed_base=1000, only=["static_r1"])
+    assert swept == ["static_r1"] and launched == ["static_r1"]

@@ -237,7 +237,9 @@ def run(
     if heldout is not None and pool_seed_base is None:
         reps.get(0)  # the experiment's one set of held-out sets, made before any run
     settings |= reps.settings(repeats)
-    finish_cut_short([p for p in plans if p[0] not in kept], reps, steps, out, summaries, settings, log)
+    # with `only`, another process may be scoring the other runs of this folder (design.md, Amendment 4)
+    mine = [p for p in plans if p[0] not in kept and (not only or p[0] in only)]
+    finish_cut_short(mine, reps, steps, out, summaries, settings, log)
     # recorded before any run starts, so a run cut short resumes only under the kernels and model it began with
     write_manifest(manifest, settings, [done[p[0]] for p in plans if p[0] in done])
     t0, spent = time.perf_counter(), []
