@@ -14,10 +14,10 @@ import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # torchrun puts only tests/ on the path
 from bench.fsdp_accumulation import accumulation_check  # noqa: E402
+from rods_core.ranks import end_process_group  # noqa: E402
 
 dist.init_process_group("gloo")
 out = accumulation_check(torch.device("cpu"))
 if dist.get_rank() == 0:
     print("\nRESULT " + json.dumps(out), flush=True)
-dist.barrier()  # both ranks done with every collective before the group goes: gloo aborted at teardown otherwise
-dist.destroy_process_group()
+end_process_group()

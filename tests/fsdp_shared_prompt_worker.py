@@ -13,6 +13,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
 from rods_core.policy.tiny import load_policy
+from rods_core.ranks import end_process_group
 from rods_core.trainer import shared_prompt_logps
 
 dist.init_process_group("gloo")
@@ -33,4 +34,4 @@ try:
     print("backward ok", flush=True)
 except RuntimeError as e:
     print(f"backward failed: {e}", flush=True)
-dist.destroy_process_group()
+end_process_group()

@@ -16,6 +16,7 @@ from torch.distributed.tensor import DTensor
 
 from rods_core.policy.tiny import load_policy
 from rods_core.policy.weights import _reshard_setting, whole_weights
+from rods_core.ranks import end_process_group
 
 dist.init_process_group("gloo")
 rank = dist.get_rank()
@@ -47,4 +48,4 @@ model(input_ids=ids + rank, labels=ids + rank).loss.backward()
 opt.step()
 after = digest(p.full_tensor() for p in model.parameters())
 print(f"\nrank {rank} before {before} after {after}", flush=True)
-dist.destroy_process_group()
+end_process_group()
