@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-# transformers' TrainingArguments.ddp_timeout default, in seconds (tests/test_ranks_timeout.py compares them)
+# transformers' TrainingArguments.ddp_timeout default, in seconds (tests/test_gpu_path.py compares them)
 DDP_TIMEOUT_S = 1800
 
 
