@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from rods_core.benchmarks.protocols import Benchmark, TaskFacts, TaskRecord
-from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, benchmark_names, make_benchmark, task_type_of
+from rods_core.benchmarks.registry import DEFAULT_BENCHMARK, loadable_task_types, make_benchmark
 from rods_core.benchmarks.task_files import parse_task_bytes
 from storage.control import ControlDB, Seed
 
@@ -53,13 +53,13 @@ def import_seeds(
 @functools.cache
 def _facts_of(kind: type) -> Callable[[Any], TaskFacts]:
     """`facts` of the first benchmark whose tasks are of this model (memory's for every backend)."""
-    return make_benchmark(next(n for n in benchmark_names() if task_type_of(n) is kind)).facts
+    return make_benchmark(next(n for n, k in loadable_task_types() if k is kind)).facts
 
 
 @functools.cache
 def _benchmarks_of(kind: type) -> str:
     """The benchmarks whose tasks are of this model, comma separated (memory's backends share one model)."""
-    return ", ".join(n for n in benchmark_names() if task_type_of(n) is kind)
+    return ", ".join(n for n, k in loadable_task_types() if k is kind)
 
 
 def benchmark_of(seed: Seed, task: Any) -> str:

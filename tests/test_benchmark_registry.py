@@ -156,3 +156,15 @@ def test_a_plugin_whose_task_model_does_not_import_never_stops_other_records_bei
             task_type_of("broken")
     finally:
         unregister_benchmark("broken")
+
+
+def test_a_record_no_task_model_can_read_because_none_imports_is_a_value_error(monkeypatch):
+    import rods_core.benchmarks.registry as registry
+
+    register_benchmark("broken", Words, task_type="no_such_module_anywhere:Task")
+    monkeypatch.setattr(registry, "benchmark_names", lambda: ["broken"])
+    try:
+        with pytest.raises(ValueError, match="no registered benchmark's task model could be imported"):
+            parse_any_record({"id": "x"})
+    finally:
+        unregister_benchmark("broken")

@@ -23,3 +23,24 @@ def test_the_catalog_names_each_seeds_benchmark(tmp_path):
     assert by_id["builtin_0"] == "bfcl_multi_turn"
     assert by_id["unreadable_0"] == ""
     assert list(seed_frame(db).columns[:2]) == ["task_id", "benchmark"]
+
+
+def test_a_plugin_whose_task_model_does_not_import_leaves_the_catalog_readable(tmp_path):
+    """Naming each entry's benchmark asks every registered one for its task model: a plugin whose model does not
+    import is passed over, never stopping the table (the Seeds page) for the rest."""
+    from rods_core.benchmarks.registry import register_benchmark, unregister_benchmark
+    from storage import catalog
+    from tests.test_benchmark_training import Words
+
+    db = ControlDB(tmp_path / "control.sqlite")
+    bfcl = load_seeds("train")[:2]
+    db.upsert_seeds(bfcl, source="import")
+    register_benchmark("broken", Words, task_type="no_such_module_anywhere:Task")
+    catalog._benchmarks_of.cache_clear(), catalog._facts_of.cache_clear()
+    try:
+        frame = seed_frame(db).set_index("task_id")
+    finally:
+        unregister_benchmark("broken")
+        catalog._benchmarks_of.cache_clear(), catalog._facts_of.cache_clear()
+    assert set(frame.benchmark[[t.id for t in bfcl]]) == {"bfcl_multi_turn"}
+    assert all(frame.turns[[t.id for t in bfcl]] > 0)  # the facts read by the benchmark's own model

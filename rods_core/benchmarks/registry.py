@@ -34,6 +34,7 @@ __all__ = [
     "benchmark_names",
     "benchmark_problem",
     "discover_benchmarks",
+    "loadable_task_types",
     "make_benchmark",
     "parse_any_record",
     "register_benchmark",
@@ -86,21 +87,21 @@ def parse_any_record(rec: Any) -> Any:
     """A record of a store that holds tasks of every benchmark (the seed catalog), read by the first task
     model, in registration order, whose schema it fits; the first model's error when none does."""
     first_error = None
-    for kind in _task_types():
+    for kind in dict.fromkeys(kind for _, kind in loadable_task_types()):
         try:
             return record_parser(kind)(rec)
         except ValueError as e:
             first_error = first_error or e
-    raise first_error from None
+    raise first_error or ValueError("no registered benchmark's task model could be imported") from None
 
 
-def _task_types() -> list[type]:
-    """Every registered benchmark's task model, in registration order, once each; a plugin whose model does not
+def loadable_task_types() -> list[tuple[str, type]]:
+    """Every registered benchmark's name and task model, in registration order; a plugin whose model does not
     import is passed over (naming it gives its error), so it never stops the others' records being read."""
-    kinds = []
+    pairs = []
     for name in benchmark_names():
         try:
-            kinds.append(task_type_of(name))
+            pairs.append((name, task_type_of(name)))
         except Exception:  # noqa: BLE001 - a broken plugin's import error: its own records fail, no one else's
             continue
-    return list(dict.fromkeys(kinds))
+    return pairs
