@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,17 +82,26 @@ def _interrupted(signum: int, _frame) -> None:
 
 def stop_group(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
     """SIGTERM to the process group `proc` leads (a run checkpoints nothing on it; its workers exit), SIGKILL
-    to what is left after `grace_s`."""
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, None)):
+    to what is left of the group after `grace_s`: the leader may exit first, its workers still running."""
+    deadline = time.monotonic() + grace_s
+    for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+            break
+        while _group_alive(proc) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    proc.wait()
+
+
+def _group_alive(proc: subprocess.Popen) -> bool:
+    """Whether a process of `proc`'s group is running (the leader reaped first: a zombie still counts)."""
+    proc.poll()
+    try:
+        os.killpg(proc.pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)

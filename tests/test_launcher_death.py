@@ -88,3 +88,30 @@ def test_a_run_never_outlives_the_experiment_that_launched_it(tmp_path, stop):
     if alive:
         os.kill(run_pid, signal.SIGKILL)
     assert not alive
+
+
+# A group's leader that exits on SIGTERM at once, and a member of its group that ignores SIGTERM.
+LEADER = """
+import os, signal, subprocess, sys, time
+member = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('armed', flush=True); time.sleep(120)"], stdout=subprocess.PIPE, text=True)
+member.stdout.readline()
+print(member.pid, flush=True)
+time.sleep(120)
+"""
+
+
+def test_stopping_a_group_kills_a_member_that_outlives_its_leader():
+    """The leader (accelerate's launcher, in a run) gone after SIGTERM does not end the stop: what is left of its
+    group is killed after the grace."""
+    from rods_lab.launch import stop_group
+
+    leader = subprocess.Popen([sys.executable, "-c", LEADER], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    member = int(leader.stdout.readline())
+    stop_group(leader, grace_s=1.0)
+    deadline = time.monotonic() + 10
+    while _alive(member) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    alive = _alive(member)
+    if alive:
+        os.kill(member, signal.SIGKILL)
+    assert leader.returncode == -signal.SIGTERM and not alive
