@@ -168,3 +168,15 @@ def test_a_record_no_task_model_can_read_because_none_imports_is_a_value_error(m
             parse_any_record({"id": "x"})
     finally:
         unregister_benchmark("broken")
+
+
+def test_a_benchmark_declaring_demo_seeds_must_offer_them():
+    """`seeds.subset: demo` and the warm start read the option and call demo_seeds(): a plugin declaring one
+    without the other is refused where it is built, naming both, not deep inside a run."""
+    register_benchmark("words", Words, task_type=WordTask, options={"demo_seeds"})
+    try:
+        with pytest.raises(TypeError, match="'words' declares the demo_seeds option but has no demo_seeds"):
+            make_benchmark("words")
+    finally:
+        unregister_benchmark("words")
+    assert make_benchmark("bfcl_multi_turn").demo_seeds()

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from rods_core.benchmarks.protocols import Benchmark
+from rods_core.benchmarks.protocols import Benchmark, DemoSeeds
 from rods_core.benchmarks.task_files import record_parser
 from rods_core.config import BenchmarkName, PromptConfig
 from rods_core.config.benchmark_entries import (
@@ -75,7 +75,10 @@ def make_benchmark(
         raise ValueError(problem)
     entry = benchmark_entry(name)
     settings = {"prompt": prompt, "max_steps_per_turn": max_steps_per_turn, "hints": hints}
-    return entry.build(**settings, options=entry.validate_options(options), synth=synth, scratch=scratch)
+    bench = entry.build(**settings, options=entry.validate_options(options), synth=synth, scratch=scratch)
+    if "demo_seeds" in entry.options and not isinstance(bench, DemoSeeds):  # what readers of the option call
+        raise TypeError(f"benchmark {name!r} declares the demo_seeds option but has no demo_seeds() (DemoSeeds)")
+    return bench
 
 
 def task_type_of(name: str) -> type:
