@@ -6,7 +6,7 @@ Accuracy is the benchmark's own verdict (BFCL multi-turn: every checked turn pas
 holds an accepted answer); progress is its reward (BFCL: the strict progress reward). A model trained on one
 benchmark evaluates on another as it is (the paper's out-of-distribution table).
 Departure from BFCL's harness: prompts go through the model folder's own chat template with `tools=`
-(prompting.py, rendering.py) and calls are read in Qwen3's `<tool_call>` JSON form (or a Python call list),
+(benchmarks/toolcalls/chat.py) and calls are read in Qwen3's `<tool_call>` JSON form (or a Python call list),
 not through a function-calling handler written per model family.
 """
 

@@ -60,7 +60,7 @@ def test_env_score_reports_and_rejects(tmp_path, all_seeds):
 def test_choice_options_list_their_values_in_help_and_match_the_library():
     from typing import get_args
 
-    from rods_core.benchmarks.bfcl.seeds import Split as SeedSplit
+    from rods_core.benchmarks.protocols import Split as SeedSplit
     from rods_core.config import TinyModelConfig
     from rods_lab.cli._common import Split
     from rods_lab.cli.model_cmd import Arch

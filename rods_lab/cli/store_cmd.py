@@ -1,6 +1,7 @@
 """`rods export` and `rods runs ...`: thin shells over the runs in the control store (storage/).
 
-storage/ and the lab's views (DuckDB, SQLModel, pandas) are imported inside the commands so `rods --help` stays fast.
+The store and the lab's views (SQLModel, DuckDB, pandas) are imported inside the commands so `rods --help` stays
+fast; storage.build_progress, which loads none of them, at the top.
 """
 
 from __future__ import annotations

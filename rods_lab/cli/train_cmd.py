@@ -38,9 +38,6 @@ def train(
 
     Example: rods train --config configs/demo-cpu.yaml --set grpo.max_steps=10
     """
-    # light imports only until the hand-off: importing rods_lab.run (torch, transformers, TRL) takes ~10 s,
-    # which a process that is about to exec `accelerate launch` would spend for nothing
-
     cfg = load_run_config(config, [*sets, *([f"compute.processes={processes}"] if processes else [])])
     launched = under_launcher()
     with clean_errors():
@@ -55,6 +52,8 @@ def train(
         if not resume and "--run-id" not in argv:
             argv += ["--run-id", run_id]  # every rank must use the same id
         handoff_to_accelerate(cfg.compute.processes, argv, cpu=cfg.grpo.use_cpu)
+    # only after the hand-off: importing the run (torch, transformers, TRL) takes ~10 s, which a process that
+    # is about to exec `accelerate launch` would spend for nothing
     from rods_core.loop import RunSetupError
     from rods_lab.run import train as run_training
 

@@ -2,8 +2,8 @@
 (environment's executor, checker's strict per-turn check, prompting's messages), its seeds and leak
 guard, its reference policy (the ground truth as OpenAI-style tool calls: the SFT demonstrations) and the
 five-stage synthesis pipeline as its Synthesizer. Progress = share of checked turns passed, accuracy = all pass.
-Beyond the protocol it offers seed statistics, demo seeds, answers scoring and `rods synth` (protocols.SeedStatistics,
-...).
+Beyond the protocol it offers seed statistics, demo seeds, its tool catalog, answers scoring and `rods synth`
+(protocols.SeedStatistics, DemoSeeds, ToolCatalog, AnswerScoring, SynthCommand).
 """
 
 from __future__ import annotations

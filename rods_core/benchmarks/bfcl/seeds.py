@@ -13,12 +13,11 @@ import hashlib
 import json
 from functools import cache
 from importlib import resources
-from typing import Literal
 
 from rods_core.benchmarks.bfcl.tasks import Task
+from rods_core.benchmarks.protocols import Split
 from rods_core.config import CATEGORIES
 
-Split = Literal["train", "test", "all"]
 SPLIT_SALT = "rods-split-v1"
 N_SCENARIOS = 200
 
