@@ -11,7 +11,6 @@ pipeline is single-threaded, so CPU time is the one-core figure on a shared mach
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 import time
 from collections import Counter, defaultdict
@@ -20,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rods_core.benchmarks.registry import make_benchmark  # noqa: E402
+from rods_core.benchmarks.synthesis import merge_counts  # noqa: E402
 from rods_core.config import SynthesisConfig  # noqa: E402
 
 BENCHMARK = "bfcl_multi_turn"
@@ -43,19 +43,13 @@ def measure(limit: int = 400, n: int = 4, attempts: int = 24, seed: int = 0) -> 
     }
 
 
-def stage_counts(results: list) -> dict[str, dict]:
-    """Per-stage accepted and rejected candidates and rejection reasons over every parent's attempts, as one result
-    holding all of them counts them (`SynthResult.counts`)."""
-    return dataclasses.replace(results[0], parent_id="*", attempts=[a for r in results for a in r.attempts]).counts()
-
-
 def figures(limit: int = 400, n: int = 4, attempts: int = 24, seed: int = 0) -> dict:
     """Throughput and acceptance per stage as numbers (for `rods bench systems`)."""
     m = measure(limit, n, attempts, seed)
     results = m["results"]
     accepted = sum(len(r.accepted) for r in results)
     stages = {}
-    for stage, c in stage_counts(results).items():
+    for stage, c in merge_counts(results).items():
         total = c["accepted"] + c["rejected"]
         stages[stage] = {
             "accepted": c["accepted"],
@@ -94,7 +88,7 @@ def main() -> None:
     )
 
     print("\nper stage (candidates accepted / rejected, top reasons)")
-    for stage, c in stage_counts(results).items():
+    for stage, c in merge_counts(results).items():
         total = c["accepted"] + c["rejected"]
         share = c["accepted"] / total if total else 0.0
         top = "; ".join(f"{r} ({k})" for r, k in list(c["reasons"].items())[:4])

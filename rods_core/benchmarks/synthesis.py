@@ -94,6 +94,11 @@ class SynthResult:
         return {s: {**c, "reasons": dict(c["reasons"].most_common())} for s, c in out.items()}
 
 
+def merge_counts(results: list[SynthResult]) -> dict[str, dict]:
+    """Per-stage counts over several parents' results, as one result holding all their attempts counts them."""
+    return SynthResult("*", [a for r in results for a in r.attempts]).counts()
+
+
 def listed_result(parent_id: str, variants: list[Any], n: int, pool_keys: Collection[str]) -> SynthResult:
     """Verified variants made as a plain list, as attempts: each variant one accepted attempt at `augment`;
     one whose content is already in the pool (or earlier in the list), or a shortfall below `n`, one rejected

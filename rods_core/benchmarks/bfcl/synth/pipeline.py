@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import random
 import re
-from collections import defaultdict
 
 from rods_core.benchmarks.bfcl.seeds import leak_guard
 from rods_core.benchmarks.bfcl.signature import signature
@@ -25,7 +24,7 @@ from rods_core.benchmarks.bfcl.synth.llm import ChatEndpoint, endpoint_of
 from rods_core.benchmarks.bfcl.synth.plan import Planner
 from rods_core.benchmarks.bfcl.synth.rewrite import LlmRewriter, Rewriter, TemplateRewriter
 from rods_core.benchmarks.bfcl.tasks import Message, Provenance, Task
-from rods_core.benchmarks.synthesis import STAGES, Attempt, StageError, StageOutcome, SynthResult
+from rods_core.benchmarks.synthesis import Attempt, StageError, StageOutcome, SynthResult
 from rods_core.config import SynthesisConfig
 from rods_core.config.prompt_files import Prompts
 from rods_core.ids import variant_id
@@ -171,15 +170,3 @@ def synthesize_many(
         variants += res.accepted
         results.append(res)
     return variants, results
-
-
-def merge_counts(results: list[SynthResult]) -> dict[str, dict]:
-    """Per-stage counts summed over several parents."""
-    total: dict[str, dict] = {s: {"accepted": 0, "rejected": 0, "reasons": defaultdict(int)} for s in STAGES}
-    for r in results:
-        for stage, c in r.counts().items():
-            total[stage]["accepted"] += c["accepted"]
-            total[stage]["rejected"] += c["rejected"]
-            for reason, k in c["reasons"].items():
-                total[stage]["reasons"][reason] += k
-    return {s: {**c, "reasons": dict(sorted(c["reasons"].items(), key=lambda x: -x[1]))} for s, c in total.items()}
