@@ -12,6 +12,7 @@ from rods_lab.experiments.pool_criteria import ARMS, complete
 from rods_lab.experiments.pool_report import reach_step, report_markdown, secondaries, share_halves, write
 
 GAIN = {"static": 0.00, "rods": 0.04, "uniform_parents": 0.02, "offline_small": 0.01, "offline_large": 0.03}
+OFFLINE = {"offline_small": 1, "offline_large": 20}  # the offline pools' variants: this x rods' M (large 7 short)
 
 
 def summary(arm: str, k: int, fall: float = 0.2) -> dict:
@@ -26,7 +27,8 @@ def summary(arm: str, k: int, fall: float = 0.2) -> dict:
         "run": f"{arm}_r{k}", "arm": arm, "replicate": k, "evaluations": h1 + h1b, "pool": list(range(16)),
         "steps": {"per_step": {"boundary/informative_share": shares}},
         "heldout_sets": {"H1": {"n": 120 - k}, "H1b": {"n": 20}},
-        "pool_sizes": {"seeds": 16, "distinct_played": 16 + 10 * GAIN[arm] * 100},
+        "pool_sizes": {"seeds": 16, "distinct_played": 16 + 10 * GAIN[arm] * 100, "variants_played": 60 + 10 * k,
+                       "last": {"active": 16 + OFFLINE.get(arm, 0) * (60 + 10 * k) - (arm == "offline_large") * 7}},
         "audit": {"H1": {"items": {"n": 10, "at_or_above": k, "mean": 0.5, "threshold": 0.8}, "nearest": {}}},
         "code": {"commit": "x", "dirty": False},
     }  # fmt: skip
@@ -76,7 +78,7 @@ def test_share_halves():
 def test_the_report_names_sizes_tests_and_left_out_replicates(runs, tmp_path):
     md = report_markdown(runs, 48, ["figures/a.png"])
     assert "left out as incomplete: [3]" in md
-    assert "| 0 | 16 | 120 | 20 |" in md  # replicate 0's pool and held-out sizes
+    assert "| 0 | 16 | 120 | 20 | 60 | 60 | 1193 |" in md  # replicate 0's pool and held-out sizes, M, offline pools
     assert "| P1 | rods > static" in md and "partial look, K = 3" in md
     assert "rods / static 2.500" in md
     path = write(runs, tmp_path, 48, png=False, log=lambda _m: None)

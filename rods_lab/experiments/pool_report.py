@@ -34,12 +34,24 @@ def curve(summary: dict, split: str = "H1") -> dict[int, float]:
 
 
 def set_sizes(summaries: list[dict]) -> pd.DataFrame:
-    """One row per replicate: its pool size and the size of each held-out set (the same for every arm)."""
-    rows = {}
+    """One row per replicate: its pool size, the size of each held-out set (the same for every arm), rods' distinct
+    variants played (M, offline_small's target; offline_large's is the design's ratio times M) and the variants
+    each offline arm's pool got (the synthesizer's yield: fewer than asked when it falls short)."""
+    rows: dict[int, dict] = {}
     for s in summaries:
         sets = {name: v["n"] for name, v in (s.get("heldout_sets") or {}).items()}
-        rows[s["replicate"]] = {"replicate": s["replicate"], "pool seeds": len(s.get("pool") or []), **sets}
-    return pd.DataFrame([rows[k] for k in sorted(rows)])
+        row = rows.setdefault(s["replicate"], {"replicate": s["replicate"], "pool seeds": len(s.get("pool") or [])})
+        row.update(sets)
+        sizes = s.get("pool_sizes") or {}
+        if s["arm"] == "rods":
+            row["rods variants (M)"] = sizes.get("variants_played")
+        elif s["arm"].startswith("offline"):
+            last = sizes.get("last") or {}
+            pool = sum(last.get(k) or 0 for k in ("active", "retired", "staged"))
+            row[f"{s['arm']} variants"] = int(pool - (sizes.get("seeds") or 0))
+    frame = pd.DataFrame([rows[k] for k in sorted(rows)])
+    counts = [c for c in ("rods variants (M)", "offline_small variants", "offline_large variants") if c in frame]
+    return frame[[c for c in frame if c not in counts] + counts].astype({c: "Int64" for c in counts})
 
 
 def reach_step(points: dict[int, float], gain: float = REACH) -> int | None:
