@@ -33,6 +33,16 @@ def test_an_informative_share_at_zero_for_five_steps_is_a_collapse_and_four_is_n
     assert collapses(_steps([0.3] * 7, five), _stats([])) == [f"informative_share 0 for {FLAT_STEPS} steps from step 2"]
 
 
+def test_a_run_without_synthesis_whose_share_sits_at_zero_ran_dry_and_its_reward_at_zero_is_a_collapse():
+    """Static's share at 0 at a steady reward (static on run seed 8000: 0.71) is the depletion the demo shows."""
+    five = [0.5, 0, 0, 0, 0, 0, 0.5]
+    assert collapses(_steps([0.71] * 7, five), _stats([]), synthesizes=False) == []
+    flat = [0.3, 0, 0, 0, 0, 0, 0.3]
+    assert collapses(_steps(flat, five), _stats([]), synthesizes=False) == [
+        f"reward 0 for {FLAT_STEPS} steps from step 2"
+    ]
+
+
 def test_a_solved_seed_that_falls_to_zero_is_a_collapse_but_a_variant_is_not():
     rows = [
         ("multi_turn_base_38", 1, 0.63),
@@ -97,3 +107,5 @@ def test_a_run_folder_is_read_into_the_same_check(tmp_path):
         f"informative_share 0 for {FLAT_STEPS} steps from step 2",
         "multi_turn_base_38 0.60 at step 1, 0 at step 4",
     ]
+    (tmp_path / "r" / "config.yaml").write_text("method: static\n")  # the run's own method decides
+    assert run_collapses(tmp_path / "r") == ["multi_turn_base_38 0.60 at step 1, 0 at step 4"]
