@@ -79,6 +79,7 @@ def test_the_report_names_sizes_tests_and_left_out_replicates(runs, tmp_path):
     md = report_markdown(runs, 48, ["figures/a.png"])
     assert "left out as incomplete: [3]" in md
     assert "| 0 | 16 | 120 | 20 | 60 | 60 | 1193 |" in md  # replicate 0's pool and held-out sizes, M, offline pools
+    assert "| 3 | 16 | 117 | 20 | 90 | — | — |" in md  # replicate 3 has no offline runs: shown as missing
     assert "| P1 | rods > static" in md and "partial look, K = 3" in md
     assert "rods / static 2.500" in md
     path = write(runs, tmp_path, 48, png=False, log=lambda _m: None)

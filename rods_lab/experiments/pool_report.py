@@ -205,7 +205,7 @@ def figures(summaries: list[dict], per_step: int, sec: dict) -> dict[str, go.Fig
 
 
 def _num(v, digits: int = 4) -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+    if v is None or v is pd.NA or (isinstance(v, float) and not math.isfinite(v)):
         return "—"
     return f"{v:+.{digits}f}" if isinstance(v, float) else str(v)
 
