@@ -29,6 +29,17 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _outlives(pid: int, wait_s: float) -> bool:
+    """Whether `pid` is still running after `wait_s` seconds (then killed, so no test leaves it behind)."""
+    deadline = time.monotonic() + wait_s
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    alive = _alive(pid)
+    if alive:
+        os.kill(pid, signal.SIGKILL)
+    return alive
+
+
 def _worker_after_launcher_killed(local_rank: bool, wait_s: float) -> bool:
     env = {k: v for k, v in os.environ.items() if k != "LOCAL_RANK"}
     if local_rank:
@@ -38,13 +49,7 @@ def _worker_after_launcher_killed(local_rank: bool, wait_s: float) -> bool:
     time.sleep(3)  # the worker has imported rods_core.ranks and armed the signal
     launcher.kill()
     launcher.wait()
-    deadline = time.monotonic() + wait_s
-    while _alive(worker) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    alive = _alive(worker)
-    if alive:
-        os.kill(worker, signal.SIGKILL)
-    return alive
+    return _outlives(worker, wait_s)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
@@ -81,13 +86,7 @@ def test_a_run_never_outlives_the_experiment_that_launched_it(tmp_path, stop):
     out, _ = runner.communicate(timeout=60)
     if stop == "timeout":
         assert out.strip() == "timeout"
-    deadline = time.monotonic() + 10
-    while _alive(run_pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    alive = _alive(run_pid)
-    if alive:
-        os.kill(run_pid, signal.SIGKILL)
-    assert not alive
+    assert not _outlives(run_pid, 10)
 
 
 # A group's leader that exits on SIGTERM at once, and a member of its group that ignores SIGTERM.
@@ -108,10 +107,5 @@ def test_stopping_a_group_kills_a_member_that_outlives_its_leader():
     leader = subprocess.Popen([sys.executable, "-c", LEADER], stdout=subprocess.PIPE, text=True, start_new_session=True)
     member = int(leader.stdout.readline())
     stop_group(leader, grace_s=1.0)
-    deadline = time.monotonic() + 10
-    while _alive(member) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    alive = _alive(member)
-    if alive:
-        os.kill(member, signal.SIGKILL)
+    alive = _outlives(member, 10)
     assert leader.returncode == -signal.SIGTERM and not alive
