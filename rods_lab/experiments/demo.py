@@ -10,8 +10,7 @@ the demo's headline off the runs, paired by run seed:
 - collapses: a run whose mean reward sits at 0 for `FLAT_STEPS` steps in a row, or a synthesizing run (rods,
   uniform_synth) whose informative share does, or a seed whose group mean was >= `SOLVED` at some step and 0 at a
   later one. A run without synthesis (static) whose share sits at 0 has run dry, the depletion the demo shows,
-  not a collapse: the rule first counted it, and flagged static on run seed 8000 (share 0 for 5 steps at a mean
-  reward of 0.71).
+  not a collapse (static on run seed 8000: share 0 for 5 steps at a mean reward of 0.71).
 The demo holds when the ratio's interval lies above 1, static's share falls, and no run collapses. A cheaper warm
 start (docs/measurements.md, the demo warm start's budget) counts as good as the shipped one only if this bench
 says the demo holds on its model. Writes demo.json and demo.md beside the curriculum report.
