@@ -174,3 +174,59 @@ def test_h1b_takes_parents_only_where_the_warm_start_scores_above_0_and_records_
     assert exclude_files(tmp_path)[1].endswith("H1b.jsonl")
     with pytest.raises(ValueError, match="give parent_progress"):
         build(demo_seeds()[:2], spec, SynthesisConfig(max_attempts=4), tmp_path / "no")
+
+
+def test_scoring_cut_short_resumes_at_the_score_it_was_making_and_gives_the_uninterrupted_rows(
+    tmp_path, tiny_model_dir, monkeypatch
+):
+    """A process killed while scoring a run's checkpoints (a session's end) keeps every (checkpoint, set) score it
+    finished: the next call scores only the rest, a line the kill cut short is dropped, and the rows equal an
+    uninterrupted scoring's."""
+    import shutil
+
+    from rods_lab.experiments import heldout
+    from tests.app_helpers import smoke_config
+
+    cfg = RunConfig.model_validate(smoke_config(tmp_path, tiny_model_dir))
+    tasks = demo_seeds()[:2]
+    sets = {"A": tasks[:1], "B": tasks}
+
+    def a_run(name):
+        for step in (2, 4):
+            shutil.copytree(tiny_model_dir, tmp_path / name / "checkpoints" / f"checkpoint-{step}")
+        return tmp_path / name
+
+    played, real = [], heldout.evaluate
+
+    def counted(folder, ts, ecfg):
+        played.append((folder.rsplit("-", 1)[1], len(ts)))
+        if len(played) == 4 and stop:
+            raise KeyboardInterrupt  # the kill, during the fourth score
+        return real(folder, ts, ecfg)
+
+    monkeypatch.setattr(heldout, "evaluate", counted)
+    stop = False
+    whole = heldout.score_checkpoints(a_run("whole"), sets, cfg, log=lambda *_: None, sampled=(tasks[:1], 2))
+    assert len(played) == 5 and not (tmp_path / "whole" / heldout.PARTIAL).exists()
+
+    cut = a_run("cut")
+    played.clear()
+    stop = True
+    with pytest.raises(KeyboardInterrupt):
+        heldout.score_checkpoints(cut, sets, cfg, log=lambda *_: None, sampled=(tasks[:1], 2))
+    partial = cut / heldout.PARTIAL
+    assert len(partial.read_text().splitlines()) == 3 and not (cut / heldout.SCORES).exists()
+    with partial.open("a") as f:
+        f.write('{"key": "cut sho')  # a line the kill cut short
+    played.clear()
+    stop = False
+    rows = heldout.score_checkpoints(cut, sets, cfg, log=lambda *_: None, sampled=(tasks[:1], 2))
+    assert played == [("4", 2), ("4", 2)]  # B at step 4, then the sampled score: 1 task x 2 samples
+    assert rows == whole == json.loads((cut / heldout.SCORES).read_text()) and not partial.exists()
+
+    played.clear()  # a checkpoint written again is scored again
+    (cut / "checkpoints" / "checkpoint-4" / "config.json").touch()
+    partial.write_text("".join(json.dumps({"key": heldout.score_key(f, n, ts), "row": {}}) + "\n"
+                               for f, n, ts in [(cut / "checkpoints" / "checkpoint-2", "A", sets["A"])]))  # fmt: skip
+    heldout.score_checkpoints(cut, sets, cfg, log=lambda *_: None)
+    assert [s for s, _ in played] == ["2", "4", "4"]

@@ -244,14 +244,60 @@ def score_checkpoints(
     sampled: tuple[list[TaskRecord], int] | None = None,
 ) -> list[dict]:
     """score_folders over every saved checkpoint of a run, and with `sampled` (H1, samples) the last checkpoint's
-    sampled score, written to <run>/heldout_scores.json."""
+    sampled score, written to <run>/heldout_scores.json. Each (checkpoint, set) score is appended to
+    <run>/heldout_scores.partial.jsonl as it is made and read back by the next call: scoring cut short (a killed
+    process, a session's end) resumes at the score it was making, not at the run's first checkpoint."""
     ckpts = sorted((Path(run_dir) / "checkpoints").glob("checkpoint-*"), key=lambda c: int(c.name.split("-")[1]))
     folders = [(int(c.name.split("-")[1]), c) for c in ckpts]
-    rows = score_folders(folders, sets, cfg, log)
+    partial = Path(run_dir) / PARTIAL
+    kept = read_partial(partial)
+
+    def score(folder: tuple[int, Path], name: str, tasks: list[TaskRecord], samples: int = 0) -> dict:
+        """A greedy score, or with `samples` the sampled one: kept if made before, else made and kept."""
+        key = score_key(folder[1], f"{name}x{samples}" if samples else name, tasks)
+        if key not in kept:
+            kept[key] = (sampled_score(folder, tasks, samples, cfg, log) if samples
+                         else score_folders([folder], {name: tasks}, cfg, log)[0])  # fmt: skip
+            with partial.open("a") as f:  # one line per score: a line cut short by a kill is dropped on reading
+                f.write(json.dumps({"key": key, "row": kept[key]}) + "\n")
+        return kept[key]
+
+    rows = [score(folder, name, tasks) for folder in folders for name, tasks in sets.items()]
     if sampled and folders:
-        rows.append(sampled_score(folders[-1], sampled[0], sampled[1], cfg, log))
+        rows.append(score(folders[-1], SAMPLED, *sampled))
     (Path(run_dir) / SCORES).write_text(json.dumps(rows))
+    partial.unlink(missing_ok=True)
     return rows
+
+
+PARTIAL = "heldout_scores.partial.jsonl"
+
+
+def score_key(folder: Path, name: str, tasks: list[TaskRecord]) -> str:
+    """What a kept score stands for: the checkpoint folder and its files (names, sizes, modification times: a
+    checkpoint written again is scored again), the set's name and its tasks' records."""
+    h = hashlib.sha256(f"{Path(folder).resolve()}|{name}".encode())
+    for f in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
+        st = f.stat()
+        h.update(f"{f.relative_to(folder)}|{st.st_size}|{st.st_mtime_ns}".encode())
+    for t in tasks:
+        h.update(json.dumps(t.to_record(), sort_keys=True).encode())
+    return h.hexdigest()
+
+
+def read_partial(path: Path) -> dict[str, dict]:
+    """The scores a cut-short scoring kept (score_key -> row); a line a kill cut short is skipped."""
+    text = path.read_text() if path.is_file() else ""
+    if text and not text.endswith("\n"):  # a line a kill cut short goes, so the next score starts its own
+        path.write_text(text[: text.rfind("\n") + 1])
+    kept = {}
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+            kept[entry["key"]] = entry["row"]
+        except (json.JSONDecodeError, KeyError, TypeError):
+            continue
+    return kept
 
 
 SAMPLED = "H1_sampled"  # the set name of H1's sampled scores (never read as its greedy evaluations)
