@@ -103,6 +103,23 @@ def test_areas_read_each_runs_greedy_h1_evaluations_from_its_summary():
     assert got == {"rods": {3: pytest.approx(0.2)}}
 
 
+def test_a_sampled_set_is_read_from_its_sampled_scores_and_last_only_reads_the_last_minus_step_0():
+    evals = [
+        {"step": 0, "set": "H3", "progress": 0.1},
+        {"step": 10, "set": "H3", "progress": 0.4},
+        {"step": 20, "set": "H3", "progress": 0.2},
+        {"step": 0, "set": "H1_sampled", "progress": 0.3, "sampled": True},
+        {"step": 20, "set": "H1_sampled", "progress": 0.35, "sampled": True},
+    ]
+    run = [{"arm": "rods", "replicate": 0, "evaluations": evals}]
+    assert areas(run, "H3") == {"rods": {0: pytest.approx(0.2)}}  # the mean of 0.3 and 0.1
+    assert areas(run, "H3", last_only=True) == {"rods": {0: pytest.approx(0.1)}}
+    assert areas(run, "H1_sampled") == {"rods": {0: pytest.approx(0.05)}}
+    # a run scored at step 0 and its last checkpoint only is read the same either way
+    two = [{"arm": "rods", "replicate": 0, "evaluations": [evals[0], evals[2]]}]
+    assert areas(two, "H3") == areas(two, "H3", last_only=True) == areas(run, "H3", last_only=True)
+
+
 def test_the_verdict_reads_the_summaries_folder_alone(tmp_path):
     data = make(8, {"static": 0.05, "uniform_parents": 0.05, "offline_small": 0.0, "offline_large": 0.0}, sd=0.01)
     for arm, per in data.items():

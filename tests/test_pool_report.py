@@ -21,10 +21,12 @@ def summary(arm: str, k: int, fall: float = 0.2) -> dict:
     gain = GAIN[arm] + k / 100
     h1 = [{"set": "H1", "step": st, "progress": 0.1 + gain * st / 12, "per_task": {}} for st in (0, 6, 12)]
     h1b = [{"set": "H1b", "step": st, "progress": 0.2 + gain * st / 24} for st in (0, 12)]
+    h1s = [{"set": "H1_sampled", "step": st, "progress": 0.3 + gain * st / 12, "sampled": True} for st in (0, 12)]
+    h3 = [{"set": "H3", "step": st, "progress": 0.05 + gain * (st == 12)} for st in (0, 6, 12)]  # area gain / 2
     drop = fall + k / 10 if arm == "static" else 0.0
     shares = [0.5] * 10 + [0.5 - drop] * 10
     return {
-        "run": f"{arm}_r{k}", "arm": arm, "replicate": k, "evaluations": h1 + h1b, "pool": list(range(16)),
+        "run": f"{arm}_r{k}", "arm": arm, "replicate": k, "evaluations": h1 + h1b + h1s + h3, "pool": list(range(16)),
         "steps": {"per_step": {"boundary/informative_share": shares}},
         "heldout_sets": {"H1": {"n": 120 - k}, "H1b": {"n": 20}},
         "pool_sizes": {"seeds": 16, "distinct_played": 16 + 10 * GAIN[arm] * 100, "variants_played": 60 + 10 * k,
@@ -62,6 +64,10 @@ def test_secondary_outcomes_have_the_known_values(runs):
     assert reach["static"]["reached"] == "0 of 3"  # static gains k/100 < 0.03
     h1b = {r["comparison"]: r for r in sec["paired"] if r["set"] == "H1b"}
     assert h1b["rods - static"]["mean"] == pytest.approx((0.04 * 12 / 24) / 1)  # area = gain/2, one evaluation
+    paired = {(r["set"], r["comparison"]): r for r in sec["paired"]}
+    assert paired["H1_sampled", "rods - static"]["n"] == 3  # read from its sampled scores
+    assert paired["H1_sampled", "rods - static"]["mean"] == pytest.approx(0.04)
+    assert paired["H3", "rods - static"]["mean"] == pytest.approx(0.04)  # last minus step 0, not the area (0.02)
     # static's last-half share is 0.5 - (0.2 + k/10): 0.3, 0.2, 0.1 -> mean 0.2; rods' 0.5: ratio 2.5
     assert sec["share_ratio"].ratio == pytest.approx(2.5) and sec["share_ratio"].n == 3
     dry = sec["dry_vs_gain"]

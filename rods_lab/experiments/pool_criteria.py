@@ -152,13 +152,17 @@ def _p(p: float) -> str:
     return "—" if p is None or math.isnan(p) else f"{p:.3g}"
 
 
-def areas(summaries: list[dict], split: str = "H1") -> dict[str, dict[int, float]]:
-    """arm -> replicate -> H1 progress area, from run summaries (rods_lab/experiments/summaries.py): the greedy evaluations
-    of `split` (sampled scores left out)."""
+def areas(summaries: list[dict], split: str = "H1", last_only: bool = False) -> dict[str, dict[int, float]]:
+    """arm -> replicate -> progress area on `split` (H1 unless named), from run summaries
+    (rods_lab/experiments/summaries.py); with `last_only`, the last evaluation minus step 0. A set is read from its
+    greedy evaluations, or from its sampled ones where it has only those (H1_sampled)."""
     out: dict[str, dict[int, float]] = {}
     for s in summaries:
-        evals = {int(e["step"]): float(e["progress"]) for e in s["evaluations"]
-                 if e.get("set") == split and not e.get("sampled")}  # fmt: skip
+        rows = [e for e in s["evaluations"] if e.get("set") == split]
+        rows = [e for e in rows if not e.get("sampled")] or rows
+        evals = {int(e["step"]): float(e["progress"]) for e in rows}
+        if last_only and evals:
+            evals = {step: evals[step] for step in {0, max(evals)} if step in evals}
         out.setdefault(s["arm"], {})[s["replicate"]] = progress_area(evals)
     return out
 

@@ -25,7 +25,9 @@ from rods_lab.experiments.pool_criteria import markdown as criteria_markdown
 
 REACH = 0.03  # the design's "trajectories to reach step 0 + 0.03 on H1"
 SHARE = "boundary/informative_share"
-SECONDARY_SETS = ("H1b", "H1_sampled", "H3")
+# each secondary set and whether it is read as its last evaluation minus step 0 rather than its area: H1_sampled is
+# scored at those two steps only, H3 too from the design's Amendment 6 (so every run is read alike)
+SECONDARY_SETS = {"H1b": False, "H1_sampled": True, "H3": True}
 
 
 def curve(summary: dict, split: str = "H1") -> dict[int, float]:
@@ -101,8 +103,8 @@ def secondaries(summaries: list[dict], per_step: int) -> dict:
         )
         reach.append({"arm": arm, "reached": f"{len(got)} of {len(steps)}", "median trajectories (of those)": median})
     transfer = []
-    for split in SECONDARY_SETS:
-        area = areas(summaries, split)
+    for split, last_only in SECONDARY_SETS.items():
+        area = areas(summaries, split, last_only)
         for arm in arms:
             if arm != "rods" and "rods" in area and arm in area:
                 transfer.append({"set": split, **_paired_row(f"rods - {arm}", area["rods"], area[arm])})
@@ -257,8 +259,9 @@ def report_markdown(summaries: list[dict], per_step: int, figure_files: list[str
     lines += _table(sec["non_degradation"])
     lines += [f"Trajectories to reach step 0 + {REACH} on H1 (first evaluation at or above it).", ""]
     lines += _table(sec["reach"])
-    lines += ["Paired by replicate, rods minus each arm, area on each secondary set (H1b: new scenarios; "
-              "H1_sampled: last minus step 0 at the training temperature; H3: BFCL's test split, descriptive).", ""]  # fmt: skip
+    lines += ["Paired by replicate, rods minus each arm on each secondary set (H1b: area, new scenarios; "
+              "H1_sampled: last minus step 0 at the training temperature; H3: last minus step 0 on BFCL's test "
+              "split, descriptive).", ""]  # fmt: skip
     lines += _table(sec["paired"])
     r = sec["share_ratio"]
     shares = ", ".join(f"{arm} {m:.3f}" for arm, (m, _, _) in sec["share_last_half"].items())
