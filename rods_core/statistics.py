@@ -86,7 +86,8 @@ def t_p(t: float, df: float, alternative: str = "two-sided") -> float:
     """The t-test's p for statistic `t`: two-sided, or one-sided for a true value "greater" or "less" than 0."""
     if alternative == "two-sided":
         return t_two_sided_p(t, df)
-    return 1.0 - t_cdf(t, df) if _side(alternative) > 0 else t_cdf(t, df)
+    # the upper tail as t_cdf(-t), never 1 - t_cdf(t): that subtraction returns 0 once the tail is below 1e-16
+    return t_cdf(-t, df) if _side(alternative) > 0 else t_cdf(t, df)
 
 
 def t_quantile(p: float, df: float) -> float:

@@ -47,6 +47,16 @@ def test_three_identical_differences_give_the_exact_p_of_a_quarter_never_zero():
     assert st.paired_t([0.0, 0.0, 0.0]).p == 1.0
 
 
+def test_a_far_upper_tail_keeps_its_digits_and_is_never_zero():
+    # Student's t on 1 df is Cauchy's: P(T >= t) = atan(1 / t) / pi; 1 - cdf would give 0 at t = 1e17
+    for t in (3.0, 1e6, 1e17):
+        assert st.t_p(t, 1, "greater") == pytest.approx(math.atan(1 / t) / math.pi, rel=1e-9, abs=0)
+        assert st.t_p(-t, 1, "less") == pytest.approx(math.atan(1 / t) / math.pi, rel=1e-9, abs=0)
+    assert st.t_p(100, 15, "greater") > 0
+    nearly_equal = [0.05, 0.0501, 0.05, 0.0502, 0.05, 0.05, 0.0501, 0.05]
+    assert 0 < st.paired_t(nearly_equal, alternative="greater").p < 1e-12
+
+
 def test_few_differences_take_the_exact_p_and_keep_the_t_p_beside_it():
     r = st.paired_t([0.01, 0.02, 0.03, 0.04])  # t = 3.873 on 3 df
     assert r.p_t == pytest.approx(0.0305, abs=1e-4)
