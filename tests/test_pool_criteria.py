@@ -65,10 +65,14 @@ def test_inconclusive_when_the_interval_spans_both_margins():
 def test_the_interim_stops_only_when_all_three_are_supported_at_p_0_0005():
     strong = evaluate(make(8, {"static": 0.08, "uniform_parents": 0.08, "offline_large": 0.05}, sd=0.005))
     assert strong.look == "interim" and all(t.p <= 0.0005 for t in strong.tests)
-    assert strong.decision.startswith("stop")
+    assert strong.decision.startswith("stop") and strong.alpha == 0.0005
+    assert verdicts(strong) == {"P1": "supported", "P2": "supported", "P3": "supported"}
     weaker = evaluate(make(8, {"static": 0.03, "uniform_parents": 0.08, "offline_large": 0.05}, sd=0.03, seed=3))
     assert weaker.look == "interim" and weaker.tests[0].p > 0.0005
     assert weaker.decision.startswith("continue to K = 16")
+    # P2 would be supported at the final alpha, yet an interim that goes on gives no verdict at all
+    assert weaker.tests[1].p_holm < FINAL_ALPHA and weaker.tests[1].lo > 0
+    assert set(verdicts(weaker).values()) == {"none at the interim"}
 
 
 def test_holm_runs_over_p1_to_p3_alone_with_p3_tested_against_its_margin():
@@ -88,6 +92,9 @@ def test_holm_runs_over_p1_to_p3_alone_with_p3_tested_against_its_margin():
 def test_a_look_between_the_planned_ones_is_descriptive_and_missing_arms_are_not_evaluable():
     look = evaluate(make(5, {"static": 0.05, "uniform_parents": 0.05, "offline_large": 0.0}, sd=0.01))
     assert look.look == "partial" and "not a planned look" in look.decision
+    assert set(verdicts(look).values()) == {"none (descriptive)"} and look.tests[0].lo > 0
+    with pytest.raises(ValueError, match="give one of interim, final"):
+        evaluate(make(5, {"static": 0.05}, sd=0.01), look="last")
     only = evaluate({"rods": {0: 0.1, 1: 0.2}, "static": {0: 0.0, 1: 0.1}})
     assert verdicts(only)["P2"] == "not evaluable" and only.k == 0
 
@@ -131,6 +138,17 @@ def test_the_verdict_reads_the_summaries_folder_alone(tmp_path):
     assert look.tests[0].diff == pytest.approx(sum(data["rods"][k] - data["static"][k] for k in range(8)) / 8)
     with pytest.raises(ValueError, match="no run summaries"):
         from_summaries(tmp_path / "empty")
+    # runs past the interim: the count makes a partial look; the interim named reads replicates 0-7 alone
+    for arm in data:
+        evals = [{"step": 0, "set": "H1", "progress": 0.5}, {"step": 10, "set": "H1", "progress": 0.9}]
+        (tmp_path / f"{arm}_r8.json").write_text(json.dumps({"arm": arm, "replicate": 8, "evaluations": evals}))
+    assert from_summaries(tmp_path).look == "partial" and from_summaries(tmp_path).k == 9
+    assert from_summaries(tmp_path, "interim").k == 8
+    assert from_summaries(tmp_path, "interim").tests[0].diff == pytest.approx(look.tests[0].diff)
+    # two summaries of one arm in one replicate are an error, never one read for the other
+    (tmp_path / "rods_r8_again.json").write_text(json.dumps({"arm": "rods", "replicate": 8, "run": "x"}))
+    with pytest.raises(ValueError, match="two summaries of rods in replicate 8"):
+        from_summaries(tmp_path)
 
 
 @pytest.mark.parametrize(

@@ -8,15 +8,16 @@ worse than offline_large by more than NONINFERIORITY: supported when the 95% int
 offline_large is above -NONINFERIORITY, refuted when its high end is below it; its p (of the shifted differences
 d + NONINFERIORITY, one-sided) only joins the Holm family. Otherwise inconclusive. Every test is paired by
 replicate (rods_core.statistics.paired_t, one-sided "greater": exact sign-flip p below its SMALL_K pairs); Holm runs
-over P1-P3 alone. At INTERIM_K replicates the design stops early only if every one of P1-P3 is supported at raw
-one-sided p <= INTERIM_P; at PLANNED_K the final analysis uses Holm at family-wise FINAL_ALPHA.
+over P1-P3 alone. At INTERIM_K replicates (replicates 0 to INTERIM_K - 1) the design stops early only if every one
+of P1-P3 is supported at raw one-sided p <= INTERIM_P, and gives no verdict when it goes on; at PLANNED_K the final
+analysis uses Holm at family-wise FINAL_ALPHA. Any other count is descriptive: figures, no verdict.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from rods_core.statistics import holm, paired_t
@@ -62,7 +63,7 @@ class Test:
     hi: float
     p: float  # one-sided ("greater"), of d (P1, P2) or of d + NONINFERIORITY (P3)
     p_holm: float
-    verdict: str  # supported, refuted, inconclusive, not evaluable
+    verdict: str  # supported, refuted, inconclusive, not evaluable; at an interim that goes on or a partial look, none
     detail: str
 
     def as_dict(self) -> dict:
@@ -75,7 +76,7 @@ class Look:
 
     look: str  # interim (K = INTERIM_K), final (K >= PLANNED_K), or partial (any other K: not a planned look)
     k: int  # replicates with every arm's area
-    alpha: float
+    alpha: float  # FINAL_ALPHA (Holm p) at the final look, INTERIM_P (raw p) at the interim
     tests: list[Test]
     decision: str
 
@@ -89,13 +90,20 @@ def _paired(areas: dict[str, dict], arm: str, ref: str) -> list[float]:
     return [a[k] - b[k] for k in shared]
 
 
+LOOKS = ("interim", "final")
+NO_VERDICT = {"interim": "none at the interim", "partial": "none (descriptive)"}
+
+
 def look_of(k: int) -> str:
     return "final" if k >= PLANNED_K else "interim" if k == INTERIM_K else "partial"
 
 
 def evaluate(areas: dict[str, dict], look: str | None = None) -> Look:
     """P1-P3 over `areas` (arm -> replicate -> H1 progress area) at the look its replicate count makes (or the one
-    named): the verdicts, and whether the design stops (interim: all three supported at p <= INTERIM_P)."""
+    named): the verdicts at the final look; at the interim whether the design stops (all three supported at raw
+    p <= INTERIM_P: then those are the verdicts) or goes on (no verdict); at any other count figures alone."""
+    if look not in (None, *LOOKS):
+        raise ValueError(f"look {look!r}: give one of {', '.join(LOOKS)} (or none: the replicate count decides)")
     diffs = {name: _paired(areas, arm, ref) for name, (arm, ref, _) in TESTS.items()}
     results, ps = {}, {}
     for name, d in diffs.items():
@@ -104,38 +112,43 @@ def evaluate(areas: dict[str, dict], look: str | None = None) -> Look:
         results[name], ps[name] = r, rp.p
     k = min(len(d) for d in diffs.values())
     look = look or look_of(k)
-    alpha = FINAL_ALPHA
     adjusted = holm(ps, TESTS)
-    tests = [_judge(name, results[name], ps[name], adjusted[name], alpha) for name in TESTS]
-    if look == "interim":
-        stop = all(t.verdict == "supported" and t.p <= INTERIM_P for t in tests)
-        decision = (
-            f"stop: every one of P1-P3 supported at one-sided p <= {INTERIM_P}"
-            if stop
-            else f"continue to K = {PLANNED_K} (no futility stop; the interim stops only when all three are "
-            f"supported at p <= {INTERIM_P})"
-        )
-    elif look == "final":
+    if look == "final":
+        # P3's support is its interval's alone (design.md); its p only joins Holm's family
+        significant = {n: TESTS[n][2] == "noninferiority" or adjusted[n] < FINAL_ALPHA for n in TESTS}
+        tests = [_judge(n, results[n], ps[n], adjusted[n], significant[n]) for n in TESTS]
         decision = f"final analysis at K = {k}, Holm over P1-P3 at family-wise alpha {FINAL_ALPHA}"
+        return Look(look, k, FINAL_ALPHA, tests, decision)
+    tests = [_judge(n, results[n], ps[n], adjusted[n], ps[n] <= INTERIM_P) for n in TESTS]
+    if look == "interim" and all(t.verdict == "supported" for t in tests):
+        return Look(look, k, INTERIM_P, tests, f"stop: every one of P1-P3 supported at one-sided p <= {INTERIM_P}")
+    tests = [replace(t, verdict=NO_VERDICT[look]) if t.verdict != "not evaluable" else t for t in tests]
+    if look == "interim":
+        decision = (
+            f"continue to K = {PLANNED_K} (no futility stop; the interim stops only when all three are supported "
+            f"at p <= {INTERIM_P}, and gives no verdict otherwise)"
+        )
     else:
         decision = f"K = {k} is not a planned look (interim K = {INTERIM_K}, final K = {PLANNED_K}): descriptive only"
-    return Look(look, k, alpha, tests, decision)
+    return Look(look, k, INTERIM_P if look == "interim" else FINAL_ALPHA, tests, decision)
 
 
-def _judge(name: str, r, p: float, p_holm: float, alpha: float) -> Test:
-    """The verdict of one test from its paired result (two-sided 95% interval), its one-sided p and Holm's p."""
+def _judge(name: str, r, p: float, p_holm: float, significant: bool) -> Test:
+    """The verdict of one test from its paired result (two-sided 95% interval), its one-sided p, Holm's p and
+    whether its p passes the look's bound (`significant`)."""
     kind = TESTS[name][2]
     if r.n < 2 or math.isnan(r.lo):
         return Test(name, CLAIMS[name], r.n, r.mean, r.lo, r.hi, p, p_holm, "not evaluable", f"{r.n} replicate(s)")
     span = f"rods - {TESTS[name][1]} {r.mean:+.4f} (95% CI {r.lo:+.4f} .. {r.hi:+.4f}, n {r.n}, {r.method})"
     if kind == "superiority":
-        support = not math.isnan(p_holm) and p_holm < alpha and r.lo > 0
+        support = significant and r.lo > 0
         refute = r.hi < REFUTE_BELOW
         verdict = "supported" if support else "refuted" if refute else "inconclusive"
         if support and refute:
             span += f"; a gain of {REFUTE_BELOW} or more is excluded too (the gain is real and small)"
     else:
-        verdict = "supported" if r.lo > -NONINFERIORITY else "refuted" if r.hi < -NONINFERIORITY else "inconclusive"
+        support = significant and r.lo > -NONINFERIORITY
+        verdict = "supported" if support else "refuted" if r.hi < -NONINFERIORITY else "inconclusive"
     return Test(name, CLAIMS[name], r.n, r.mean, r.lo, r.hi, p, p_holm, verdict, span)
 
 
@@ -217,21 +230,31 @@ def read_summaries(folder: Path) -> list[dict]:
 
 
 def complete(summaries: list[dict], arms: tuple[str, ...] = ARMS) -> tuple[list[dict], list[int]]:
-    """(the summaries of the replicates that hold every arm, the replicates left out as incomplete)."""
+    """(the summaries of the replicates that hold every arm, the replicates left out as incomplete); two summaries
+    of one arm in one replicate are an error, never one silently read for the other."""
     have: dict[int, set[str]] = {}
+    seen: dict[tuple[str, int], str] = {}
     for s in summaries:
+        key = (s["arm"], s["replicate"])
+        if key in seen:
+            raise ValueError(f"two summaries of {key[0]} in replicate {key[1]}: {seen[key]} and {s.get('run')}")
+        seen[key] = s.get("run", "?")
         have.setdefault(s["replicate"], set()).add(s["arm"])
     whole = {k for k, a in have.items() if set(arms) <= a}
     return [s for s in summaries if s["replicate"] in whole], sorted(set(have) - whole)
 
 
 def from_summaries(folder: Path, look: str | None = None) -> Look:
-    """P1-P3 over the runs summarised in `folder` (rods_lab/experiments/summaries.py), at the look their count makes:
-    the complete replicates only (design.md, Amendment 4)."""
+    """P1-P3 over the runs summarised in `folder` (rods_lab/experiments/summaries.py), at the look their count makes
+    or the one named: the complete replicates only (design.md, Amendment 4), and at the interim replicates 0 to
+    INTERIM_K - 1 alone, however many have run since."""
     found = read_summaries(folder)
     if not found:
         raise ValueError(f"{folder}: no run summaries (<run id>.json) to read")
-    return evaluate(areas(complete(found)[0]), look)
+    kept = complete(found)[0]
+    if look == "interim":
+        kept = [s for s in kept if s["replicate"] < INTERIM_K]
+    return evaluate(areas(kept), look)
 
 
 DEPLETION_FALL = 0.15  # the pilot's fall of static's informative share that fixes the run length
