@@ -31,8 +31,12 @@ def summary(arm: str, k: int, fall: float = 0.2) -> dict:
         "heldout_sets": {"H1": {"n": 120 - k}, "H1b": {"n": 20}},
         "pool_sizes": {"seeds": 16, "distinct_played": 16 + 10 * GAIN[arm] * 100, "variants_played": 60 + 10 * k,
                        "last": {"active": 16 + OFFLINE.get(arm, 0) * (60 + 10 * k) - (arm == "offline_large") * 7}},
-        "audit": {"H1": {"items": {"n": 10, "at_or_above": k, "mean": 0.5, "threshold": 0.8}, "nearest": {}}},
-        "code": {"commit": "x", "dirty": False},
+        "audit": {"H1": {"items": {"n": 10, "at_or_above": k, "mean": 0.5, "threshold": 0.8,
+                                   "quantiles": {"0.5": 0.4 + k / 10, "1.0": 1.0}},
+                         "names": {"n": 10, "at_or_above": 10, "mean": 1.0, "threshold": 0.8}, "nearest": {}}},
+        "code": {"commit": "x", "dirty": False}, "cpu_kernels": "AVX512" if k else "AVX2",
+        "binding": {"offer_budget": k}, "wall_s": 600.0 + k if k != 1 else None, "score_s": 100.0,
+        "offline": {"heldout_collisions_excluded": k} if arm.startswith("offline") else None,
     }  # fmt: skip
 
 
@@ -90,5 +94,30 @@ def test_the_report_names_sizes_tests_and_left_out_replicates(runs, tmp_path):
     assert "rods / static 2.500" in md
     path = write(runs, tmp_path, 48, png=False, log=lambda _m: None)
     assert path == tmp_path / "report.md" and "![figures/h1_vs_trajectories.json]" in path.read_text()
+    # the audit: both measures, counts summed over replicates 0-2 (0 + 1 + 2 of 30), quantiles as means over them
+    assert "| rods | H1 | calls' items | 3 | 3 of 30 | +0.5000 | +0.5000 | +1.0000 |" in md
+    assert "| rods | H1 | function names | 3 | 30 of 30 | +1.0000 |" in md
+    assert "| 2 | 2 of 10 | 2 of 10 | 2 of 10 | 2 of 10 | 2 of 10 |" in md  # per replicate, every arm
+    # how the runs ran: binding events summed, replicate 1's run has no times, kernel sets named with their counts
+    assert "| rods | 3 | 0 | 3 | — | 2 | 601 | 100 | — |" in md
+    assert "| offline_large | 3 | 0 | 3 | 3 | 2 |" in md
+    assert "CPU kernel sets: AVX2 (5 runs); AVX512 (12 runs)" in md
+    distinct = json.loads((tmp_path / "figures" / "h1_area_vs_distinct.json").read_text())
+    assert sum(t.get("mode") == "lines" for t in distinct["data"]) == 3  # each complete replicate's runs joined
     fig = json.loads((tmp_path / "figures" / "h1_diff_vs_static.json").read_text())
     assert {t["name"] for t in fig["data"] if "95%" not in t["name"]} == set(ARMS) - {"static"}
+
+
+def test_the_commands_refuse_two_summaries_of_one_run_and_an_unknown_look(runs, tmp_path):
+    from tests.door_helpers import files, invoke, refused
+
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    for s in runs:
+        (folder / f"{s['run']}.json").write_text(json.dumps(s))
+    refused(invoke("bench", "pool-criteria", folder, "--look", "last"), "look 'last'", "interim, final")
+    (folder / "rods_r0_copy.json").write_text(json.dumps({**runs[1], "run": "rods_r0_copy"}))
+    before = files(tmp_path)
+    refused(invoke("bench", "pool-report", folder, "--no-png"), "two summaries of rods in replicate 0")
+    refused(invoke("bench", "pool-criteria", folder), "two summaries of rods in replicate 0")
+    assert files(tmp_path) == before  # no report, no figures half written

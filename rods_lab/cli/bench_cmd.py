@@ -233,7 +233,11 @@ def pool_report(
     found = read_summaries(summaries)
     if not found:
         fail(f"{summaries}: no run summaries (<run id>.json) to read")
-    typer.echo(write(found, out or summaries.resolve().parent, per_step, png, log=typer.echo).read_text())
+    try:
+        path = write(found, out or summaries.resolve().parent, per_step, png, log=typer.echo)
+    except ValueError as e:
+        fail(str(e))
+    typer.echo(path.read_text())
 
 
 @app.command("pilot-length")

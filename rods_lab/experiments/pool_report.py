@@ -1,6 +1,7 @@
 """The pool-replicates design's report (docs/experiments/pool-replicates/design.md), from its run summaries alone:
-the sizes of every set, P1-P3 and their far-task reading (pool_criteria), the near-duplicate audit per arm, the
-secondary outcomes (never a verdict), and figures with paired bands.
+the sizes of every set, P1-P3 and their far-task reading (pool_criteria), the near-duplicate audit per arm (both
+similarity measures, per replicate too), the secondary outcomes (never a verdict), how the runs ran (kernel sets,
+P_max binding, cost), and figures with paired bands.
 
 Secondary outcomes, as the design names them: non-degradation (each arm's last H1 minus step 0), trajectories to
 reach step 0 + REACH on H1, H1b transfer and the sampled H1 score (paired by replicate against rods), the
@@ -188,10 +189,15 @@ def figures(summaries: list[dict], per_step: int, sec: dict) -> dict[str, go.Fig
     }  # fmt: skip
     dt = distinct_frame(summaries)
     fig = go.Figure()
+    for k, g in dt.groupby("replicate"):  # a replicate's arms joined: the pairing the tests use
+        g = g.sort_values("distinct synthesized")
+        fig.add_trace(go.Scatter(x=g["distinct synthesized"], y=g["H1 area"], mode="lines", showlegend=False,
+                                 line={"color": "lightgray", "width": 1}, hoverinfo="skip", name=f"r{k}"))  # fmt: skip
     for arm, g in dt.groupby("arm", sort=False):
         fig.add_trace(go.Scatter(x=g["distinct synthesized"], y=g["H1 area"], mode="markers", name=arm,
                                  marker={"color": method_color(arm), "size": 9}))  # fmt: skip
-    fig.update_layout(title="H1 progress area against distinct synthesized tasks trained on (one point per run)",
+    fig.update_layout(title="H1 progress area against distinct synthesized tasks trained on (one point per run, a "
+                      "replicate's runs joined)",
                       xaxis_title="distinct synthesized tasks", yaxis_title="H1 progress area", template="plotly_white",
                       width=800, height=450)  # fmt: skip
     figs["h1_area_vs_distinct"] = fig
@@ -221,19 +227,75 @@ def _table(frame: pd.DataFrame | list[dict]) -> list[str]:
     return [head, "|" + "---|" * len(frame.columns), *rows, ""]
 
 
+AUDIT_MEASURES = {"items": "calls' items", "names": "function names"}
+
+
 def audit_table(summaries: list[dict]) -> pd.DataFrame:
-    """Per arm and held-out set: the mean over replicates of the share of tasks whose nearest training task is at or
-    above the audit's threshold (item similarity), and of the mean nearest similarity."""
+    """Per arm, held-out set and similarity measure (calls' items, function names): the tasks at or above the audit's
+    threshold summed over replicates, and the distribution of each task's nearest similarity as the mean over
+    replicates of each quantile and of the mean."""
     rows = []
     for arm, reps in by_arm(summaries).items():
         sets = sorted({name for s in reps.values() for name in (s.get("audit") or {})})
-        for name in sets:
-            items = [s["audit"][name]["items"] for s in reps.values() if name in (s.get("audit") or {})]
-            share = [i["at_or_above"] / i["n"] for i in items if i.get("n")]
-            rows.append({"arm": arm, "set": name, "replicates": len(items),
-                         f"share at or above {items[0].get('threshold', 0.8)}": sum(share) / len(share) if share else math.nan,
-                         "mean nearest similarity": sum(i["mean"] for i in items) / len(items)})  # fmt: skip
+        for name, (measure, label) in ((n, m) for n in sets for m in AUDIT_MEASURES.items()):
+            found = [s["audit"][name].get(measure) for s in reps.values() if name in (s.get("audit") or {})]
+            found = [f for f in found if f and f.get("n")]
+            if not found:
+                continue
+            n, above = sum(f["n"] for f in found), sum(f["at_or_above"] for f in found)
+            row = {"arm": arm, "set": name, "similarity of": label, "replicates": len(found),
+                   f"at or above {found[0].get('threshold', 0.8)}": f"{above} of {n}",
+                   "mean": sum(f["mean"] for f in found) / len(found)}  # fmt: skip
+            for q in sorted({q for f in found for q in f.get("quantiles") or {}}, key=float):
+                values = [f["quantiles"][q] for f in found if q in (f.get("quantiles") or {})]
+                row[f"q{float(q) * 100:g}"] = sum(values) / len(values)
+            rows.append(row)
     return pd.DataFrame(rows)
+
+
+def audit_by_replicate(summaries: list[dict], name: str = "H1", measure: str = "items") -> pd.DataFrame:
+    """One row per replicate, one column per arm: the held-out tasks of `name` at or above the audit's threshold by
+    `measure`, as "count of n"."""
+    rows: dict[int, dict] = {}
+    for s in summaries:
+        f = ((s.get("audit") or {}).get(name) or {}).get(measure)
+        if f and f.get("n"):
+            rows.setdefault(s["replicate"], {"replicate": s["replicate"]})[s["arm"]] = f"{f['at_or_above']} of {f['n']}"
+    frame = pd.DataFrame([rows[k] for k in sorted(rows)])
+    return frame[["replicate", *[a for a in ARMS if a in frame]]] if not frame.empty else frame
+
+
+def conduct_table(summaries: list[dict]) -> pd.DataFrame:
+    """Per arm, how its runs ran: how many, how many resumed from a checkpoint, the budget-binding events
+    (`offer/budget`: an offered variant turned away because the buffer held P_max already), the variants an offline arm's pool
+    refused as equal to a held-out task, and the mean training and scoring seconds and 1-minute load at start of the
+    runs that hold them (a run finished by a later process's startup sweep holds none)."""
+    rows = []
+    for arm, reps in by_arm(summaries).items():
+        runs = list(reps.values())
+        timed = [s for s in runs if s.get("wall_s")]
+        refused = [(s.get("offline") or {}).get("heldout_collisions_excluded") for s in runs]
+        rows.append({"arm": arm, "runs": len(runs), "resumed": sum(s.get("resumed_from") is not None for s in runs),
+                     "offer/budget events": sum(int((s.get("binding") or {}).get("offer_budget") or 0) for s in runs),
+                     "held-out collisions refused": sum(refused) if None not in refused else None,
+                     "timed runs": len(timed),
+                     "training s": _mean((s["wall_s"] for s in timed), 0),
+                     "scoring s": _mean((s.get("score_s") for s in timed), 0),
+                     "load at start": _mean((s.get("load_1min_at_start") for s in timed), 1)})  # fmt: skip
+    return pd.DataFrame(rows).astype({"held-out collisions refused": "Int64"})
+
+
+def _mean(values, digits: int) -> str:
+    got = [float(v) for v in values if v is not None]
+    return f"{sum(got) / len(got):.{digits}f}" if got else "—"
+
+
+def kernel_sets(summaries: list[dict]) -> dict[str, list[str]]:
+    """Each CPU kernel set the runs recorded -> the runs on it (the design: all runs on one set)."""
+    out: dict[str, list[str]] = {}
+    for s in summaries:
+        out.setdefault(str(s.get("cpu_kernels")), []).append(s.get("run", "?"))
+    return out
 
 
 def report_markdown(summaries: list[dict], per_step: int, figure_files: list[str]) -> str:
@@ -253,8 +315,12 @@ def report_markdown(summaries: list[dict], per_step: int, figure_files: list[str
     lines += _table(set_sizes(summaries))
     lines += criteria_markdown(evaluate(areas(kept)))
     lines += far_task_markdown(kept)
-    lines += ["## Near-duplicate audit (held-out task vs its nearest training task, per arm)", ""]
+    lines += ["## Near-duplicate audit (held-out task vs its nearest training task, per arm)", "",
+              "Jaccard similarity of each held-out task to the nearest task its run trained on; quantiles are means "
+              "over replicates of each replicate's quantile.", ""]  # fmt: skip
     lines += _table(audit_table(kept))
+    lines += ["H1 tasks at or above the threshold by calls' items, per replicate:", ""]
+    lines += _table(audit_by_replicate(kept))
     lines += ["## Secondary outcomes (never a verdict)", "", "Non-degradation: last H1 evaluation minus step 0.", ""]
     lines += _table(sec["non_degradation"])
     lines += [f"Trajectories to reach step 0 + {REACH} on H1 (first evaluation at or above it).", ""]
@@ -263,6 +329,8 @@ def report_markdown(summaries: list[dict], per_step: int, figure_files: list[str
               "H1_sampled: last minus step 0 at the training temperature; H3: last minus step 0 on BFCL's test "
               "split, descriptive).", ""]  # fmt: skip
     lines += _table(sec["paired"])
+    lines += ["Each arm's own level on each secondary set (mean over replicates, 95% half-width).", ""]
+    lines += _table(sec["levels"])
     r = sec["share_ratio"]
     shares = ", ".join(f"{arm} {m:.3f}" for arm, (m, _, _) in sec["share_last_half"].items())
     lines += ["Manipulation check: informative share over the last half of the steps, mean over replicates: "
@@ -270,6 +338,11 @@ def report_markdown(summaries: list[dict], per_step: int, figure_files: list[str
     s = sec["dry_vs_gain"]["slope"]
     lines += [f"rods - static H1 area against static's share fall: slope {_num(s.slope)} (95% CI {_num(s.lo)} .. "
               f"{_num(s.hi)}, p {_num(s.p, 3)}, n {s.n}).", ""]  # fmt: skip
+    kernels = kernel_sets(summaries)
+    lines += ["## How the runs ran", "",
+              f"CPU kernel sets: {'; '.join(f'{k} ({len(v)} runs)' for k, v in kernels.items())}. Seconds were taken "
+              "on a loaded 2-core machine, two runs at a time: cost figures, not outcomes.", ""]  # fmt: skip
+    lines += _table(conduct_table(kept))
     lines += ["## Figures", "", *[f"![{f}]({f})" for f in figure_files], ""]
     return "\n".join(lines)
 
@@ -277,8 +350,8 @@ def report_markdown(summaries: list[dict], per_step: int, figure_files: list[str
 def write(summaries: list[dict], out: Path, per_step: int, png: bool = True, log=print) -> Path:
     """report.md into `out` (the design's folder, beside design.md and runs/) and its figures into out/figures (JSON;
     PNG beside each when kaleido works); returns report.md's path."""
+    kept, _ = complete(summaries)  # refuses a folder holding two summaries of one run before anything is written
     (out / "figures").mkdir(parents=True, exist_ok=True)
-    kept, _ = complete(summaries)
     figs = figures(kept, per_step, secondaries(kept, per_step))
     jsons = []
     for name, fig in figs.items():
