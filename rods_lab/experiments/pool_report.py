@@ -268,7 +268,7 @@ def audit_by_replicate(summaries: list[dict], name: str = "H1", measure: str = "
 def conduct_table(summaries: list[dict]) -> pd.DataFrame:
     """Per arm, how its runs ran: how many, how many resumed from a checkpoint, the budget-binding events
     (`offer/budget`: an offered variant turned away because the buffer held P_max already), the variants an offline arm's pool
-    refused as equal to a held-out task, and the mean training and scoring seconds and 1-minute load at start of the
+    refused as equal to a held-out task (a summary written by a startup sweep holds none), and the mean training and scoring seconds and 1-minute load at start of the
     runs that hold them (a run finished by a later process's startup sweep holds none)."""
     rows = []
     for arm, reps in by_arm(summaries).items():
@@ -277,12 +277,24 @@ def conduct_table(summaries: list[dict]) -> pd.DataFrame:
         refused = [(s.get("offline") or {}).get("heldout_collisions_excluded") for s in runs]
         rows.append({"arm": arm, "runs": len(runs), "resumed": sum(s.get("resumed_from") is not None for s in runs),
                      "offer/budget events": sum(int((s.get("binding") or {}).get("offer_budget") or 0) for s in runs),
-                     "held-out collisions refused": sum(refused) if None not in refused else None,
+                     "held-out collisions refused": _count_of(refused),
                      "timed runs": len(timed),
                      "training s": _mean((s["wall_s"] for s in timed), 0),
                      "scoring s": _mean((s.get("score_s") for s in timed), 0),
                      "load at start": _mean((s.get("load_1min_at_start") for s in timed), 1)})  # fmt: skip
-    return pd.DataFrame(rows).astype({"held-out collisions refused": "Int64"})
+    return pd.DataFrame(rows)
+
+
+def _count_of(counts: list[int | None]) -> str:
+    """A count summed over the runs that hold it, saying how many do when not all ("—": none does)."""
+    got = [c for c in counts if c is not None]
+    return (
+        "—"
+        if not got
+        else str(sum(got))
+        if len(got) == len(counts)
+        else f"{sum(got)} ({len(got)} of {len(counts)} runs)"
+    )
 
 
 def _mean(values, digits: int) -> str:
