@@ -266,10 +266,11 @@ def audit_by_replicate(summaries: list[dict], name: str = "H1", measure: str = "
 
 
 def conduct_table(summaries: list[dict]) -> pd.DataFrame:
-    """Per arm, how its runs ran: how many, how many resumed from a checkpoint, the budget-binding events
-    (`offer/budget`: an offered variant turned away because the buffer held P_max already), the variants an offline arm's pool
-    refused as equal to a held-out task (a summary written by a startup sweep holds none), and the mean training and scoring seconds and 1-minute load at start of the
-    runs that hold them (a run finished by a later process's startup sweep holds none)."""
+    """Per arm, how its runs ran: how many, how many resumed from a checkpoint, the `offer/budget` events (an
+    offered variant turned away because the buffer held P_max already: P_max binds), the variants an offline arm's
+    pool refused as equal to a held-out task, and the mean training and scoring seconds and 1-minute load at start.
+    A run finished by a later process's startup sweep holds no times and no offline counts; those figures are of
+    the runs that hold them."""
     rows = []
     for arm, reps in by_arm(summaries).items():
         runs = list(reps.values())
@@ -288,13 +289,9 @@ def conduct_table(summaries: list[dict]) -> pd.DataFrame:
 def _count_of(counts: list[int | None]) -> str:
     """A count summed over the runs that hold it, saying how many do when not all ("—": none does)."""
     got = [c for c in counts if c is not None]
-    return (
-        "—"
-        if not got
-        else str(sum(got))
-        if len(got) == len(counts)
-        else f"{sum(got)} ({len(got)} of {len(counts)} runs)"
-    )
+    if not got:
+        return "—"
+    return str(sum(got)) if len(got) == len(counts) else f"{sum(got)} ({len(got)} of {len(counts)} runs)"
 
 
 def _mean(values, digits: int) -> str:
