@@ -14,6 +14,7 @@ replicates out, and says which).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from pathlib import Path
 
 import pandas as pd
@@ -299,12 +300,9 @@ def _mean(values, digits: int) -> str:
     return f"{sum(got) / len(got):.{digits}f}" if got else "—"
 
 
-def kernel_sets(summaries: list[dict]) -> dict[str, list[str]]:
-    """Each CPU kernel set the runs recorded -> the runs on it (the design: all runs on one set)."""
-    out: dict[str, list[str]] = {}
-    for s in summaries:
-        out.setdefault(str(s.get("cpu_kernels")), []).append(s.get("run", "?"))
-    return out
+def kernel_sets(summaries: list[dict]) -> Counter:
+    """Each CPU kernel set the runs recorded -> how many runs ran on it (the design: all runs on one set)."""
+    return Counter(str(s.get("cpu_kernels")) for s in summaries)
 
 
 def report_markdown(summaries: list[dict], per_step: int, figure_files: list[str]) -> str:
@@ -349,7 +347,7 @@ def report_markdown(summaries: list[dict], per_step: int, figure_files: list[str
               f"{_num(s.hi)}, p {_num(s.p, 3)}, n {s.n}).", ""]  # fmt: skip
     kernels = kernel_sets(summaries)
     lines += ["## How the runs ran", "",
-              f"CPU kernel sets: {'; '.join(f'{k} ({len(v)} runs)' for k, v in kernels.items())}. Seconds were taken "
+              f"CPU kernel sets: {'; '.join(f'{k} ({n} runs)' for k, n in kernels.items())}. Seconds were taken "
               "on a loaded 2-core machine, two runs at a time: cost figures, not outcomes.", ""]  # fmt: skip
     lines += _table(conduct_table(kept))
     lines += ["## Figures", "", *[f"![{f}]({f})" for f in figure_files], ""]
