@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from rods_lab.experiments.pool_criteria import ARMS, complete
+from rods_lab.experiments.pool_criteria import ARMS, areas, complete, from_summaries, set_aside
 from rods_lab.experiments.pool_report import reach_step, report_markdown, secondaries, share_halves, write
 
 GAIN = {"static": 0.00, "rods": 0.04, "uniform_parents": 0.02, "offline_small": 0.01, "offline_large": 0.03}
@@ -88,8 +88,9 @@ def test_share_halves():
 def test_the_report_names_sizes_tests_and_left_out_replicates(runs, tmp_path):
     md = report_markdown(runs, 48, ["figures/a.png"])
     assert "left out as incomplete: [3]" in md
-    assert "| 0 | 16 | 120 | 20 | 60 | 60 | 1193 |" in md  # replicate 0's pool and held-out sizes, M, offline pools
-    assert "| 3 | 16 | 117 | 20 | 90 | — | — |" in md  # replicate 3 has no offline runs: shown as missing
+    assert "| 0 | AVX2 | 16 | 120 | 20 | 60 | 60 | 1193 |" in md  # replicate 0's kernels, pool, held-out sizes, M, ...
+    assert "| 3 | AVX512 | 16 | 117 | 20 | 90 | — | — |" in md  # replicate 3 has no offline runs: shown as missing
+    assert "in no test: replicate 3 on AVX512: static, rods (incomplete)" in md
     assert "| P1 | rods > static" in md and "partial look, K = 3" in md
     assert "rods / static 2.500" in md
     path = write(runs, tmp_path, 48, png=False, log=lambda _m: None)
@@ -121,3 +122,59 @@ def test_the_commands_refuse_two_summaries_of_one_run_and_an_unknown_look(runs, 
     refused(invoke("bench", "pool-report", folder, "--no-png"), "two summaries of rods in replicate 0")
     refused(invoke("bench", "pool-criteria", folder), "two summaries of rods in replicate 0")
     assert files(tmp_path) == before  # no report, no figures half written
+
+
+def on(kernels: str, model: str, s: dict) -> dict:
+    return {**s, "cpu_kernels": kernels, "model_sha256": model}
+
+
+def test_a_replicate_counts_through_its_first_complete_block(runs):
+    # replicate 3 holds static and rods on AVX512 and every arm on AVX2 (another model): the AVX2 block counts
+    avx2 = [on("AVX2", "m2", summary(arm, 3)) for arm in ARMS]
+    kept, left = complete(runs + avx2)
+    assert left == [] and len(kept) == 20
+    assert {(s["arm"], s["cpu_kernels"]) for s in kept if s["replicate"] == 3} == {(a, "AVX2") for a in ARMS}
+    assert set_aside(runs + avx2) == ["replicate 3 on AVX512: static, rods (incomplete)"]
+    # a second complete block of replicate 0: the one read first counts, the other is named
+    again = [on("AVX512", "m1", summary(arm, 0)) for arm in ARMS]
+    first = complete(runs + again)[0]
+    assert {s["cpu_kernels"] for s in first if s["replicate"] == 0} == {"AVX2"}
+    assert set_aside(runs + again) == [
+        "replicate 0 on AVX512: " + ", ".join(ARMS) + " (complete; another block of it counts)",
+        "replicate 3 on AVX512: static, rods (incomplete)",
+    ]
+    assert {s["cpu_kernels"] for s in complete(again + runs)[0] if s["replicate"] == 0} == {"AVX512"}
+    # one arm twice in one block is still an error; in two blocks it is not
+    with pytest.raises(ValueError, match="two summaries of rods in replicate 3"):
+        complete([*avx2, avx2[1]])
+
+
+def test_a_set_that_holds_no_task_is_read_in_no_figure():
+    empty = [{"set": "H1b", "step": st, "progress": 0.0, "n": 0} for st in (0, 6)]
+    held = [{"set": "H1b", "step": st, "progress": 0.1 * st, "n": 20} for st in (0, 6)]
+    runs = [{"arm": "rods", "replicate": 0, "evaluations": empty}, {"arm": "rods", "replicate": 1, "evaluations": held}]
+    assert areas(runs, "H1b") == {"rods": {1: pytest.approx(0.6)}}
+
+
+def test_the_folders_are_read_in_order_and_a_missing_one_is_refused(runs, tmp_path):
+    from tests.door_helpers import files, invoke, refused
+
+    old, new = tmp_path / "runs", tmp_path / "runs-avx2"
+    for folder, group in ((old, runs), (new, [on("AVX2", "m2", summary(arm, 3)) for arm in ARMS])):
+        folder.mkdir()
+        for s in group:
+            (folder / f"{s['run']}.json").write_text(json.dumps(s))
+    assert from_summaries(old).k == 3 and from_summaries([old, new]).k == 4
+    with pytest.raises(ValueError, match="no such folder"):
+        from_summaries([old, tmp_path / "runs-avx"])
+    before = files(tmp_path)
+    refused(invoke("bench", "pool-report", old, tmp_path / "runs-avx", "--no-png"), "runs-avx", "no such folder")
+    refused(invoke("bench", "pool-criteria", old, tmp_path / "runs-avx"), "runs-avx", "no such folder")
+    assert files(tmp_path) == before
+    done = invoke("bench", "pool-report", old, new, "--no-png")
+    assert done.exit_code == 0, done.output
+    md = (tmp_path / "report.md").read_text()
+    assert "summaries in [runs/](runs/), [runs-avx2/](runs-avx2/) by" in md
+    assert "complete replicates (all of " in md and "[0, 1, 2, 3]; left out as incomplete: none" in md
+    # per kernel set: replicate 0 (AVX2) and 3 (AVX2) against 1 and 2 (AVX512); rods - static is 0.04 x 0.75
+    assert "| AVX2 | 2 | +0.0300 | +0.0150 | +0.0075 |" in md and "| AVX512 | 2 | +0.0300 |" in md

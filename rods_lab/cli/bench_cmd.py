@@ -188,13 +188,16 @@ def paper(
 
 @app.command("pool-criteria")
 def pool_criteria(
-    summaries: Path = typer.Argument(..., help="a folder of run summaries (`rods bench paper --summaries`)"),
+    summaries: list[Path] = typer.Argument(
+        ...,
+        help="folders of run summaries (`rods bench paper --summaries`), one a kernel set, the first counting first",
+    ),
     look: str = typer.Option(None, help="interim or final (default: the look the replicate count makes)"),
     as_json: bool = typer.Option(False, "--json", help="print the JSON instead of Markdown"),
 ) -> None:
     """The pool-replicates design's P1-P3 on the H1 progress area, from run summaries alone.
 
-    Example: rods bench pool-criteria docs/experiments/pool-replicates/runs
+    Example: rods bench pool-criteria docs/experiments/pool-replicates/runs docs/experiments/pool-replicates/runs-avx2
     """
     from rods_lab.experiments.pool_criteria import (
         complete,
@@ -209,7 +212,7 @@ def pool_criteria(
         result = from_summaries(summaries, look)
     except ValueError as e:
         fail(str(e))
-    found, _ = complete(read_summaries(summaries))
+    found, _ = complete(read_summaries(*summaries))
     if as_json:
         emit_json({**result.as_dict(), "far_tasks": far_task_diffs(found)})
     else:
@@ -218,23 +221,30 @@ def pool_criteria(
 
 @app.command("pool-report")
 def pool_report(
-    summaries: Path = typer.Argument(..., help="the design's run summaries (`rods bench paper --summaries`)"),
-    out: Path = typer.Option(None, help="where report.md and figures/ go (default: the summaries folder's parent)"),
+    summaries: list[Path] = typer.Argument(
+        ...,
+        help="the design's run summaries (`rods bench paper --summaries`), a folder a kernel set, the first counting first",
+    ),
+    out: Path = typer.Option(None, help="where report.md and figures/ go (default: the first folder's parent)"),
     per_step: int = typer.Option(48, min=1, help="trajectories a training step (the design's 2,880 over 60 steps)"),
     png: bool = typer.Option(True, help="export PNGs beside the figures' JSON (kaleido)"),
 ) -> None:
     """The pool-replicates design's report: set sizes, P1-P3, the audit, the secondary outcomes, figures.
 
-    Example: rods bench pool-report docs/experiments/pool-replicates/runs
+    Example: rods bench pool-report docs/experiments/pool-replicates/runs docs/experiments/pool-replicates/runs-avx2
     """
+    import os
+
     from rods_lab.experiments.pool_criteria import read_summaries
     from rods_lab.experiments.pool_report import write
 
-    found = read_summaries(summaries)
-    if not found:
-        fail(f"{summaries}: no run summaries (<run id>.json) to read")
+    out = out or summaries[0].resolve().parent
+    folders = [os.path.relpath(f.resolve(), out.resolve()) for f in summaries]
     try:
-        path = write(found, out or summaries.resolve().parent, per_step, png, log=typer.echo)
+        found = read_summaries(*summaries)
+        if not found:
+            raise ValueError(f"{', '.join(map(str, summaries))}: no run summaries (<run id>.json) to read")
+        path = write(found, out, per_step, png, log=typer.echo, folders=folders)
     except ValueError as e:
         fail(str(e))
     typer.echo(path.read_text())

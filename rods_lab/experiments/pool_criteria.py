@@ -84,7 +84,8 @@ class Look:
         return {**asdict(self), "tests": [t.as_dict() for t in self.tests]}
 
 
-def _paired(areas: dict[str, dict], arm: str, ref: str) -> list[float]:
+def paired_differences(areas: dict[str, dict], arm: str, ref: str) -> list[float]:
+    """arm - ref per replicate that has both areas, finite, in replicate order."""
     a, b = areas.get(arm, {}), areas.get(ref, {})
     shared = sorted(k for k in set(a) & set(b) if math.isfinite(a[k]) and math.isfinite(b[k]))
     return [a[k] - b[k] for k in shared]
@@ -104,7 +105,7 @@ def evaluate(areas: dict[str, dict], look: str | None = None) -> Look:
     p <= INTERIM_P: then those are the verdicts) or goes on (no verdict); at any other count figures alone."""
     if look not in (None, *LOOKS):
         raise ValueError(f"look {look!r}: give one of {', '.join(LOOKS)} (or none: the replicate count decides)")
-    diffs = {name: _paired(areas, arm, ref) for name, (arm, ref, _) in TESTS.items()}
+    diffs = {name: paired_differences(areas, arm, ref) for name, (arm, ref, _) in TESTS.items()}
     results, ps = {}, {}
     for name, d in diffs.items():
         shift = NONINFERIORITY if TESTS[name][2] == "noninferiority" else 0.0
@@ -168,11 +169,14 @@ def _p(p: float) -> str:
 def areas(summaries: list[dict], split: str = "H1", last_only: bool = False) -> dict[str, dict[int, float]]:
     """arm -> replicate -> progress area on `split` (H1 unless named), from run summaries
     (rods_lab/experiments/summaries.py); with `last_only`, the last evaluation minus step 0. A set is read from its
-    greedy evaluations, or from its sampled ones where it has only those (H1_sampled)."""
+    greedy evaluations, or from its sampled ones where it has only those (H1_sampled); a run whose set holds no
+    task leaves that set out."""
     out: dict[str, dict[int, float]] = {}
     for s in summaries:
         rows = [e for e in s["evaluations"] if e.get("set") == split]
         rows = [e for e in rows if not e.get("sampled")] or rows
+        if rows and all(e.get("n") == 0 for e in rows):
+            continue  # an empty set (H1b where no parent passed its filter) is read in no figure, never as 0
         evals = {int(e["step"]): float(e["progress"]) for e in rows}
         if last_only and evals:
             evals = {step: evals[step] for step in {0, max(evals)} if step in evals}
@@ -224,33 +228,67 @@ def _task_area(evaluations: list[dict], tasks: set[str]) -> float:
     return progress_area(evals)
 
 
-def read_summaries(folder: Path) -> list[dict]:
-    """Every run summary (<run id>.json) in a folder, in name order."""
-    return [json.loads(p.read_text()) for p in sorted(Path(folder).glob("*.json"))]
+def read_summaries(*folders: Path) -> list[dict]:
+    """Every run summary (<run id>.json) of each folder, folder by folder in the order given (the order in which a
+    replicate's blocks take precedence: `complete`), each folder in name order. A folder that is not there is an
+    error (a mistyped second folder would otherwise leave its blocks out unseen)."""
+    missing = [str(f) for f in folders if not Path(f).is_dir()]
+    if missing:
+        raise ValueError(f"{', '.join(missing)}: no run summaries there (no such folder)")
+    return [json.loads(p.read_text()) for folder in folders for p in sorted(Path(folder).glob("*.json"))]
+
+
+def block_of(summary: dict) -> tuple:
+    """The block a run belongs to (design.md, Amendment 8): its replicate, the CPU kernel set it ran on and the
+    warm-started model it began from. Only runs of one block are paired."""
+    return summary["replicate"], summary.get("cpu_kernels"), summary.get("model_sha256")
 
 
 def complete(summaries: list[dict], arms: tuple[str, ...] = ARMS) -> tuple[list[dict], list[int]]:
-    """(the summaries of the replicates that hold every arm, the replicates left out as incomplete); two summaries
-    of one arm in one replicate are an error, never one silently read for the other."""
-    have: dict[int, set[str]] = {}
-    seen: dict[tuple[str, int], str] = {}
+    """(the summaries of each replicate's complete block, the replicates with none, left out as incomplete). A block
+    is complete when it holds every arm; where a replicate has two, the one read first counts (`read_summaries`'
+    folder order). Two summaries of one arm in one block are an error, never one silently read for the other."""
+    have: dict[tuple, set[str]] = {}
+    seen: dict[tuple, str] = {}
     for s in summaries:
-        key = (s["arm"], s["replicate"])
+        key = (s["arm"], *block_of(s))
         if key in seen:
-            raise ValueError(f"two summaries of {key[0]} in replicate {key[1]}: {seen[key]} and {s.get('run')}")
+            raise ValueError(
+                f"two summaries of {s['arm']} in replicate {s['replicate']}: {seen[key]} and {s.get('run')}"
+            )
         seen[key] = s.get("run", "?")
-        have.setdefault(s["replicate"], set()).add(s["arm"])
-    whole = {k for k, a in have.items() if set(arms) <= a}
-    return [s for s in summaries if s["replicate"] in whole], sorted(set(have) - whole)
+        have.setdefault(block_of(s), set()).add(s["arm"])
+    counted: dict[int, tuple] = {}
+    for block, held in have.items():  # in the order read
+        if set(arms) <= held:
+            counted.setdefault(block[0], block)
+    kept = [s for s in summaries if counted.get(s["replicate"]) == block_of(s)]
+    return kept, sorted({block[0] for block in have} - set(counted))
 
 
-def from_summaries(folder: Path, look: str | None = None) -> Look:
-    """P1-P3 over the runs summarised in `folder` (rods_lab/experiments/summaries.py), at the look their count makes
-    or the one named: the complete replicates only (design.md, Amendment 4), and at the interim replicates 0 to
-    INTERIM_K - 1 alone, however many have run since."""
-    found = read_summaries(folder)
+def set_aside(summaries: list[dict], arms: tuple[str, ...] = ARMS) -> list[str]:
+    """The blocks that count in no test, each as "replicate k on <kernels>: <arms>", incomplete or (complete) not the
+    one read first."""
+    kept = {block_of(s) for s in complete(summaries, arms)[0]}
+    held: dict[tuple, list[str]] = {}
+    for s in summaries:
+        if block_of(s) not in kept:
+            held.setdefault(block_of(s), []).append(s["arm"])
+    return [
+        f"replicate {b[0]} on {b[1]}: {', '.join(a for a in arms if a in got)}"
+        + (" (complete; another block of it counts)" if set(arms) <= set(got) else " (incomplete)")
+        for b, got in sorted(held.items(), key=lambda item: item[0][0])  # by replicate, then in the order read
+    ]
+
+
+def from_summaries(folders: Path | list[Path], look: str | None = None) -> Look:
+    """P1-P3 over the runs summarised in `folders` (rods_lab/experiments/summaries.py; one folder a kernel set), at
+    the look their count makes or the one named: each replicate's complete block only (design.md, Amendments 4 and
+    8), and at the interim replicates 0 to INTERIM_K - 1 alone, however many have run since."""
+    folders = [folders] if isinstance(folders, (str, Path)) else list(folders)
+    found = read_summaries(*folders)
     if not found:
-        raise ValueError(f"{folder}: no run summaries (<run id>.json) to read")
+        raise ValueError(f"{', '.join(map(str, folders))}: no run summaries (<run id>.json) to read")
     kept = complete(found)[0]
     if look == "interim":
         kept = [s for s in kept if s["replicate"] < INTERIM_K]

@@ -7,8 +7,9 @@ Secondary outcomes, as the design names them: non-degradation (each arm's last H
 reach step 0 + REACH on H1, H1b transfer and the sampled H1 score (paired by replicate against rods), the
 informative share over the last half as the manipulation check (rods / static, Fieller paired by replicate), and
 rods - static against how far static ran dry in that replicate (its first-half minus last-half share: a slope with
-its interval). Only replicates that hold a summary of every arm count (a design cut short leaves its incomplete
-replicates out, and says which).
+its interval). A replicate counts through one complete block: its runs of every arm on one CPU kernel set, from one
+warm-started model (design.md, Amendment 8); incomplete replicates and blocks in no test are named, and the paired
+differences are given per kernel set too.
 """
 
 from __future__ import annotations
@@ -22,7 +23,18 @@ import plotly.graph_objects as go
 
 from rods_core.statistics import ols_slope, paired_ratio_ci, paired_t, t_interval
 from rods_lab.experiments.curriculum_report import band_figure, export_pngs, method_color
-from rods_lab.experiments.pool_criteria import ARMS, areas, complete, evaluate, far_task_markdown, progress_area
+from rods_lab.experiments.pool_criteria import (
+    ARMS,
+    TESTS,
+    areas,
+    block_of,
+    complete,
+    evaluate,
+    far_task_markdown,
+    paired_differences,
+    progress_area,
+    set_aside,
+)
 from rods_lab.experiments.pool_criteria import markdown as criteria_markdown
 
 REACH = 0.03  # the design's "trajectories to reach step 0 + 0.03 on H1"
@@ -38,13 +50,15 @@ def curve(summary: dict, split: str = "H1") -> dict[int, float]:
 
 
 def set_sizes(summaries: list[dict]) -> pd.DataFrame:
-    """One row per replicate: its pool size, the size of each held-out set (the same for every arm), rods' distinct
-    variants played (M, offline_small's target; offline_large's is the design's ratio times M) and the variants
-    each offline arm's pool got (the synthesizer's yield: fewer than asked when it falls short)."""
-    rows: dict[int, dict] = {}
+    """One row per block (a replicate on one kernel set): its pool size, the size of each held-out set (the same for
+    every arm of the block), rods' distinct variants played (M, offline_small's target; offline_large's is the
+    design's ratio times M) and the variants each offline arm's pool got (the synthesizer's yield: fewer than asked
+    when it falls short)."""
+    rows: dict[tuple, dict] = {}
     for s in summaries:
         sets = {name: v["n"] for name, v in (s.get("heldout_sets") or {}).items()}
-        row = rows.setdefault(s["replicate"], {"replicate": s["replicate"], "pool seeds": len(s.get("pool") or [])})
+        first = {"replicate": s["replicate"], "kernels": s.get("cpu_kernels"), "pool seeds": len(s.get("pool") or [])}
+        row = rows.setdefault(block_of(s), first)
         row.update(sets)
         sizes = s.get("pool_sizes") or {}
         if s["arm"] == "rods":
@@ -53,7 +67,7 @@ def set_sizes(summaries: list[dict]) -> pd.DataFrame:
             last = sizes.get("last") or {}
             pool = sum(last.get(k) or 0 for k in ("active", "retired", "staged"))
             row[f"{s['arm']} variants"] = int(pool - (sizes.get("seeds") or 0))
-    frame = pd.DataFrame([rows[k] for k in sorted(rows)])
+    frame = pd.DataFrame([rows[k] for k in sorted(rows, key=lambda b: (b[0], str(b[1]), str(b[2])))])
     counts = [c for c in ("rods variants (M)", "offline_small variants", "offline_large variants") if c in frame]
     return frame[[c for c in frame if c not in counts] + counts].astype({c: "Int64" for c in counts})
 
@@ -213,6 +227,25 @@ def figures(summaries: list[dict], per_step: int, sec: dict) -> dict[str, go.Fig
     return figs
 
 
+def by_kernel_set(kept: list[dict]) -> pd.DataFrame:
+    """Per CPU kernel set of the counted blocks: how many replicates, the mean paired difference of each of P1-P3 on
+    the H1 area over them (descriptive: the tests pool every replicate), and static's and rods' mean informative
+    share over the last half of the steps (the manipulation check)."""
+    rows = []
+    for kernels in sorted({str(s.get("cpu_kernels")) for s in kept}):
+        runs = [s for s in kept if str(s.get("cpu_kernels")) == kernels]
+        area = areas(runs)
+        row = {"kernels": kernels, "replicates": len({s["replicate"] for s in runs})}
+        for name, (arm, ref, _) in TESTS.items():
+            d = paired_differences(area, arm, ref)
+            row[f"{name}: {arm} - {ref}"] = sum(d) / len(d) if d else math.nan
+        for arm in ("static", "rods"):
+            last = [share_halves(s)[1] for s in runs if s["arm"] == arm]
+            row[f"{arm} share (last half)"] = sum(last) / len(last) if last else math.nan
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def _num(v, digits: int = 4) -> str:
     if v is None or v is pd.NA or (isinstance(v, float) and not math.isfinite(v)):
         return "—"
@@ -301,21 +334,26 @@ def _mean(values, digits: int) -> str:
 
 
 def kernel_sets(summaries: list[dict]) -> Counter:
-    """Each CPU kernel set the runs recorded -> how many runs ran on it (the design: all runs on one set)."""
+    """Each CPU kernel set the runs recorded -> how many runs ran on it (a block's runs share one)."""
     return Counter(str(s.get("cpu_kernels")) for s in summaries)
 
 
-def report_markdown(summaries: list[dict], per_step: int, figure_files: list[str]) -> str:
-    """The whole report as Markdown."""
+def report_markdown(
+    summaries: list[dict], per_step: int, figure_files: list[str], folders: list[str] | tuple[str, ...] = ("runs",)
+) -> str:
+    """The whole report as Markdown; `folders`: the summaries' folders relative to the report (one a kernel set)."""
     kept, left = complete(summaries)
+    aside = set_aside(summaries)
     commits = {(s.get("code") or {}).get("commit") for s in summaries}
     dirty = sum(bool((s.get("code") or {}).get("dirty")) for s in summaries)
     sec = secondaries(kept, per_step)
     lines = ["# Pool replicates: the report", "",
              "Design, amendments and reading rules: [design.md](design.md); the pilot: [pilot.md](pilot.md). Every figure "
-             "below is computed from the committed run summaries in [runs/](runs/) by `rods bench pool-report`.", "",
+             "below is computed from the committed run summaries in "
+             f"{', '.join(f'[{f}/]({f}/)' for f in folders)} by `rods bench pool-report`.", "",
              f"Runs: {len(summaries)} summaries; complete replicates (all of {', '.join(ARMS)}): "
-             f"{sorted({s['replicate'] for s in kept})}; left out as incomplete: {left or 'none'}. Code: "
+             f"{sorted({s['replicate'] for s in kept})}; left out as incomplete: {left or 'none'}. Blocks (a "
+             f"replicate's runs on one CPU kernel set) in no test: {'; '.join(aside) or 'none'}. Code: "
              f"{'one commit' if len(commits) == 1 else f'{len(commits)} commits'} for every run (`code.commit` in each "
              f"summary), {dirty} from a worktree with changes. Trajectories a step: {per_step}.", "",
              "## The size of every set", ""]  # fmt: skip
@@ -345,6 +383,8 @@ def report_markdown(summaries: list[dict], per_step: int, figure_files: list[str
     s = sec["dry_vs_gain"]["slope"]
     lines += [f"rods - static H1 area against static's share fall: slope {_num(s.slope)} (95% CI {_num(s.lo)} .. "
               f"{_num(s.hi)}, p {_num(s.p, 3)}, n {s.n}).", ""]  # fmt: skip
+    lines += ["By CPU kernel set (the counted blocks; descriptive, the tests pool every replicate):", ""]
+    lines += _table(by_kernel_set(kept))
     kernels = kernel_sets(summaries)
     lines += ["## How the runs ran", "",
               f"CPU kernel sets: {'; '.join(f'{k} ({n} runs)' for k, n in kernels.items())}. Seconds were taken "
@@ -354,7 +394,14 @@ def report_markdown(summaries: list[dict], per_step: int, figure_files: list[str
     return "\n".join(lines)
 
 
-def write(summaries: list[dict], out: Path, per_step: int, png: bool = True, log=print) -> Path:
+def write(
+    summaries: list[dict],
+    out: Path,
+    per_step: int,
+    png: bool = True,
+    log=print,
+    folders: list[str] | tuple[str, ...] = ("runs",),
+) -> Path:
     """report.md into `out` (the design's folder, beside design.md and runs/) and its figures into out/figures (JSON;
     PNG beside each when kaleido works); returns report.md's path."""
     kept, _ = complete(summaries)  # refuses a folder holding two summaries of one run before anything is written
@@ -370,5 +417,5 @@ def write(summaries: list[dict], out: Path, per_step: int, png: bool = True, log
         log(f"figures as JSON only: {problem}")
         files = files or [f"figures/{j.name}" for j in jsons]
     path = out / "report.md"
-    path.write_text(report_markdown(summaries, per_step, files))
+    path.write_text(report_markdown(summaries, per_step, files, folders))
     return path
