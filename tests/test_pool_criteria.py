@@ -18,6 +18,7 @@ from rods_lab.experiments.pool_criteria import (
     far_task_markdown,
     from_summaries,
     length_from_summaries,
+    planned_look,
     progress_area,
     run_length,
 )
@@ -133,8 +134,8 @@ def test_the_verdict_reads_the_summaries_folder_alone(tmp_path):
         for k, area in per.items():
             evals = [{"step": 0, "set": "H1", "progress": 0.5}, {"step": 10, "set": "H1", "progress": 0.5 + area}]
             (tmp_path / f"{arm}_r{k}.json").write_text(json.dumps({"arm": arm, "replicate": k, "evaluations": evals}))
-    look = from_summaries(tmp_path)
-    assert look.look == "interim" and look.k == 8
+    look, read = from_summaries(tmp_path)
+    assert look.look == "interim" and look.k == 8 and len(read) == 40
     assert look.tests[0].diff == pytest.approx(sum(data["rods"][k] - data["static"][k] for k in range(8)) / 8)
     with pytest.raises(ValueError, match="no run summaries"):
         from_summaries(tmp_path / "empty")
@@ -142,13 +143,38 @@ def test_the_verdict_reads_the_summaries_folder_alone(tmp_path):
     for arm in data:
         evals = [{"step": 0, "set": "H1", "progress": 0.5}, {"step": 10, "set": "H1", "progress": 0.9}]
         (tmp_path / f"{arm}_r8.json").write_text(json.dumps({"arm": arm, "replicate": 8, "evaluations": evals}))
-    assert from_summaries(tmp_path).look == "partial" and from_summaries(tmp_path).k == 9
-    assert from_summaries(tmp_path, "interim").k == 8
-    assert from_summaries(tmp_path, "interim").tests[0].diff == pytest.approx(look.tests[0].diff)
+    assert from_summaries(tmp_path)[0].look == "partial" and from_summaries(tmp_path)[0].k == 9
+    interim, read = from_summaries(tmp_path, "interim")
+    assert interim.k == 8 and {s["replicate"] for s in read} == set(range(8))
+    assert interim.tests[0].diff == pytest.approx(look.tests[0].diff)
+    # eight complete replicates, but not the interim's: replicate 8 finished before 7 (two processes)
+    (tmp_path / "rods_r7.json").unlink()
+    count, _ = from_summaries(tmp_path)
+    assert count.k == 8 and count.look == "partial" and "none (descriptive)" in verdicts(count).values()
+    named, _ = from_summaries(tmp_path, "interim")
+    assert named.look == "partial" and "[7] are not complete" in named.decision
     # two summaries of one arm in one replicate are an error, never one read for the other
     (tmp_path / "rods_r8_again.json").write_text(json.dumps({"arm": "rods", "replicate": 8, "run": "x"}))
     with pytest.raises(ValueError, match="two summaries of rods in replicate 8"):
         from_summaries(tmp_path)
+
+
+def test_a_look_reads_its_own_replicates_once_every_one_of_them_is_complete():
+    eight = set(range(8))
+    assert planned_look(eight) == ("interim", list(range(8)), "")
+    assert planned_look(eight | {8}) == ("partial", list(range(9)), "")
+    assert planned_look(eight | {8}, "interim") == ("interim", list(range(8)), "")
+    assert planned_look(eight - {7} | {8}) == ("partial", [0, 1, 2, 3, 4, 5, 6, 8], "")
+    look, reads, why = planned_look(eight - {7} | {8}, "interim")
+    assert look == "partial" and reads == [0, 1, 2, 3, 4, 5, 6, 8] and "[7] are not complete" in why
+    assert planned_look(set(range(16))) == ("final", list(range(16)), "")
+    assert planned_look(set(range(16)) - {3}, "final")[0] == "partial"
+    assert (
+        planned_look(eight, "final")[2]
+        == "the final look reads replicates 0-15, and [8, 9, 10, 11, 12, 13, 14, 15] are not complete"
+    )
+    with pytest.raises(ValueError, match="give one of interim, final"):
+        planned_look(eight, "last")
 
 
 @pytest.mark.parametrize(

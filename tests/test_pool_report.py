@@ -88,11 +88,15 @@ def test_share_halves():
 def test_the_report_names_sizes_tests_and_left_out_replicates(runs, tmp_path):
     md = report_markdown(runs, 48, ["figures/a.png"])
     assert "left out as incomplete: [3]" in md
-    assert "| 0 | AVX2 | 16 | 120 | 20 | 60 | 60 | 1193 |" in md  # replicate 0's kernels, pool, held-out sizes, M, ...
-    assert "| 3 | AVX512 | 16 | 117 | 20 | 90 | — | — |" in md  # replicate 3 has no offline runs: shown as missing
+    assert (
+        "| 0 | AVX2 | yes | 16 | 120 | 20 | 60 | 60 | 1193 |" in md
+    )  # replicate 0's kernels, pool, held-out sizes, M, ...
+    assert "| 3 | AVX512 | no | 16 | 117 | 20 | 90 | — | — |" in md  # replicate 3 has no offline runs: shown as missing
     assert "in no test: replicate 3 on AVX512: static, rods (incomplete)" in md
     assert "| P1 | rods > static" in md and "partial look, K = 3" in md
-    assert "rods / static 2.500" in md
+    assert "rods / static 2.500" in md and "read at the partial look: [0, 1, 2]" in md
+    # per kernel set: static's and rods' last-half shares and their ratio (AVX2: replicate 0; AVX512: 1 and 2)
+    assert "| +0.3000 | +0.5000 | +1.6667 |" in md and "| +0.1500 | +0.5000 | +3.3333 |" in md
     path = write(runs, tmp_path, 48, png=False, log=lambda _m: None)
     assert path == tmp_path / "report.md" and "![figures/h1_vs_trajectories.json]" in path.read_text()
     # the audit: both measures, counts summed over replicates 0-2 (0 + 1 + 2 of 30), quantiles as means over them
@@ -164,7 +168,7 @@ def test_the_folders_are_read_in_order_and_a_missing_one_is_refused(runs, tmp_pa
         folder.mkdir()
         for s in group:
             (folder / f"{s['run']}.json").write_text(json.dumps(s))
-    assert from_summaries(old).k == 3 and from_summaries([old, new]).k == 4
+    assert from_summaries(old)[0].k == 3 and from_summaries([old, new])[0].k == 4
     with pytest.raises(ValueError, match="no such folder"):
         from_summaries([old, tmp_path / "runs-avx"])
     before = files(tmp_path)

@@ -199,24 +199,16 @@ def pool_criteria(
 
     Example: rods bench pool-criteria docs/experiments/pool-replicates/runs docs/experiments/pool-replicates/runs-avx2
     """
-    from rods_lab.experiments.pool_criteria import (
-        complete,
-        far_task_diffs,
-        far_task_markdown,
-        from_summaries,
-        markdown,
-        read_summaries,
-    )
+    from rods_lab.experiments.pool_criteria import far_task_diffs, far_task_markdown, from_summaries, markdown
 
     try:
-        result = from_summaries(summaries, look)
+        result, read = from_summaries(summaries, look)
     except ValueError as e:
         fail(str(e))
-    found, _ = complete(read_summaries(*summaries))
     if as_json:
-        emit_json({**result.as_dict(), "far_tasks": far_task_diffs(found)})
+        emit_json({**result.as_dict(), "far_tasks": far_task_diffs(read)})
     else:
-        typer.echo("\n".join([*markdown(result), *far_task_markdown(found)]))
+        typer.echo("\n".join([*markdown(result), *far_task_markdown(read)]))
 
 
 @app.command("pool-report")
@@ -228,8 +220,10 @@ def pool_report(
     out: Path = typer.Option(None, help="where report.md and figures/ go (default: the first folder's parent)"),
     per_step: int = typer.Option(48, min=1, help="trajectories a training step (the design's 2,880 over 60 steps)"),
     png: bool = typer.Option(True, help="export PNGs beside the figures' JSON (kaleido)"),
+    look: str = typer.Option(None, help="interim or final (default: the look the complete replicates make)"),
 ) -> None:
-    """The pool-replicates design's report: set sizes, P1-P3, the audit, the secondary outcomes, figures.
+    """The pool-replicates design's report: set sizes, P1-P3, the audit, the secondary outcomes, figures, over the
+    replicates the look reads.
 
     Example: rods bench pool-report docs/experiments/pool-replicates/runs docs/experiments/pool-replicates/runs-avx2
     """
@@ -244,7 +238,7 @@ def pool_report(
         found = read_summaries(*summaries)
         if not found:
             raise ValueError(f"{', '.join(map(str, summaries))}: no run summaries (<run id>.json) to read")
-        path = write(found, out, per_step, png, log=typer.echo, folders=folders)
+        path = write(found, out, per_step, png, log=typer.echo, folders=folders, look=look)
     except ValueError as e:
         fail(str(e))
     typer.echo(path.read_text())

@@ -99,11 +99,38 @@ def look_of(k: int) -> str:
     return "final" if k >= PLANNED_K else "interim" if k == INTERIM_K else "partial"
 
 
-def evaluate(areas: dict[str, dict], look: str | None = None) -> Look:
+def planned_look(replicates: set[int], named: str | None = None) -> tuple[str, list[int], str]:
+    """(the look, the replicates it reads, why a named look is not made) for these complete replicates (design.md,
+    Amendment 10): the interim reads replicates 0 to INTERIM_K - 1 and the final 0 to PLANNED_K - 1, each once every
+    one of them is complete, however many others have run. Unnamed, the interim is made when exactly its
+    replicates are complete. Any other set, a named look among them, is partial: every complete replicate, no
+    verdict."""
+    if named not in (None, *LOOKS):
+        raise ValueError(f"look {named!r}: give one of {', '.join(LOOKS)} (or none: the replicate count decides)")
+    upto = {"interim": INTERIM_K, "final": PLANNED_K}
+    if named is None:
+        named = (
+            "final"
+            if set(range(PLANNED_K)) <= replicates
+            else "interim"
+            if replicates == set(range(INTERIM_K))
+            else None
+        )
+    if named is None:
+        return "partial", sorted(replicates), ""
+    missing = sorted(set(range(upto[named])) - replicates)
+    if missing:
+        why = f"the {named} look reads replicates 0-{upto[named] - 1}, and {missing} are not complete"
+        return "partial", sorted(replicates), why
+    return named, list(range(upto[named])), ""
+
+
+def evaluate(areas: dict[str, dict], look: str | None = None, why: str = "") -> Look:
     """P1-P3 over `areas` (arm -> replicate -> H1 progress area) at the look its replicate count makes (or the one
-    named): the verdicts at the final look; at the interim whether the design stops (all three supported at raw
-    p <= INTERIM_P: then those are the verdicts) or goes on (no verdict); at any other count figures alone."""
-    if look not in (None, *LOOKS):
+    named: planned_look's): the verdicts at the final look; at the interim whether the design stops (all three
+    supported at raw p <= INTERIM_P: then those are the verdicts) or goes on (no verdict); at any other count, or
+    at a partial look (`why` it is one), figures alone."""
+    if look not in (None, *LOOKS, "partial"):
         raise ValueError(f"look {look!r}: give one of {', '.join(LOOKS)} (or none: the replicate count decides)")
     diffs = {name: paired_differences(areas, arm, ref) for name, (arm, ref, _) in TESTS.items()}
     results, ps = {}, {}
@@ -130,7 +157,8 @@ def evaluate(areas: dict[str, dict], look: str | None = None) -> Look:
             f"at p <= {INTERIM_P}, and gives no verdict otherwise)"
         )
     else:
-        decision = f"K = {k} is not a planned look (interim K = {INTERIM_K}, final K = {PLANNED_K}): descriptive only"
+        planned = why or f"interim K = {INTERIM_K}, final K = {PLANNED_K}"
+        decision = f"K = {k} is not a planned look ({planned}): descriptive only"
     return Look(look, k, INTERIM_P if look == "interim" else FINAL_ALPHA, tests, decision)
 
 
@@ -281,18 +309,24 @@ def set_aside(summaries: list[dict], arms: tuple[str, ...] = ARMS) -> list[str]:
     ]
 
 
-def from_summaries(folders: Path | list[Path], look: str | None = None) -> Look:
-    """P1-P3 over the runs summarised in `folders` (rods_lab/experiments/summaries.py; one folder a kernel set), at
-    the look their count makes or the one named: each replicate's complete block only (design.md, Amendments 4 and
-    8), and at the interim replicates 0 to INTERIM_K - 1 alone, however many have run since."""
+def judged(summaries: list[dict], look: str | None = None) -> tuple[Look, list[dict]]:
+    """P1-P3 over each replicate's complete block (design.md, Amendments 4 and 8) at the look those replicates make
+    or the one named (planned_look), and the summaries that look reads: at the interim replicates 0 to
+    INTERIM_K - 1 alone, however many have run since."""
+    kept = complete(summaries)[0]
+    look, reads, why = planned_look({s["replicate"] for s in kept}, look)
+    kept = [s for s in kept if s["replicate"] in reads]
+    return evaluate(areas(kept), look, why), kept
+
+
+def from_summaries(folders: Path | list[Path], look: str | None = None) -> tuple[Look, list[dict]]:
+    """judged() over the runs summarised in `folders` (rods_lab/experiments/summaries.py; one folder a kernel set,
+    the first counting first)."""
     folders = [folders] if isinstance(folders, (str, Path)) else list(folders)
     found = read_summaries(*folders)
     if not found:
         raise ValueError(f"{', '.join(map(str, folders))}: no run summaries (<run id>.json) to read")
-    kept = complete(found)[0]
-    if look == "interim":
-        kept = [s for s in kept if s["replicate"] < INTERIM_K]
-    return evaluate(areas(kept), look)
+    return judged(found, look)
 
 
 DEPLETION_FALL = 0.15  # the pilot's fall of static's informative share that fixes the run length

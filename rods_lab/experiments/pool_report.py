@@ -29,8 +29,8 @@ from rods_lab.experiments.pool_criteria import (
     areas,
     block_of,
     complete,
-    evaluate,
     far_task_markdown,
+    judged,
     paired_differences,
     progress_area,
     set_aside,
@@ -53,11 +53,17 @@ def set_sizes(summaries: list[dict]) -> pd.DataFrame:
     """One row per block (a replicate on one kernel set): its pool size, the size of each held-out set (the same for
     every arm of the block), rods' distinct variants played (M, offline_small's target; offline_large's is the
     design's ratio times M) and the variants each offline arm's pool got (the synthesizer's yield: fewer than asked
-    when it falls short)."""
+    when it falls short); "counts" says whether the block is its replicate's counted one (pool_criteria.complete)."""
+    counted = {block_of(s) for s in complete(summaries)[0]}
     rows: dict[tuple, dict] = {}
     for s in summaries:
         sets = {name: v["n"] for name, v in (s.get("heldout_sets") or {}).items()}
-        first = {"replicate": s["replicate"], "kernels": s.get("cpu_kernels"), "pool seeds": len(s.get("pool") or [])}
+        first = {
+            "replicate": s["replicate"],
+            "kernels": s.get("cpu_kernels"),
+            "counts": "yes" if block_of(s) in counted else "no",
+            "pool seeds": len(s.get("pool") or []),
+        }
         row = rows.setdefault(block_of(s), first)
         row.update(sets)
         sizes = s.get("pool_sizes") or {}
@@ -230,7 +236,7 @@ def figures(summaries: list[dict], per_step: int, sec: dict) -> dict[str, go.Fig
 def by_kernel_set(kept: list[dict]) -> pd.DataFrame:
     """Per CPU kernel set of the counted blocks: how many replicates, the mean paired difference of each of P1-P3 on
     the H1 area over them (descriptive: the tests pool every replicate), and static's and rods' mean informative
-    share over the last half of the steps (the manipulation check)."""
+    share over the last half of the steps and their ratio (the manipulation check, per kernel set: Amendment 9)."""
     rows = []
     for kernels in sorted({str(s.get("cpu_kernels")) for s in kept}):
         runs = [s for s in kept if str(s.get("cpu_kernels")) == kernels]
@@ -242,6 +248,8 @@ def by_kernel_set(kept: list[dict]) -> pd.DataFrame:
         for arm in ("static", "rods"):
             last = [share_halves(s)[1] for s in runs if s["arm"] == arm]
             row[f"{arm} share (last half)"] = sum(last) / len(last) if last else math.nan
+        static, rods = row["static share (last half)"], row["rods share (last half)"]
+        row["rods / static"] = rods / static if static > 0 else math.nan
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -339,10 +347,16 @@ def kernel_sets(summaries: list[dict]) -> Counter:
 
 
 def report_markdown(
-    summaries: list[dict], per_step: int, figure_files: list[str], folders: list[str] | tuple[str, ...] = ("runs",)
+    summaries: list[dict],
+    per_step: int,
+    figure_files: list[str],
+    folders: list[str] | tuple[str, ...] = ("runs",),
+    look: str | None = None,
 ) -> str:
-    """The whole report as Markdown; `folders`: the summaries' folders relative to the report (one a kernel set)."""
-    kept, left = complete(summaries)
+    """The whole report as Markdown over the replicates the look reads (pool_criteria.judged); `folders`: the
+    summaries' folders relative to the report (one a kernel set)."""
+    result, kept = judged(summaries, look)
+    left = complete(summaries)[1]
     aside = set_aside(summaries)
     commits = {(s.get("code") or {}).get("commit") for s in summaries}
     dirty = sum(bool((s.get("code") or {}).get("dirty")) for s in summaries)
@@ -351,14 +365,14 @@ def report_markdown(
              "Design, amendments and reading rules: [design.md](design.md); the pilot: [pilot.md](pilot.md). Every figure "
              "below is computed from the committed run summaries in "
              f"{', '.join(f'[{f}/]({f}/)' for f in folders)} by `rods bench pool-report`.", "",
-             f"Runs: {len(summaries)} summaries; complete replicates (all of {', '.join(ARMS)}): "
-             f"{sorted({s['replicate'] for s in kept})}; left out as incomplete: {left or 'none'}. Blocks (a "
+             f"Runs: {len(summaries)} summaries; complete replicates (all of {', '.join(ARMS)}) read at the "
+             f"{result.look} look: {sorted({s['replicate'] for s in kept})}; left out as incomplete: {left or 'none'}. Blocks (a "
              f"replicate's runs on one CPU kernel set) in no test: {'; '.join(aside) or 'none'}. Code: "
              f"{'one commit' if len(commits) == 1 else f'{len(commits)} commits'} for every run (`code.commit` in each "
              f"summary), {dirty} from a worktree with changes. Trajectories a step: {per_step}.", "",
              "## The size of every set", ""]  # fmt: skip
     lines += _table(set_sizes(summaries))
-    lines += criteria_markdown(evaluate(areas(kept)))
+    lines += criteria_markdown(result)
     lines += far_task_markdown(kept)
     lines += ["## Near-duplicate audit (held-out task vs its nearest training task, per arm)", "",
               "Jaccard similarity of each held-out task to the nearest task its run trained on; quantiles are means "
@@ -401,10 +415,11 @@ def write(
     png: bool = True,
     log=print,
     folders: list[str] | tuple[str, ...] = ("runs",),
+    look: str | None = None,
 ) -> Path:
     """report.md into `out` (the design's folder, beside design.md and runs/) and its figures into out/figures (JSON;
-    PNG beside each when kaleido works); returns report.md's path."""
-    kept, _ = complete(summaries)  # refuses a folder holding two summaries of one run before anything is written
+    PNG beside each when kaleido works), over the replicates the look reads; returns report.md's path."""
+    kept = judged(summaries, look)[1]  # refuses two summaries of one run, or a look not planned, before any write
     (out / "figures").mkdir(parents=True, exist_ok=True)
     figs = figures(kept, per_step, secondaries(kept, per_step))
     jsons = []
@@ -417,5 +432,5 @@ def write(
         log(f"figures as JSON only: {problem}")
         files = files or [f"figures/{j.name}" for j in jsons]
     path = out / "report.md"
-    path.write_text(report_markdown(summaries, per_step, files, folders))
+    path.write_text(report_markdown(summaries, per_step, files, folders, look))
     return path
