@@ -88,9 +88,8 @@ def test_share_halves():
 def test_the_report_names_sizes_tests_and_left_out_replicates(runs, tmp_path):
     md = report_markdown(runs, 48, ["figures/a.png"])
     assert "left out as incomplete: [3]" in md
-    assert (
-        "| 0 | AVX2 | yes | 16 | 120 | 20 | 60 | 60 | 1193 |" in md
-    )  # replicate 0's kernels, pool, held-out sizes, M, ...
+    # replicate 0's kernels, whether its block counts, pool, held-out sizes, M, ...
+    assert "| 0 | AVX2 | yes | 16 | 120 | 20 | 60 | 60 | 1193 |" in md
     assert "| 3 | AVX512 | no | 16 | 117 | 20 | 90 | — | — |" in md  # replicate 3 has no offline runs: shown as missing
     assert "in no test: replicate 3 on AVX512: static, rods (incomplete)" in md
     assert "| P1 | rods > static" in md and "partial look, K = 3" in md

@@ -109,15 +109,12 @@ def planned_look(replicates: set[int], named: str | None = None) -> tuple[str, l
         raise ValueError(f"look {named!r}: give one of {', '.join(LOOKS)} (or none: the replicate count decides)")
     upto = {"interim": INTERIM_K, "final": PLANNED_K}
     if named is None:
-        named = (
-            "final"
-            if set(range(PLANNED_K)) <= replicates
-            else "interim"
-            if replicates == set(range(INTERIM_K))
-            else None
-        )
-    if named is None:
-        return "partial", sorted(replicates), ""
+        if set(range(PLANNED_K)) <= replicates:
+            named = "final"
+        elif replicates == set(range(INTERIM_K)):
+            named = "interim"
+        else:
+            return "partial", sorted(replicates), ""
     missing = sorted(set(range(upto[named])) - replicates)
     if missing:
         why = f"the {named} look reads replicates 0-{upto[named] - 1}, and {missing} are not complete"

@@ -366,8 +366,9 @@ def report_markdown(
              "below is computed from the committed run summaries in "
              f"{', '.join(f'[{f}/]({f}/)' for f in folders)} by `rods bench pool-report`.", "",
              f"Runs: {len(summaries)} summaries; complete replicates (all of {', '.join(ARMS)}) read at the "
-             f"{result.look} look: {sorted({s['replicate'] for s in kept})}; left out as incomplete: {left or 'none'}. Blocks (a "
-             f"replicate's runs on one CPU kernel set) in no test: {'; '.join(aside) or 'none'}. Code: "
+             f"{result.look} look: {sorted({s['replicate'] for s in kept})}; left out as incomplete: "
+             f"{left or 'none'}. Blocks (a replicate's runs on one CPU kernel set) in no test: "
+             f"{'; '.join(aside) or 'none'}. Code: "
              f"{'one commit' if len(commits) == 1 else f'{len(commits)} commits'} for every run (`code.commit` in each "
              f"summary), {dirty} from a worktree with changes. Trajectories a step: {per_step}.", "",
              "## The size of every set", ""]  # fmt: skip
