@@ -94,7 +94,7 @@ def test_the_report_names_sizes_tests_and_left_out_replicates(runs, tmp_path):
     assert "in no test: replicate 3 on AVX512: static, rods (incomplete)" in md
     assert "| P1 | rods > static" in md and "partial look, K = 3" in md
     assert "rods / static 2.500" in md and "read at the partial look: [0, 1, 2]" in md
-    # per kernel set: static's and rods' last-half shares and their ratio (AVX2: replicate 0; AVX512: 1 and 2)
+    # per platform: static's and rods' last-half shares and their ratio (AVX2: replicate 0; AVX512: 1 and 2)
     assert "| +0.3000 | +0.5000 | +1.6667 |" in md and "| +0.1500 | +0.5000 | +3.3333 |" in md
     path = write(runs, tmp_path, 48, png=False, log=lambda _m: None)
     assert path == tmp_path / "report.md" and "![figures/h1_vs_trajectories.json]" in path.read_text()
@@ -102,10 +102,10 @@ def test_the_report_names_sizes_tests_and_left_out_replicates(runs, tmp_path):
     assert "| rods | H1 | calls' items | 3 | 3 of 30 | +0.5000 | +0.5000 | +1.0000 |" in md
     assert "| rods | H1 | function names | 3 | 30 of 30 | +1.0000 |" in md
     assert "| 2 | 2 of 10 | 2 of 10 | 2 of 10 | 2 of 10 | 2 of 10 |" in md  # per replicate, every arm
-    # how the runs ran: binding events summed, replicate 1's run has no times, kernel sets named with their counts
+    # how the runs ran: binding events summed, replicate 1's run has no times, platforms named with their counts
     assert "| rods | 3 | 0 | 3 | — | 2 | 601 | 100 | — |" in md
     assert "| offline_large | 3 | 0 | 3 | 2 (2 of 3 runs) | 2 |" in md  # replicate 1's summary holds no count
-    assert "CPU kernel sets: AVX2 (5 runs); AVX512 (12 runs)" in md
+    assert "Platforms: AVX2: 5 runs; AVX512: 12 runs." in md
     distinct = json.loads((tmp_path / "figures" / "h1_area_vs_distinct.json").read_text())
     assert sum(t.get("mode") == "lines" for t in distinct["data"]) == 3  # each complete replicate's runs joined
     fig = json.loads((tmp_path / "figures" / "h1_diff_vs_static.json").read_text())
@@ -179,5 +179,28 @@ def test_the_folders_are_read_in_order_and_a_missing_one_is_refused(runs, tmp_pa
     md = (tmp_path / "report.md").read_text()
     assert "summaries in [runs/](runs/), [runs-avx2/](runs-avx2/) by" in md
     assert "complete replicates (all of " in md and "[0, 1, 2, 3]; left out as incomplete: none" in md
-    # per kernel set: replicate 0 (AVX2) and 3 (AVX2) against 1 and 2 (AVX512); rods - static is 0.04 x 0.75
-    assert "| AVX2 | 2 | +0.0300 | +0.0150 | +0.0075 |" in md and "| AVX512 | 2 | +0.0300 |" in md
+    # per platform, in the order read: replicate 0 (AVX2 in runs/), 1 and 2 (AVX512), 3 (AVX2 in runs-avx2/);
+    # rods - static is 0.04 x 0.75
+    assert "| AVX2 (runs/) | 1 | +0.0300 | +0.0150 | +0.0075 |" in md and "| AVX512 (runs/) | 2 | +0.0300 |" in md
+    assert "| AVX2 (runs-avx2/) | 1 | +0.0300 |" in md
+    assert "Platforms: AVX2 (runs/): 5 runs; AVX512 (runs/): 12 runs; AVX2 (runs-avx2/): 5 runs." in md
+
+
+def test_two_machines_with_one_kernel_set_and_two_models_stay_two_platforms(runs, tmp_path):
+    # an Intel and an AMD machine both run AVX-512 kernels yet build two warm starts (design.md, Amendment 12)
+    from tests.door_helpers import invoke
+
+    xeon = [on("AVX512", "m3", summary(arm, 4)) for arm in ARMS] + [on("AVX512", "m3", summary("static", 5))]
+    for folder, group in ((tmp_path / "runs", runs), (tmp_path / "runs-xeon", xeon)):
+        folder.mkdir()
+        for s in group:
+            (folder / f"{s['run']}.json").write_text(json.dumps(s))
+    done = invoke("bench", "pool-report", tmp_path / "runs", tmp_path / "runs-xeon", "--no-png")
+    assert done.exit_code == 0, done.output
+    md = (tmp_path / "report.md").read_text()
+    assert "| AVX512 (runs/) | 2 |" in md and "| AVX512 (runs-xeon/) | 1 |" in md
+    assert "| 4 | AVX512 (runs-xeon/) | yes |" in md
+    assert (
+        "in no test: replicate 3 on AVX512 (runs/): static, rods (incomplete); "
+        "replicate 5 on AVX512 (runs-xeon/): static (incomplete)"
+    ) in md

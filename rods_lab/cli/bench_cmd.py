@@ -190,7 +190,7 @@ def paper(
 def pool_criteria(
     summaries: list[Path] = typer.Argument(
         ...,
-        help="folders of run summaries (`rods bench paper --summaries`), one a kernel set, the first counting first",
+        help="folders of run summaries (`rods bench paper --summaries`), one a platform (kernel set, model), the first counting first",
     ),
     look: str = typer.Option(None, help="interim or final (default: the look the replicate count makes)"),
     as_json: bool = typer.Option(False, "--json", help="print the JSON instead of Markdown"),
@@ -215,7 +215,7 @@ def pool_criteria(
 def pool_report(
     summaries: list[Path] = typer.Argument(
         ...,
-        help="the design's run summaries (`rods bench paper --summaries`), a folder a kernel set, the first counting first",
+        help="the design's run summaries (`rods bench paper --summaries`), a folder a platform, the first counting first",
     ),
     out: Path = typer.Option(None, help="where report.md and figures/ go (default: the first folder's parent)"),
     per_step: int = typer.Option(48, min=1, help="trajectories a training step (the design's 2,880 over 60 steps)"),

@@ -256,17 +256,30 @@ def _task_area(evaluations: list[dict], tasks: set[str]) -> float:
 def read_summaries(*folders: Path) -> list[dict]:
     """Every run summary (<run id>.json) of each folder, folder by folder in the order given (the order in which a
     replicate's blocks take precedence: `complete`), each folder in name order. A folder that is not there is an
-    error (a mistyped second folder would otherwise leave its blocks out unseen)."""
+    error (a mistyped second folder would otherwise leave its blocks out unseen). Each summary gains
+    `summaries_folder`, its folder's name, which names its platform (`platform`)."""
     missing = [str(f) for f in folders if not Path(f).is_dir()]
     if missing:
         raise ValueError(f"{', '.join(missing)}: no run summaries there (no such folder)")
-    return [json.loads(p.read_text()) for folder in folders for p in sorted(Path(folder).glob("*.json"))]
+    return [
+        {**json.loads(p.read_text()), "summaries_folder": Path(folder).name}
+        for folder in folders
+        for p in sorted(Path(folder).glob("*.json"))
+    ]
 
 
 def block_of(summary: dict) -> tuple:
     """The block a run belongs to (design.md, Amendment 8): its replicate, the CPU kernel set it ran on and the
     warm-started model it began from. Only runs of one block are paired."""
     return summary["replicate"], summary.get("cpu_kernels"), summary.get("model_sha256")
+
+
+def platform(summary: dict) -> str:
+    """What a run ran on, for people: its CPU kernel set and the folder its summary was read from (design.md,
+    Amendment 12: a folder holds one kernel set and one model; two machines with one kernel set can build two models,
+    so the kernel set alone does not tell their blocks apart)."""
+    folder = summary.get("summaries_folder")
+    return f"{summary.get('cpu_kernels')} ({folder}/)" if folder else str(summary.get("cpu_kernels"))
 
 
 def complete(summaries: list[dict], arms: tuple[str, ...] = ARMS) -> tuple[list[dict], list[int]]:
@@ -292,15 +305,17 @@ def complete(summaries: list[dict], arms: tuple[str, ...] = ARMS) -> tuple[list[
 
 
 def set_aside(summaries: list[dict], arms: tuple[str, ...] = ARMS) -> list[str]:
-    """The blocks that count in no test, each as "replicate k on <kernels>: <arms>", incomplete or (complete) not the
-    one read first."""
+    """The blocks that count in no test, each as "replicate k on <platform>: <arms>", incomplete or (complete) not
+    the one read first."""
     kept = {block_of(s) for s in complete(summaries, arms)[0]}
     held: dict[tuple, list[str]] = {}
+    where: dict[tuple, str] = {}
     for s in summaries:
         if block_of(s) not in kept:
             held.setdefault(block_of(s), []).append(s["arm"])
+            where.setdefault(block_of(s), platform(s))
     return [
-        f"replicate {b[0]} on {b[1]}: {', '.join(a for a in arms if a in got)}"
+        f"replicate {b[0]} on {where[b]}: {', '.join(a for a in arms if a in got)}"
         + (" (complete; another block of it counts)" if set(arms) <= set(got) else " (incomplete)")
         for b, got in sorted(held.items(), key=lambda item: item[0][0])  # by replicate, then in the order read
     ]

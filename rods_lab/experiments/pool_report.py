@@ -1,6 +1,6 @@
 """The pool-replicates design's report (docs/experiments/pool-replicates/design.md), from its run summaries alone:
 the sizes of every set, P1-P3 and their far-task reading (pool_criteria), the near-duplicate audit per arm (both
-similarity measures, per replicate too), the secondary outcomes (never a verdict), how the runs ran (kernel sets,
+similarity measures, per replicate too), the secondary outcomes (never a verdict), how the runs ran (platforms,
 P_max binding, cost), and figures with paired bands.
 
 Secondary outcomes, as the design names them: non-degradation (each arm's last H1 minus step 0), trajectories to
@@ -9,7 +9,7 @@ informative share over the last half as the manipulation check (rods / static, F
 rods - static against how far static ran dry in that replicate (its first-half minus last-half share: a slope with
 its interval). A replicate counts through one complete block: its runs of every arm on one CPU kernel set, from one
 warm-started model (design.md, Amendment 8); incomplete replicates and blocks in no test are named, and the paired
-differences are given per kernel set too.
+differences are given per platform (a kernel set and its model) too.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from rods_lab.experiments.pool_criteria import (
     far_task_markdown,
     judged,
     paired_differences,
+    platform,
     progress_area,
     set_aside,
 )
@@ -50,7 +51,7 @@ def curve(summary: dict, split: str = "H1") -> dict[int, float]:
 
 
 def set_sizes(summaries: list[dict]) -> pd.DataFrame:
-    """One row per block (a replicate on one kernel set): its pool size, the size of each held-out set (the same for
+    """One row per block (a replicate on one platform): its pool size, the size of each held-out set (the same for
     every arm of the block), rods' distinct variants played (M, offline_small's target; offline_large's is the
     design's ratio times M) and the variants each offline arm's pool got (the synthesizer's yield: fewer than asked
     when it falls short); "counts" says whether the block is its replicate's counted one (pool_criteria.complete)."""
@@ -60,7 +61,7 @@ def set_sizes(summaries: list[dict]) -> pd.DataFrame:
         sets = {name: v["n"] for name, v in (s.get("heldout_sets") or {}).items()}
         first = {
             "replicate": s["replicate"],
-            "kernels": s.get("cpu_kernels"),
+            "platform": platform(s),
             "counts": "yes" if block_of(s) in counted else "no",
             "pool seeds": len(s.get("pool") or []),
         }
@@ -233,15 +234,16 @@ def figures(summaries: list[dict], per_step: int, sec: dict) -> dict[str, go.Fig
     return figs
 
 
-def by_kernel_set(kept: list[dict]) -> pd.DataFrame:
-    """Per CPU kernel set of the counted blocks: how many replicates, the mean paired difference of each of P1-P3 on
-    the H1 area over them (descriptive: the tests pool every replicate), and static's and rods' mean informative
-    share over the last half of the steps and their ratio (the manipulation check, per kernel set: Amendment 9)."""
+def by_platform(kept: list[dict]) -> pd.DataFrame:
+    """Per platform of the counted blocks (pool_criteria.platform: a kernel set and its model): how many
+    replicates, the mean paired difference of each of P1-P3 on the H1 area over them (descriptive: the tests pool
+    every replicate), and static's and rods' mean informative share over the last half of the steps and their
+    ratio (the manipulation check, per platform: Amendment 9)."""
     rows = []
-    for kernels in sorted({str(s.get("cpu_kernels")) for s in kept}):
-        runs = [s for s in kept if str(s.get("cpu_kernels")) == kernels]
+    for where in dict.fromkeys(platform(s) for s in kept):  # in the order read
+        runs = [s for s in kept if platform(s) == where]
         area = areas(runs)
-        row = {"kernels": kernels, "replicates": len({s["replicate"] for s in runs})}
+        row = {"platform": where, "replicates": len({s["replicate"] for s in runs})}
         for name, (arm, ref, _) in TESTS.items():
             d = paired_differences(area, arm, ref)
             row[f"{name}: {arm} - {ref}"] = sum(d) / len(d) if d else math.nan
@@ -341,9 +343,9 @@ def _mean(values, digits: int) -> str:
     return f"{sum(got) / len(got):.{digits}f}" if got else "—"
 
 
-def kernel_sets(summaries: list[dict]) -> Counter:
-    """Each CPU kernel set the runs recorded -> how many runs ran on it (a block's runs share one)."""
-    return Counter(str(s.get("cpu_kernels")) for s in summaries)
+def platforms(summaries: list[dict]) -> Counter:
+    """Each platform the runs ran on (pool_criteria.platform) -> how many runs ran on it (a block's runs share one)."""
+    return Counter(platform(s) for s in summaries)
 
 
 def report_markdown(
@@ -354,7 +356,7 @@ def report_markdown(
     look: str | None = None,
 ) -> str:
     """The whole report as Markdown over the replicates the look reads (pool_criteria.judged); `folders`: the
-    summaries' folders relative to the report (one a kernel set)."""
+    summaries' folders relative to the report (one a platform)."""
     result, kept = judged(summaries, look)
     left = complete(summaries)[1]
     aside = set_aside(summaries)
@@ -367,7 +369,7 @@ def report_markdown(
              f"{', '.join(f'[{f}/]({f}/)' for f in folders)} by `rods bench pool-report`.", "",
              f"Runs: {len(summaries)} summaries; complete replicates (all of {', '.join(ARMS)}) read at the "
              f"{result.look} look: {sorted({s['replicate'] for s in kept})}; left out as incomplete: "
-             f"{left or 'none'}. Blocks (a replicate's runs on one CPU kernel set) in no test: "
+             f"{left or 'none'}. Blocks (a replicate's runs on one platform) in no test: "
              f"{'; '.join(aside) or 'none'}. Code: "
              f"{'one commit' if len(commits) == 1 else f'{len(commits)} commits'} for every run (`code.commit` in each "
              f"summary), {dirty} from a worktree with changes. Trajectories a step: {per_step}.", "",
@@ -398,11 +400,11 @@ def report_markdown(
     s = sec["dry_vs_gain"]["slope"]
     lines += [f"rods - static H1 area against static's share fall: slope {_num(s.slope)} (95% CI {_num(s.lo)} .. "
               f"{_num(s.hi)}, p {_num(s.p, 3)}, n {s.n}).", ""]  # fmt: skip
-    lines += ["By CPU kernel set (the counted blocks; descriptive, the tests pool every replicate):", ""]
-    lines += _table(by_kernel_set(kept))
-    kernels = kernel_sets(summaries)
+    lines += ["By platform, a CPU kernel set and the model built under it (the counted blocks; descriptive, the tests "
+              "pool every replicate):", ""]  # fmt: skip
+    lines += _table(by_platform(kept))
     lines += ["## How the runs ran", "",
-              f"CPU kernel sets: {'; '.join(f'{k} ({n} runs)' for k, n in kernels.items())}. Seconds were taken "
+              f"Platforms: {'; '.join(f'{k}: {n} runs' for k, n in platforms(summaries).items())}. Seconds were taken "
               "on a loaded 2-core machine, two runs at a time: cost figures, not outcomes.", ""]  # fmt: skip
     lines += _table(conduct_table(kept))
     lines += ["## Figures", "", *[f"![{f}]({f})" for f in figure_files], ""]
