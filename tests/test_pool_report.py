@@ -40,6 +40,14 @@ def summary(arm: str, k: int, fall: float = 0.2) -> dict:
     }  # fmt: skip
 
 
+def written(folder, summaries: list[dict]):
+    """`folder` holding each summary as <run id>.json, as `rods bench paper --summaries` writes them."""
+    folder.mkdir()
+    for s in summaries:
+        (folder / f"{s['run']}.json").write_text(json.dumps(s))
+    return folder
+
+
 @pytest.fixture
 def runs() -> list[dict]:
     return [summary(arm, k) for k in range(3) for arm in ARMS] + [summary("static", 3), summary("rods", 3)]
@@ -115,10 +123,7 @@ def test_the_report_names_sizes_tests_and_left_out_replicates(runs, tmp_path):
 def test_the_commands_refuse_two_summaries_of_one_run_and_an_unknown_look(runs, tmp_path):
     from tests.door_helpers import files, invoke, refused
 
-    folder = tmp_path / "runs"
-    folder.mkdir()
-    for s in runs:
-        (folder / f"{s['run']}.json").write_text(json.dumps(s))
+    folder = written(tmp_path / "runs", runs)
     refused(invoke("bench", "pool-criteria", folder, "--look", "last"), "look 'last'", "interim, final")
     (folder / "rods_r0_copy.json").write_text(json.dumps({**runs[1], "run": "rods_r0_copy"}))
     before = files(tmp_path)
@@ -163,10 +168,7 @@ def test_the_folders_are_read_in_order_and_a_missing_one_is_refused(runs, tmp_pa
     from tests.door_helpers import files, invoke, refused
 
     old, new = tmp_path / "runs", tmp_path / "runs-avx2"
-    for folder, group in ((old, runs), (new, [on("AVX2", "m2", summary(arm, 3)) for arm in ARMS])):
-        folder.mkdir()
-        for s in group:
-            (folder / f"{s['run']}.json").write_text(json.dumps(s))
+    written(old, runs), written(new, [on("AVX2", "m2", summary(arm, 3)) for arm in ARMS])
     assert from_summaries(old)[0].k == 3 and from_summaries([old, new])[0].k == 4
     with pytest.raises(ValueError, match="no such folder"):
         from_summaries([old, tmp_path / "runs-avx"])
@@ -191,10 +193,7 @@ def test_two_machines_with_one_kernel_set_and_two_models_stay_two_platforms(runs
     from tests.door_helpers import invoke
 
     xeon = [on("AVX512", "m3", summary(arm, 4)) for arm in ARMS] + [on("AVX512", "m3", summary("static", 5))]
-    for folder, group in ((tmp_path / "runs", runs), (tmp_path / "runs-xeon", xeon)):
-        folder.mkdir()
-        for s in group:
-            (folder / f"{s['run']}.json").write_text(json.dumps(s))
+    written(tmp_path / "runs", runs), written(tmp_path / "runs-xeon", xeon)
     done = invoke("bench", "pool-report", tmp_path / "runs", tmp_path / "runs-xeon", "--no-png")
     assert done.exit_code == 0, done.output
     md = (tmp_path / "report.md").read_text()

@@ -190,7 +190,7 @@ def paper(
 def pool_criteria(
     summaries: list[Path] = typer.Argument(
         ...,
-        help="folders of run summaries (`rods bench paper --summaries`), one a platform (kernel set, model), the first counting first",
+        help="folders of run summaries (`rods bench paper --summaries`), one a platform, the first counting first",
     ),
     look: str = typer.Option(None, help="interim or final (default: the look the replicate count makes)"),
     as_json: bool = typer.Option(False, "--json", help="print the JSON instead of Markdown"),
