@@ -168,7 +168,8 @@ def test_the_folders_are_read_in_order_and_a_missing_one_is_refused(runs, tmp_pa
     from tests.door_helpers import files, invoke, refused
 
     old, new = tmp_path / "runs", tmp_path / "runs-avx2"
-    written(old, runs), written(new, [on("AVX2", "m2", summary(arm, 3)) for arm in ARMS])
+    written(old, runs)
+    written(new, [on("AVX2", "m2", summary(arm, 3)) for arm in ARMS])
     assert from_summaries(old)[0].k == 3 and from_summaries([old, new])[0].k == 4
     with pytest.raises(ValueError, match="no such folder"):
         from_summaries([old, tmp_path / "runs-avx"])
@@ -193,7 +194,8 @@ def test_two_machines_with_one_kernel_set_and_two_models_stay_two_platforms(runs
     from tests.door_helpers import invoke
 
     xeon = [on("AVX512", "m3", summary(arm, 4)) for arm in ARMS] + [on("AVX512", "m3", summary("static", 5))]
-    written(tmp_path / "runs", runs), written(tmp_path / "runs-xeon", xeon)
+    written(tmp_path / "runs", runs)
+    written(tmp_path / "runs-xeon", xeon)
     done = invoke("bench", "pool-report", tmp_path / "runs", tmp_path / "runs-xeon", "--no-png")
     assert done.exit_code == 0, done.output
     md = (tmp_path / "report.md").read_text()
