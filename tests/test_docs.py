@@ -123,8 +123,9 @@ def test_the_checks_catch_what_they_are_for(tmp_path):
     ]
 
 
-# `--run-id X`, `--resume X`, `--run X`, `runs/X/` in the docs; placeholders (ID, <id>) are not ids
-RUN_ID_USE = re.compile(r"(?:--run-id|--resume|--run)\s+([^\s`\\\]]+)|\bruns/([^/\s`)]+)/")
+# `--run-id X`, `--resume X`, `--run X`, `runs/X/` in the docs; placeholders (ID, <id>) are not ids, nor is a
+# link to a folder of run summaries (`[runs/](runs/)`)
+RUN_ID_USE = re.compile(r"(?:--run-id|--resume|--run)\s+([^\s`\\\]]+)|\bruns/([^/\s`()\[\]]+)/")
 
 
 def test_every_run_id_in_the_docs_follows_the_id_rule():
